@@ -1,0 +1,34 @@
+# Two commands do all the set-up (see README):
+#   make book   create .venv, install, build the site into _build/html
+#   make test   the same set-up, then every test: unit tests, every chapter under
+#               nbval, the book build with -W, and the site in a real browser
+#
+# On a CPU-only machine torch is installed first from $(TORCH); override it, e.g.
+#   make book TORCH="torch --index-url https://download.pytorch.org/whl/cpu"
+PYTHON ?= python3
+VENV   ?= .venv
+TORCH  ?= torch==2.13.0
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.headlab-installed
+
+.PHONY: setup book test student clean
+setup: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q $(TORCH)
+	$(BIN)/python -m pip install -q -r requirements.txt
+	touch $@
+
+book: setup
+	$(BIN)/python scripts/build_book.py
+
+test: setup
+	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+student: setup
+	$(BIN)/python scripts/make_student.py --out student
+
+clean:
+	rm -rf _build student
