@@ -7,4 +7,8 @@ Importing this package has no side effects: no seeding, no downloads, no
 matplotlib settings, no prints.
 """
 
+from .loading import load
+from .model import HeadModel
+
 __version__ = "0.1.0"
+__all__ = ["load", "HeadModel", "__version__"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # Modules that contribute commands, in the order they appear in --help.
@@ -42,7 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, OSError, RuntimeError) as err:
+        # Bad input or an unavailable model: say what was wrong, without a traceback.
+        # (Set HEADLAB_TRACEBACK=1 to see it.)
+        if os.environ.get("HEADLAB_TRACEBACK"):
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

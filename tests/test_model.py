@@ -1,0 +1,300 @@
+"""The head interface: gates, capture, ablation, gradients, on every adapter."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+import torch
+
+from headlab.adapters import UnsupportedModelError
+from headlab.model import AblationNotApplied, HeadModel
+from tiny_models import ADAPTER_FACTORIES, make_model, random_batch
+
+
+def hook_count(module: torch.nn.Module) -> int:
+    return sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in module.modules())
+
+
+def snapshot(hm: HeadModel):
+    return ({k: v.detach().clone() for k, v in hm.model.state_dict().items()},
+            getattr(hm.model.config, "_attn_implementation", None))
+
+
+def assert_unchanged(hm: HeadModel, snap) -> None:
+    state, attn = snap
+    now = hm.model.state_dict()
+    assert state.keys() == now.keys()
+    for k in state:
+        assert torch.equal(state[k], now[k]), k
+    assert getattr(hm.model.config, "_attn_implementation", None) == attn
+    assert hook_count(hm.model) == 0
+    assert not hm._state.edits and not hm._state.readers and not hm._state.handles
+    assert all(p.grad is None for p in hm.model.parameters())
+
+
+@pytest.fixture(params=sorted(ADAPTER_FACTORIES))
+def tiny(request):
+    return make_model(request.param)
+
+
+def test_geometry(tiny):
+    hm = tiny
+    assert hm.n_layers == 2 and hm.n_heads == 4 and hm.n_heads * hm.d_head == hm.d_model
+    assert len(hm.heads()) == 8
+
+
+def test_gate_ablation_equals_zeroing_W_O_slice(tiny):
+    """Ablating head h through the gate == zeroing h's slice of W_O (columns of a Linear,
+    rows of GPT-2's Conv1D), the definition of removing a head."""
+    hm = tiny
+    batch = random_batch(hm)
+    for layer, head in [(0, 1), (1, 3)]:
+        with torch.no_grad(), hm.ablate([(layer, head)]):
+            gated = hm(batch)
+        surgery = copy.deepcopy(hm.model)
+        proj = hm.arch.out_proj(hm.arch.blocks(surgery)[layer])
+        cols = slice(head * hm.d_head, (head + 1) * hm.d_head)
+        with torch.no_grad():
+            if hm.arch.conv1d:
+                proj.weight[cols, :] = 0.0
+            else:
+                proj.weight[:, cols] = 0.0
+        with torch.no_grad():
+            ref = HeadModel(surgery, name="surgery")(batch)
+            clean = hm(batch)
+        torch.testing.assert_close(gated, ref, atol=1e-5, rtol=1e-5)
+        assert (gated - clean).abs().max() > 1e-4  # and the ablation did something
+
+
+def test_capture_shapes_rows_and_results(tiny):
+    hm = tiny
+    batch = random_batch(hm)
+    with torch.no_grad():
+        clean = hm(batch)
+    out, cache = hm.run_with_cache(batch)
+    torch.testing.assert_close(out, clean, atol=1e-5, rtol=1e-4)  # eager == default path
+    b, s = batch["input_ids"].shape
+    for layer in range(hm.n_layers):
+        pattern = cache.pattern(layer)
+        assert pattern.shape == (b, hm.n_heads, s, s)
+        torch.testing.assert_close(pattern.sum(-1), torch.ones(b, hm.n_heads, s), atol=1e-5, rtol=0)
+        if hm.causal:  # nothing above the diagonal
+            assert torch.all(pattern.triu(1) == 0)
+        z = cache.z(layer)
+        assert z.shape == (b, s, hm.n_heads, hm.d_head)
+        # the heads' writes plus W_O's bias are exactly the attention block's output projection
+        proj = hm.arch.out_proj(hm.arch.blocks(hm.model)[layer])
+        with torch.no_grad():
+            full = proj(z.reshape(b, s, -1))
+        bias = proj.bias if proj.bias is not None else 0.0
+        torch.testing.assert_close(cache.result(layer).sum(dim=2) + bias, full, atol=1e-5, rtol=1e-4)
+    # the eager switch is undone
+    assert getattr(hm.model.config, "_attn_implementation", None) in (None, "sdpa", "eager")
+    assert hook_count(hm.model) == 0
+
+
+def test_padding_does_not_change_real_positions(tiny):
+    """A padded batch gives the same patterns and z at real positions as running each input alone."""
+    hm = tiny
+    torch.manual_seed(1)
+    long = torch.randint(3, hm.model.config.vocab_size, (1, 7))
+    short = long[:, :4].clone()
+    padded = {"input_ids": torch.cat([long, torch.cat([short, torch.zeros(1, 3, dtype=torch.long)], 1)]),
+              "attention_mask": torch.tensor([[1] * 7, [1] * 4 + [0] * 3])}
+    _, both = hm.run_with_cache(padded)
+    _, alone = hm.run_with_cache(short)
+    for layer in range(hm.n_layers):
+        torch.testing.assert_close(both.pattern(layer)[1, :, :4, :4], alone.pattern(layer)[0], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(both.z(layer)[1, :4], alone.z(layer)[0], atol=1e-5, rtol=1e-4)
+        assert torch.all(both.pattern(layer)[1, :, :4, 4:] == 0)  # padded keys get no weight
+
+
+def test_mean_and_resample_ablation(tiny):
+    hm = tiny
+    batch = random_batch(hm, n=3, seq=6)
+    reference = random_batch(hm, n=5, seq=8, seed=3)
+    layer, head = 1, 2
+    ref_z = hm.run_with_cache(reference, names=("z",))[1].z(layer)[..., head, :]  # (5, 8, d_head)
+    with hm.capture(("z",)) as cache, hm.ablate([(layer, head)], mode="mean", reference=reference):
+        with torch.no_grad():
+            hm(batch)
+    z = cache.z(layer)[..., head, :]
+    torch.testing.assert_close(z, ref_z.reshape(-1, hm.d_head).mean(0).expand_as(z), atol=1e-6, rtol=1e-5)
+    with hm.capture(("z",)) as cache, hm.ablate([(layer, head)], mode="resample", reference=reference, seed=7):
+        with torch.no_grad():
+            hm(batch)
+    z = cache.z(layer)[..., head, :]  # (3, 6, d_head): each row is some reference input's z at the same position
+    for b in range(3):
+        for p in range(6):
+            assert min(float((z[b, p] - ref_z[r, p]).abs().max()) for r in range(5)) < 1e-6
+    # the draw depends on the seed
+    with hm.capture(("z",)) as other, hm.ablate([(layer, head)], mode="resample", reference=reference, seed=8):
+        with torch.no_grad():
+            hm(batch)
+    assert not torch.equal(other.z(layer)[..., head, :], z)
+
+
+def test_nested_ablations_compose(tiny):
+    hm = tiny
+    batch = random_batch(hm)
+    with torch.no_grad():
+        with hm.ablate([(0, 0)]), hm.ablate([(1, 1)]):
+            nested = hm(batch)
+        with hm.ablate([(0, 0), (1, 1)]):
+            joint = hm(batch)
+    torch.testing.assert_close(nested, joint)
+
+
+def test_head_gradients_match_finite_differences(tiny):
+    hm = tiny
+    batch = random_batch(hm, n=2, seq=5)
+    grad = hm.head_gradients(batch)  # (batch, n_layers, n_heads)
+    assert grad.shape == (2, hm.n_layers, hm.n_heads)
+    kind = "loss" if hm.causal else "retrieval"
+    from headlab.model import _GateEdit
+
+    with torch.no_grad():
+        clean_out = hm(batch)
+        pooled = None if hm.causal else hm.metric(clean_out, batch)
+        eps = 1e-3
+        for layer, head in [(0, 1), (1, 2)]:
+            values = []
+            for sign in (+1, -1):
+                gate = torch.ones(hm.n_layers, hm.n_heads, dtype=torch.float64)
+                gate[layer, head] += sign * eps
+                with hm._active(edit=_GateEdit(gate.float())):
+                    values.append(hm.metric(hm(batch), batch, clean=pooled, kind=kind))
+            fd = (values[0] - values[1]) / (2 * eps)
+            torch.testing.assert_close(grad[:, layer, head], fd, atol=2e-3, rtol=5e-2)
+    assert all(p.grad is None for p in hm.model.parameters())
+
+
+def test_random_nested_contexts_with_exceptions_leave_no_trace():
+    """1,000 random nestings of ablate/capture contexts, with exceptions raised at random
+    points (between passes, and from inside a forward pass): 0 hooks left, model bitwise equal."""
+    rng = random.Random(0)
+    models = {name: make_model(name) for name in ("gpt2", "bert")}
+    snaps = {name: snapshot(hm) for name, hm in models.items()}
+
+    class Boom(Exception):
+        pass
+
+    def explode(module, args):
+        raise Boom()
+
+    raised = 0
+    for trial in range(1000):
+        name = rng.choice(sorted(models))
+        hm = models[name]
+        batch = random_batch(hm, n=2, seq=4, seed=trial)
+        depth = rng.randint(1, 3)
+        try:
+            stack = []
+            for level in range(depth):
+                kind = rng.choice(["ablate", "capture", "ablate_mean"])
+                heads = rng.sample(hm.heads(), rng.randint(1, 3))
+                if kind == "ablate":
+                    ctx = hm.ablate(heads)
+                elif kind == "ablate_mean":
+                    ctx = hm.ablate(heads, mode="mean", reference=batch)
+                else:
+                    ctx = hm.capture(rng.choice([("pattern",), ("z",), ("pattern", "z")]))
+                stack.append(ctx)
+            with torch.no_grad():
+                with stack[0]:
+                    hm(batch)
+                    if rng.random() < 0.3:
+                        raise Boom()
+                    if len(stack) > 1:
+                        with stack[1]:
+                            if rng.random() < 0.3:  # an exception from inside a forward pass
+                                victim = hm.arch.blocks(hm.model)[rng.randrange(hm.n_layers)]
+                                handle = victim.register_forward_pre_hook(explode)
+                                try:
+                                    hm(batch)
+                                finally:
+                                    handle.remove()
+                            hm(batch)
+                            if len(stack) > 2:
+                                with stack[2]:
+                                    hm(batch)
+                                    raise Boom()
+        except Boom:
+            raised += 1
+        assert_unchanged(hm, snaps[name])
+    assert raised > 300  # the exceptional paths really ran
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    ([(9, 0)], ValueError, "out of range"),
+    ([(0, 4)], ValueError, "out of range"),
+    ([(-1, 0)], ValueError, "out of range"),
+    ([], ValueError, "empty head set"),
+    ((0, 1), TypeError, "collection of"),
+    (["ab"], TypeError, "pair of ints"),
+])
+def test_bad_heads_are_rejected_and_model_unchanged(bad, error, match):
+    hm = make_model("gpt2")
+    snap = snapshot(hm)
+    with pytest.raises(error, match=match):
+        with hm.ablate(bad):
+            pass
+    assert_unchanged(hm, snap)
+
+
+def test_bad_modes_and_references():
+    hm = make_model("gpt2")
+    snap = snapshot(hm)
+    batch = random_batch(hm, n=2, seq=6)
+    with pytest.raises(ValueError, match="unknown ablation mode"):
+        with hm.ablate([(0, 0)], mode="delete"):
+            pass
+    with pytest.raises(ValueError, match="needs reference"):
+        with hm.ablate([(0, 0)], mode="mean"):
+            pass
+    with pytest.raises(ValueError, match="takes no reference"):
+        with hm.ablate([(0, 0)], reference=batch):
+            pass
+    short = random_batch(hm, n=2, seq=3)
+    with pytest.raises(ValueError, match="longest reference"):
+        with torch.no_grad(), hm.ablate([(0, 0)], mode="resample", reference=short):
+            hm(batch)
+    with pytest.raises(ValueError, match="unknown activation"):
+        with hm.capture(("attention",)):
+            pass
+    assert_unchanged(hm, snap)
+
+
+def test_bypassed_gate_fails_loudly():
+    """If the output projection is not called as a module (fused or replaced), the gate is never
+    reached: the ablation must raise instead of silently changing nothing."""
+    hm = make_model("gpt2")
+    attn = hm.arch.blocks(hm.model)[1].attn
+    proj = attn.c_proj
+    orig_forward = proj.forward
+    # call the projection's maths without going through nn.Module.__call__ (hooks skipped)
+    attn.c_proj = type("Fused", (torch.nn.Module,), {"forward": lambda self, x: orig_forward(x)})()
+    attn.c_proj.weight = proj.weight
+    with pytest.raises(AblationNotApplied, match="never reached"):
+        with torch.no_grad(), hm.ablate([(1, 0)]):
+            hm(random_batch(hm))
+
+
+def test_unsupported_architecture_lists_supported():
+    from transformers import T5Config, T5Model
+
+    model = T5Model(T5Config(d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8, vocab_size=20))
+    with pytest.raises(UnsupportedModelError, match="Supported model types: .*bert.*gpt2"):
+        HeadModel(model)
+
+
+def test_calling_the_wrapped_module_directly_sees_the_ablation():
+    hm = make_model("gpt2")
+    batch = random_batch(hm)
+    with torch.no_grad():
+        clean = hm.model(**batch).logits
+        with hm.ablate([(0, 2)]):
+            inside = hm.model(**batch).logits
+    assert (inside - clean).abs().max() > 1e-4
