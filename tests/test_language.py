@@ -293,12 +293,13 @@ def test_annotations_survive_packing(docs, n_ctx):
 def test_items_index_the_windows_tokens(lang, docs, tok):
     windows = pack(docs[:400], 64)
     ids = encode(tok, windows)
+    id_to_token = tok.convert_ids_to_tokens(list(range(len(tok))))
     agree = agreement_items(windows)
     assert len(agree) > 1000
     for it in agree:
         w = windows[it.doc]
         assert it.pos == it.verb_pos - 1
-        assert tok.convert_ids_to_tokens(int(ids[it.doc, it.verb_pos])) == it.correct == w.tokens[it.verb_pos]
+        assert id_to_token[ids[it.doc, it.verb_pos]] == it.correct == w.tokens[it.verb_pos]
         assert w.subject[it.verb_pos] == it.subject_pos and it.correct != it.wrong
         other = "pl" if it.number == "sg" else "sg"
         lemma = lang.lemma(it.correct)
@@ -324,6 +325,8 @@ def test_items_index_the_windows_tokens(lang, docs, tok):
     assert any(it.target_is_rare for it in copies)
 
     rares = rare_items(windows, lang)
+    with pytest.raises(TypeError, match="needs the Language"):
+        rare_items(windows, None)
     assert rares and any(r.in_copy for r in rares)
     for r in rares:
         w = windows[r.doc]

@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Sequence
 
 from headlab.language.document import Document
+from headlab.language.grammar import Language
 from headlab.language.lexicon import COPULA, OBJECT_PRONOUNS, SUBJECT_PRONOUNS, build_lexicon
 
 
@@ -156,10 +157,12 @@ def pronoun_items(docs: Sequence[Document]) -> list[PronounItem]:
     return items
 
 
-def copy_items(docs: Sequence[Document], lang=None) -> list[CopyItem]:
+def copy_items(docs: Sequence[Document], lang: Language | None = None) -> list[CopyItem]:
     """One item per position `pos` where tokens ``pos`` and ``pos + 1`` are consecutive tokens
     of a repeated sentence whose earlier occurrence is in the same document. `lang` (a
     `Language`) is needed only to fill `target_is_rare`; without it the field is False."""
+    if lang is not None and not isinstance(lang, Language):
+        raise TypeError(f"lang must be a Language or None, got {type(lang).__name__}")
     items = []
     for d_i, d in enumerate(docs):
         cs = d.copy_source
@@ -175,9 +178,11 @@ def copy_items(docs: Sequence[Document], lang=None) -> list[CopyItem]:
     return items
 
 
-def rare_items(docs: Sequence[Document], lang) -> list[RareItem]:
+def rare_items(docs: Sequence[Document], lang: Language) -> list[RareItem]:
     """One item per occurrence of a rare word (`lang.is_rare`) that also occurred earlier in
     the same document (window)."""
+    if not isinstance(lang, Language):
+        raise TypeError(f"rare_items needs the Language the documents came from, got {type(lang).__name__}")
     items = []
     for d_i, d in enumerate(docs):
         last_seen: dict[str, int] = {}
