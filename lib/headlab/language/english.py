@@ -1,0 +1,83 @@
+"""The hand-annotated English set (``headlab/data/english.jsonl``) and word-to-token alignment.
+
+Each line is one item (one sentence, sometimes two): its natural `text`, the `words` (the
+text split into words and punctuation marks), a `construction` label, every finite verb
+with the head of its subject, and every personal pronoun with its antecedent. Indices
+point into `words`. See ``headlab/data/README.md`` for the labels.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Sequence
+
+ENGLISH_CONSTRUCTIONS = ("simple", "pp", "subj_rel", "obj_rel", "long_distance", "pronoun", "coordination")
+
+
+@dataclass(frozen=True)
+class EnglishSentence:
+    """One annotated English item. `verbs`: (verb index, subject index) pairs; `pronouns`:
+    (pronoun index, antecedent index) pairs; both index `words`."""
+
+    text: str
+    words: tuple[str, ...]
+    construction: str
+    verbs: tuple[tuple[int, int], ...]
+    pronouns: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def from_json(cls, record: dict, where: str = "record") -> EnglishSentence:
+        """Parse and validate one JSON object (raises ValueError naming `where` if invalid)."""
+        try:
+            words = tuple(record["words"])
+            sent = cls(text=record["text"], words=words, construction=record["construction"],
+                       verbs=tuple((v["verb"], v["subject"]) for v in record["verbs"]),
+                       pronouns=tuple((p["pronoun"], p["antecedent"]) for p in record["pronouns"]))
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"{where}: malformed English item ({e!r}); expected keys text, words, "
+                             "construction, verbs [{verb, subject}], pronouns [{pronoun, antecedent}]") from e
+        if sent.construction not in ENGLISH_CONSTRUCTIONS:
+            raise ValueError(f"{where}: unknown construction {sent.construction!r}; use one of {ENGLISH_CONSTRUCTIONS}")
+        for kind, pairs in (("verbs", sent.verbs), ("pronouns", sent.pronouns)):
+            for i, j in pairs:
+                if not (0 <= i < len(words) and 0 <= j < len(words)) or i == j:
+                    raise ValueError(f"{where}: {kind} pair ({i}, {j}) is out of range for {len(words)} words")
+        if "".join(sent.text.split()) != "".join(words):
+            raise ValueError(f"{where}: the words do not spell the text {sent.text!r}")
+        return sent
+
+
+def load_english() -> list[EnglishSentence]:
+    """All items of ``headlab/data/english.jsonl``, validated."""
+    path = resources.files("headlab") / "data" / "english.jsonl"
+    out = []
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if line.strip():
+                out.append(EnglishSentence.from_json(json.loads(line), where=f"english.jsonl line {n}"))
+    return out
+
+
+def align_words(tok, words: Sequence[str]) -> list[int]:
+    """Position, in ``tok(list(words), is_split_into_words=True)["input_ids"]`` (special
+    tokens such as [CLS] included), of the first sub-token of each word.
+
+    `tok` must be a fast Hugging Face tokenizer (it provides `word_ids()`). Raises ValueError
+    if a word produces no token or the input is cut by the tokenizer's maximum length.
+    """
+    if not getattr(tok, "is_fast", False):
+        raise TypeError("align_words needs a fast tokenizer (with word_ids()); load it with use_fast=True")
+    if isinstance(words, str):
+        raise TypeError("align_words takes a list of words, not a string; split the text first")
+    encoding = tok(list(words), is_split_into_words=True)
+    first: dict[int, int] = {}
+    for pos, w in enumerate(encoding.word_ids()):
+        if w is not None and w not in first:
+            first[w] = pos
+    missing = [i for i in range(len(words)) if i not in first]
+    if missing:
+        raise ValueError(f"words {[words[i] for i in missing]} (indices {missing}) produced no token; "
+                         "they may be empty, unsupported characters, or beyond the maximum length")
+    return [first[i] for i in range(len(words))]
