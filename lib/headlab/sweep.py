@@ -122,6 +122,16 @@ def _normalise_groups(hm: HeadModel, groups) -> list[tuple[Head, ...]]:
     return out
 
 
+def _chunks(groups: list[tuple[Head, ...]], per_pass: int) -> list[list[int]]:
+    """Indices of groups to run together: groups sharing their lowest layer, at most
+    ``per_pass`` at a time (mixing lowest layers would recompute the shared blocks)."""
+    by_first: dict[int, list[int]] = {}
+    for i, group in enumerate(groups):
+        by_first.setdefault(min(l for l, _ in group), []).append(i)
+    return [idx[j:j + per_pass] for first in sorted(by_first) for idx in [by_first[first]]
+            for j in range(0, len(idx), per_pass)]
+
+
 def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, mode: str = "zero",
           reference=None, kind: str | None = None, loss_mask: torch.Tensor | None = None,
           max_batch: int = 256, seed: int = 0, progress: bool = False) -> SweepResult:
@@ -155,9 +165,7 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, mode: str = "ze
         pooled = None if hm.causal else hm.metric(clean_out, batch)
         clean = hm.metric(clean_out, batch, clean=pooled, kind=kind, loss_mask=loss_mask)
 
-    order = sorted(range(len(groups)), key=lambda i: (min(l for l, _ in groups[i]), i))
-    per_pass = max(1, max_batch // n)
-    chunks = [order[i:i + per_pass] for i in range(0, len(order), per_pass)]
+    chunks = _chunks(groups, max(1, max_batch // n))
     effects = torch.empty(len(groups), n)
     bar = _progress(len(groups), progress, f"sweep {hm.name}")
     for chunk in chunks:
