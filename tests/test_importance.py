@@ -1,0 +1,106 @@
+"""Importance: summaries, tail statistics, rank agreement and group ablations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from headlab.importance import (Importance, PairEffects, backup_heads, gini, gradient_importance,
+                                head_importance, lorenz_curve, pair_effects, rank_disagreements,
+                                spearman, subset_effects, top_k_share)
+from tiny_models import make_model, random_batch
+
+
+def test_gini_and_lorenz_known_answers():
+    assert gini([1, 1, 1, 1]) == pytest.approx(0.0)
+    assert gini([0, 0, 0, 5]) == pytest.approx(0.75)  # 1 - 1/n
+    assert gini([1, 3]) == pytest.approx(0.25)  # mean |xi - xj| / (2 mean) = (2*2/4) / (2*2)
+    x, y = lorenz_curve([3, 1, 0])
+    np.testing.assert_allclose(x, [0, 1 / 3, 2 / 3, 1])
+    np.testing.assert_allclose(y, [0, 0, 0.25, 1])
+    assert gini([-2, 0, 4]) == gini([0, 0, 4])  # negative effects carry no share
+    with pytest.raises(ValueError, match="no head has a positive effect"):
+        gini([0, -1])
+
+
+def test_top_k_share():
+    assert top_k_share([5, 1, 1, 1, 2], 1) == pytest.approx(0.5)
+    assert top_k_share([5, 1, 1, 1, 2], 2) == pytest.approx(0.7)
+    with pytest.raises(ValueError, match="k must be between"):
+        top_k_share([1, 2], 3)
+
+
+def test_spearman_matches_definition_with_ties():
+    a = [1.0, 2.0, 2.0, 5.0, 3.0]
+    b = [10.0, 20.0, 25.0, 40.0, 30.0]
+    # ranks: a -> 1, 2.5, 2.5, 5, 4; b -> 1, 2, 3, 5, 4
+    ra, rb = np.array([1, 2.5, 2.5, 5, 4]), np.array([1, 2, 3, 5, 4])
+    assert spearman(a, b) == pytest.approx(np.corrcoef(ra, rb)[0, 1])
+    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="constant"):
+        spearman([1, 1, 1], [1, 2, 3])
+
+
+def test_rank_disagreements_finds_the_swapped_head():
+    a = torch.tensor([[5.0, 4.0], [3.0, 0.1]])
+    b = torch.tensor([[5.0, 0.0], [3.0, 4.0]])  # heads 0.1 and 1.1 trade places
+    top = rank_disagreements(a, b, n_heads=2, top=2)
+    assert {row[0] for row in top} == {(0, 1), (1, 1)}
+
+
+def test_importance_summaries_and_tail():
+    # head 0.0: always 1; head 0.1: small on average, huge on input 3
+    effects = torch.tensor([[[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 2.0]]])
+    imp = Importance(effects, "zero", "loss")
+    torch.testing.assert_close(imp.mean(), torch.tensor([[1.0, 0.5]]))
+    torch.testing.assert_close(imp.worst(), torch.tensor([[1.0, 2.0]]))
+    assert imp.ranking("mean") == [(0, 0), (0, 1)]
+    assert imp.ranking("worst") == [(0, 1), (0, 0)]
+    torch.testing.assert_close(imp.mean([3]), torch.tensor([[1.0, 2.0]]))
+    torch.testing.assert_close(imp.mean(torch.tensor([True, True, False, False])), torch.tensor([[1.0, 0.0]]))
+    assert imp.hidden_in_the_tail(mean_below=0.6, worst_above=1.5) == [((0, 1), 0.5, 2.0, 3)]
+    with pytest.raises(ValueError, match="rank by"):
+        imp.ranking("median")
+    with pytest.raises(ValueError, match="empty"):
+        imp.mean([])
+
+
+def test_pair_effects_are_real_group_ablations():
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=3, seq=6)
+    pe = pair_effects(hm, batch)
+    assert len(pe.pairs) == 2 * 6  # all pairs within each of 2 layers of 4 heads
+    with torch.no_grad():
+        clean = hm.metric(hm(batch), batch)
+        with hm.ablate([(1, 0), (1, 2)]):
+            both = hm.metric(hm(batch), batch)
+    torch.testing.assert_close(pe.pairs[((1, 0), (1, 2))], both - clean, atol=1e-5, rtol=1e-4)
+    inter = pe.interaction((1, 2), (1, 0))
+    torch.testing.assert_close(inter, pe.pairs[((1, 0), (1, 2))] - pe.singles[(1, 0)] - pe.singles[(1, 2)])
+    red = pe.redundancy_map(1, 4)
+    assert torch.isnan(red.diagonal()).all() and red[0, 2] == red[2, 0] == pytest.approx(float(inter.mean()))
+
+
+def test_backup_heads_known_answer():
+    a, b, c = (0, 0), (0, 1), (0, 2)
+    pe = PairEffects(
+        singles={a: torch.tensor([1.0]), b: torch.tensor([0.0]), c: torch.tensor([0.5])},
+        pairs={(a, b): torch.tensor([2.0]), (a, c): torch.tensor([1.5]), (b, c): torch.tensor([0.5])},
+    )
+    # b alone does nothing; once a is gone, b's removal costs 1.0: b backs a up
+    assert backup_heads(pe) == [(a, b, 0.0, 1.0)]
+    assert pe.underestimates()["fraction_underestimated"] == pytest.approx(1 / 3)
+
+
+def test_subset_effects_and_gradients_shapes():
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=2, seq=6)
+    rows = subset_effects(hm, batch, sizes=(2, 3), n_per_size=3)
+    assert [r["size"] for r in rows] == [2, 2, 2, 3, 3, 3]
+    imp = head_importance(hm, batch)
+    assert imp.effects.shape == (2, 4, 2)
+    for r in rows:
+        assert r["sum_of_singles"] == pytest.approx(float(sum(imp.mean()[l, h] for l, h in r["heads"])), abs=1e-5)
+    grads = gradient_importance(hm, batch, batch_size=1)
+    torch.testing.assert_close(grads, hm.head_gradients(batch), atol=1e-5, rtol=1e-4)
