@@ -22,6 +22,7 @@ import torch
 
 import headlab
 from headlab.sweep import loop_sweep, sweep
+from headlab.widgets import LiveAblation
 
 SENTENCES = [
     "The cat that chased the mice sleeps on the warm mat.",
@@ -72,24 +73,18 @@ def bench_sweep(hm, inputs, repeats: int, label: str) -> dict:
 
 
 def bench_live_ablation(hm, texts, toggles: int, seed: int = 0) -> dict:
-    """One toggle = flip one head in the ablated set, then recompute the metric on the texts:
-    for MiniLM the per-sentence embedding change (1 - cos) against the clean model."""
+    """One toggle = flip one head in the ablated set, then recompute everything the live-ablation
+    widget shows (headlab.widgets.LiveAblation.view: the metric per text, the top predictions or
+    the similarity matrix, and the selected head's pattern)."""
     rng = random.Random(seed)
-    batch = hm.tokenize(texts)
-    with torch.no_grad():
-        clean = hm.metric(hm(batch), batch)
+    live = LiveAblation(hm, texts)
     ablated: set = set()
     times = []
     for _ in range(toggles):
-        ablated ^= {rng.choice(hm.heads())}
+        head = rng.choice(hm.heads())
+        ablated ^= {head}
         start = time.perf_counter()
-        with torch.no_grad():
-            if ablated:
-                with hm.ablate(sorted(ablated)):
-                    value = hm.metric(hm(batch), batch, clean=clean)
-            else:
-                value = hm.metric(hm(batch), batch, clean=clean)
-        value.mean().item()
+        live.view(sorted(ablated), selected=head)
         times.append(time.perf_counter() - start)
     times.sort()
     p50 = times[len(times) // 2]
