@@ -63,6 +63,7 @@ def attention_cases(draw, max_n=6, max_d=5, max_batch_dims=2, max_batch=3):
     v = rng.standard_normal(some_dims_one(batch) + (n_k, d_v))
     mask = None
     if draw(st.booleans()):
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])  # the mask may not enlarge it
         full = some_dims_one(batch + (n_q, n_k))
         drop = draw(st.integers(0, len(batch)))  # fewer leading dims also broadcast
         mask = rng.random(full[drop:]) < draw(st.sampled_from([0.3, 0.7, 1.0]))
@@ -71,7 +72,9 @@ def attention_cases(draw, max_n=6, max_d=5, max_batch_dims=2, max_batch=3):
 
 def sdpa_anchor(q, k, v, mask, causal):
     """SDPA's output and pattern (as float64 numpy), empty rows set to zero explicitly."""
-    q, k, v = (torch.as_tensor(x, dtype=torch.float64) for x in (q, k, v))
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    # SDPA cannot broadcast a mask beyond the batch of q @ k^T: expand (views) to the full batch
+    q, k, v = (torch.as_tensor(x, dtype=torch.float64).expand(batch + x.shape[-2:]) for x in (q, k, v))
     n_q, n_k = q.shape[-2], k.shape[-2]
     eye = torch.eye(n_k, dtype=torch.float64)
     if mask is None:  # is_causal is SDPA's own definition of causal

@@ -231,23 +231,34 @@ def check_mask_dtype(mask: Any, family: str, device: Any = None) -> None:
             raise ValueError(f"mask is on {mask.device} but q is on {device}; move it with mask.to(q.device)")
 
 
-def check_finite(x: Any, family: str, name: str) -> None:
-    """NaN or +-inf anywhere in ``x`` is a ValueError naming the first bad index."""
+def check_finite(named: dict[str, Any], family: str) -> None:
+    """NaN or +-inf anywhere in the arrays is a ValueError naming the array and the first bad index.
+
+    Torch fast path (``torch.isfinite`` is ~30x slower than a sum on CPU): a
+    sum is finite only if every term is (NaN and inf propagate through
+    addition), so one reduction per tensor and one device sync for all of them
+    clear the common case. A non-finite sum can also be an overflow of finite
+    values: then the exact element-wise check decides.
+    """
+    if family == "torch":
+        sums = torch.stack([x.detach().sum(dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
+                            for x in named.values()])
+        if bool(torch.isfinite(sums).all()):
+            return
+    for name, x in named.items():
+        _check_finite_exact(x, family, name)
+
+
+def _check_finite_exact(x: Any, family: str, name: str) -> None:
     if family == "lists":
         found = _first_nonfinite_in_list(x)
         if found is None:
             return
         first, count = found
     else:
-        if family == "torch":
-            bad = ~torch.isfinite(x.detach())
-            if not bool(bad.any()):
-                return
-            bad = bad.cpu().numpy()
-        else:
-            bad = ~np.isfinite(x)
-            if not bad.any():
-                return
+        bad = ~torch.isfinite(x.detach()).cpu().numpy() if family == "torch" else ~np.isfinite(x)
+        if not bad.any():
+            return
         first, count = tuple(int(i) for i in np.argwhere(bad)[0]), int(bad.sum())
     raise ValueError(
         f"{name} contains {count} non-finite value(s) (NaN or inf), the first at index {first}; "

@@ -62,8 +62,7 @@ def flash_attention(q: Array, k: Array, v: Array, *, causal: bool = False, block
         raise ValueError(f"block_size must be a positive integer; got {block_size!r}")
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False; got {causal!r}")
-    for x, name in ((q, "q"), (k, "k"), (v, "v")):
-        check_finite(x, family, name)
+    check_finite({"q": q, "k": k, "v": v}, family)
     if n_k == 0 and n_q > 0 and 0 not in batch:
         raise ValueError("flash_attention: there are no keys (n_k = 0), so no query has anything to "
                          "attend to; attention(..., empty_rows='zero') gives zero rows instead")

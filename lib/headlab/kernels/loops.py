@@ -61,15 +61,16 @@ def attention_2d(
     v: Matrix,
     allowed: list[list[bool]],
     *,
-    empty_rows: str = "raise",
     d: int,
     d_v: int,
+    empty_rows: str = "raise",
     row_index: tuple[int, ...] = (),
     masked: bool = True,
     causal: bool = False,
 ) -> tuple[Matrix, Matrix]:
     """One attention head on 2-D lists: q ``(n_q, d)``, k ``(n_k, d)``, v ``(n_k, d_v)``.
 
+    (``d`` and ``d_v`` are passed because an empty list has no row to measure.)
     ``allowed[i][j]`` says whether query i may attend to key j. For each query:
     score every allowed key, ``s_j = (q_i . k_j) / sqrt(d)``; turn the scores
     into weights with a stable softmax; the output row is ``sum_j w_j v_j``.
@@ -110,8 +111,7 @@ def attention_loops(q: Any, k: Any, v: Any, mask: Any, causal: bool, empty_rows:
     if mask_shape is not None:
         check_mask_shape(mask_shape, batch + (n_q, n_k))
     check_loops_size(math.prod(batch) * n_q * n_k * (d + d_v), "batch * n_q * n_k * (d + d_v)")
-    for x, name in ((q, "q"), (k, "k"), (v, "v")):
-        check_finite(x, "lists", name)
+    check_finite({"q": q, "k": k, "v": v}, "lists")
 
     outs, patterns = [], []
     for b in iter_batch(batch):

@@ -130,9 +130,9 @@ def multi_head_attention(
                              f"(PyTorch Linear convention, x @ w.T + b); got shape {shape}")
     for name, value in present.items():
         check_numeric(value, family, name)
-        check_finite(value, family, name)
     if family == "torch":
         check_same_dtype_device(present)
+    check_finite(present, family)
     if backend == "loops":
         check_loops_size(4 * batch * seq * d_model * d_model, "4 projections: 4 * batch * seq * d_model^2")
         if family == "numpy":  # pure Python throughout; numpy in, numpy out

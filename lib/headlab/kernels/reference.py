@@ -152,8 +152,9 @@ def attention(
             ``pattern=None``). The result has the family of the inputs.
         empty_rows: what to do with a query row that may attend to no key (its
             softmax is undefined): ``"raise"`` a ``ValueError`` naming the first
-            such row, or ``"zero"``: a zero output row and a zero pattern row (as
-            SDPA returns in torch >= 2.5).
+            such row, or ``"zero"``: a zero output row and a zero pattern row
+            (what SDPA itself returns for such rows in recent torch, e.g. 2.13;
+            older versions gave NaN), never NaN.
         need_pattern: say True when the caller reads the pattern: the ``"sdpa"``
             backend then raises instead of returning ``None``.
 
@@ -194,9 +195,15 @@ def attention(
             check_mask_dtype(mask, family, q.device)
     if mask is not None:
         check_mask_shape(tuple(mask.shape), batch + (n_q, n_k))
-    for x, name in ((q, "q"), (k, "k"), (v, "v")):
-        check_finite(x, family, name)
+    check_finite({"q": q, "k": k, "v": v}, family)
 
+    # One batch shape for all three (views, no copies): the pattern then has the full
+    # (*batch, n_q, n_k) shape, and SDPA, which cannot broadcast a mask beyond the batch
+    # of q @ k^T, gets what it needs.
+    if family == "numpy":
+        q, k, v = (np.broadcast_to(x, batch + x.shape[-2:]) for x in (q, k, v))
+    else:
+        q, k, v = (x.expand(batch + tuple(x.shape[-2:])) for x in (q, k, v))
     if n_q == 0 or n_k == 0:
         return _attention_empty(q, k, v, batch, n_q, n_k, d_v, family, backend, empty_rows)
 
