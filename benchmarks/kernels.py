@@ -15,6 +15,11 @@ Sections: (1) numpy and torch reference / SDPA at n in {128, ..., 2048}, 8 heads
 (2) the log-log slope of time against n for each backend; (3) n = 512 and head
 counts 1 ... 64: time relative to 8 heads; (4) peak memory of the reference
 kernel against the tiled kernel (``flash_attention``) and SDPA at growing n.
+
+On a CPU shared with other jobs (load above the core count), multi-threaded
+kernels stall for milliseconds at every parallel region and the ratios then
+measure the stalls; ``--threads 1`` gives every backend one core and steadier,
+comparable numbers. The script warns when it sees such a load.
 """
 
 from __future__ import annotations
@@ -156,7 +161,13 @@ def section_heads(n, head_counts, rounds) -> dict:
     for h in head_counts:
         relative[h] = {name: rows[h][name]["median_s"] / rows[8][name]["median_s"] for name in names}
         print(f"{h:>6} {D_MODEL // h:>7} " + " ".join(f"{relative[h][name]:>19.2f}x" for name in names))
-    return {"times": rows, "relative_to_8_heads": relative}
+    lo, hi = head_counts[0], head_counts[-1]
+    spread = {name: rows[hi][name]["median_s"] / rows[lo][name]["median_s"] for name in names}
+    print(f"time at {hi} heads / time at {lo} head(s): "
+          + ", ".join(f"{name} {value:.2f}x" for name, value in spread.items())
+          + "\n(equal matmul FLOPs, n^2 * d_model, at every head count: a ratio far from 1 is the per-head"
+          "\n softmax and pattern work, n_heads * n^2, and the poor efficiency of very thin matmuls)")
+    return {"times": rows, "relative_to_8_heads": relative, "most_over_fewest_heads": spread}
 
 
 def section_memory(ns) -> dict:

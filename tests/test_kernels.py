@@ -502,7 +502,8 @@ def test_torch_cpu_peak_memory_counts_tensor_bytes():
 
 @pytest.mark.gpu
 @requires_cuda
-@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-10), (torch.float32, 2e-4), (torch.float16, 2e-2)])
+# float32: SDPA's fused CUDA kernels may use TF32 tensor cores (~1e-3 relative); logic errors are ~1e-1.
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-10), (torch.float32, 3e-3), (torch.float16, 2e-2)])
 def test_cuda_torch_backend_and_flash_match_sdpa(dtype, tol):
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(2, 4, n, 32, device="cuda", dtype=dtype, generator=gen) for n in (70, 90, 90))
