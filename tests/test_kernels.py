@@ -240,6 +240,9 @@ def test_softmax_axis_and_minus_inf():
     assert got[0, 1] == 0.0 and got[1, 2] == 0.0
     np.testing.assert_allclose(got.sum(-1), 1.0)
     np.testing.assert_allclose(softmax(torch.tensor(x)).numpy(), got)
+    np.testing.assert_allclose(softmax(np.array([0, 1])), [1 / (1 + math.e), math.e / (1 + math.e)])
+    assert softmax(np.array([0, 1])).dtype == np.float64  # integers give float64
+    assert softmax(np.zeros((2, 0))).shape == (2, 0)
 
 
 # ---------------------------------------------------------------------------

@@ -77,6 +77,8 @@ def softmax(x: Array, axis: int = -1) -> Array:
     if family == "torch":
         return torch.softmax(x, dim=axis)
     out = x.astype(np.result_type(x.dtype, np.float32), copy=True)
+    if out.shape[axis] == 0:  # nothing to normalise
+        return out
     return np.moveaxis(_softmax_last_axis_(np.moveaxis(out, axis, -1)), -1, axis)
 
 
