@@ -83,3 +83,25 @@ def test_to_json_round_trips():
     assert payload["n_layers"] == 2 and len(payload["groups"]) == 8
     assert payload["groups"][3]["heads"] == [[0, 3]]
     assert payload["groups"][3]["effects"] == pytest.approx(res.effects[3].tolist(), abs=1e-6)
+
+
+def test_custom_metric_sees_the_input_index():
+    """A callable metric (here: is the logit of a per-input target token the largest at a
+    per-input position) gets the tiled batch with each row's input index."""
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=3, seq=6)
+    pos = torch.tensor([2, 4, 5])
+    target = torch.tensor([7, 1, 30])
+
+    def target_logit(output, b):
+        i = b["index"]
+        rows = torch.arange(len(i))
+        return output[rows, pos[i], target[i]]
+
+    fast = sweep(hm, batch, kind=target_logit)
+    slow = loop_sweep(hm, batch, kind=target_logit)
+    torch.testing.assert_close(fast.effects, slow.effects, atol=1e-5, rtol=1e-4)
+    with torch.no_grad():
+        logits = hm(batch)
+    torch.testing.assert_close(fast.clean, logits[torch.arange(3), pos, target])
+    assert fast.kind == "target_logit"

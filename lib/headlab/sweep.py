@@ -122,6 +122,42 @@ def _normalise_groups(hm: HeadModel, groups) -> list[tuple[Head, ...]]:
     return out
 
 
+def _metric(hm: HeadModel, batch: dict, kind, loss_mask: torch.Tensor | None):
+    """The metric as ``(name, evaluate)``, where ``evaluate(output, k)`` scores an output whose
+    batch is ``batch`` tiled ``k`` times, one value per row.
+
+    ``kind`` is a name understood by :meth:`HeadModel.metric` or a callable
+    ``metric(output, batch) -> (rows,)``; its ``batch`` holds the tiled ``input_ids``,
+    ``attention_mask`` and ``index`` (each row's input index in the untiled batch), so a
+    metric can look up per-input data such as the position and target of an item.
+    """
+    if loss_mask is not None and loss_mask.shape != batch["input_ids"].shape:
+        raise ValueError(f"loss_mask {tuple(loss_mask.shape)} must have the shape of the inputs "
+                         f"{tuple(batch['input_ids'].shape)}")
+    n = batch["input_ids"].shape[0]
+    index = torch.arange(n, device=batch["input_ids"].device)
+
+    def tiled(k: int) -> dict:
+        out = {key: v.repeat(k, 1) for key, v in batch.items()}
+        out["index"] = index.repeat(k)
+        return out
+
+    if callable(kind):
+        name = getattr(kind, "__name__", "custom")
+        return name, lambda output, k: kind(output, tiled(k))
+    kind = kind or ("loss" if hm.causal else "cosine")
+    pooled = None
+    if not hm.causal:
+        with torch.no_grad():
+            pooled = hm.metric(hm.forward(batch), batch)
+
+    def evaluate(output, k):
+        mask = None if loss_mask is None else loss_mask.repeat(k, 1)
+        return hm.metric(output, tiled(k), clean=pooled, kind=kind, loss_mask=mask)
+
+    return kind, evaluate
+
+
 def _chunks(groups: list[tuple[Head, ...]], per_pass: int) -> list[list[int]]:
     """Indices of groups to run together: groups sharing their lowest layer, at most
     ``per_pass`` at a time (mixing lowest layers would recompute the shared blocks)."""
@@ -144,7 +180,8 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, mode: str = "ze
             ``(layer, head)``; a bare ``(layer, head)`` is a group of one).
         mode, reference, seed: as in :meth:`HeadModel.ablate`.
         kind: metric kind (``"loss"`` for causal LMs; ``"cosine"``/``"retrieval"``
-            for encoders; default per model).
+            for encoders; default per model), or a callable ``metric(output, batch) -> (rows,)``
+            (see :func:`_metric`; e.g. an accuracy on annotated items).
         loss_mask: ``(batch, pos)`` positions whose next-token loss counts (causal LMs).
         max_batch: the largest tiled batch one forward pass may run.
         progress: show a progress bar.
@@ -153,17 +190,14 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, mode: str = "ze
         raise ValueError(f"unknown ablation mode {mode!r}: choose from {', '.join(ABLATION_MODES)}")
     batch = hm.tokenize(inputs)
     n = batch["input_ids"].shape[0]
-    kind = kind or ("loss" if hm.causal else "cosine")
     groups = _normalise_groups(hm, groups)
     if max_batch < n:
         raise ValueError(f"max_batch={max_batch} is smaller than the {n} inputs; raise it or split the inputs")
     layers = sorted({l for g in groups for l, _ in g})
     replacement = hm.replacements(mode, reference, layers, seed=seed, base_batch=n)
-
+    name, evaluate = _metric(hm, batch, kind, loss_mask)
     with torch.no_grad():
-        clean_out = hm.forward(batch)
-        pooled = None if hm.causal else hm.metric(clean_out, batch)
-        clean = hm.metric(clean_out, batch, clean=pooled, kind=kind, loss_mask=loss_mask)
+        clean = evaluate(hm.forward(batch), 1)
 
     chunks = _chunks(groups, max(1, max_batch // n))
     effects = torch.empty(len(groups), n)
@@ -176,15 +210,12 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, mode: str = "ze
             for layer, head in groups[i]:
                 gate[j * n:(j + 1) * n, layer, head] = 0.0
         edit = _GateEdit(gate, replacement)
-        tiled = {key: v.repeat(k, 1) for key, v in batch.items()}
-        mask = None if loss_mask is None else loss_mask.repeat(k, 1)
         with torch.no_grad(), hm._active(edit=edit), _tiled_from(hm, first, n, k):
-            out = hm.forward(batch)
-            values = hm.metric(out, tiled, clean=pooled, kind=kind, loss_mask=mask)
+            values = evaluate(hm.forward(batch), k)
         effects[chunk] = (values.reshape(k, n) - clean).float().cpu()
         bar.update(k)
     bar.close()
-    return SweepResult(groups, effects, clean.float().cpu(), mode, kind, hm.n_layers, hm.n_heads)
+    return SweepResult(groups, effects, clean.float().cpu(), mode, name, hm.n_layers, hm.n_heads)
 
 
 def loop_sweep(hm: HeadModel, inputs, groups: Iterable | None = None, mode: str = "zero",
@@ -196,23 +227,20 @@ def loop_sweep(hm: HeadModel, inputs, groups: Iterable | None = None, mode: str 
     """
     batch = hm.tokenize(inputs)
     n = batch["input_ids"].shape[0]
-    kind = kind or ("loss" if hm.causal else "cosine")
     groups = _normalise_groups(hm, groups)
     layers = sorted({l for g in groups for l, _ in g})
     replacement = hm.replacements(mode, reference, layers, seed=seed, base_batch=n)
+    name, evaluate = _metric(hm, batch, kind, loss_mask)
     with torch.no_grad():
-        clean_out = hm.forward(batch)
-        pooled = None if hm.causal else hm.metric(clean_out, batch)
-        clean = hm.metric(clean_out, batch, clean=pooled, kind=kind, loss_mask=loss_mask)
+        clean = evaluate(hm.forward(batch), 1)
         rows = []
         for group in groups:
             gate = torch.ones(hm.n_layers, hm.n_heads, device=hm.device)
             for layer, head in group:
                 gate[layer, head] = 0.0
             with hm._active(edit=_GateEdit(gate, replacement)):
-                values = hm.metric(hm.forward(batch), batch, clean=pooled, kind=kind, loss_mask=loss_mask)
-            rows.append(values - clean)
-    return SweepResult(groups, torch.stack(rows).float().cpu(), clean.float().cpu(), mode, kind,
+                rows.append(evaluate(hm.forward(batch), 1) - clean)
+    return SweepResult(groups, torch.stack(rows).float().cpu(), clean.float().cpu(), mode, name,
                        hm.n_layers, hm.n_heads)
 
 

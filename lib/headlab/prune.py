@@ -1,0 +1,161 @@
+"""Pruning: remove heads in some order and watch what breaks, on average and in the tail.
+
+A pruning *order* lists heads from first removed to last. Orders here:
+
+* :func:`order_by` — one shot, by a precomputed importance score (least important
+  first): average importance, worst-case importance, a quantile, a gradient score;
+* :func:`iterative_order` — recompute every remaining head's importance with the
+  already-removed heads ablated, and remove the least important each time;
+* :func:`random_order` — the control.
+
+:func:`pruning_curve` then evaluates the model with the first ``c`` heads of an
+order removed, for many ``c`` at once (one batched sweep per evaluation set), on
+as many named evaluation sets as you like (the average validation set and the
+tail subsets). Removal is ablation through the gate before ``W_O`` (zero by
+default, or mean), which for zero ablation is exactly pruning the head's slice
+of ``W_O``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+
+from .model import Head, HeadModel
+from .sweep import sweep
+
+__all__ = ["EvalSet", "PruningCurve", "pruning_curve", "order_by", "random_order", "iterative_order"]
+
+
+@dataclass
+class EvalSet:
+    """An evaluation set: inputs, a metric (name or callable, see :func:`headlab.sweep.sweep`), an
+    optional loss mask, and whether higher metric values are better (accuracies) or worse (losses)."""
+
+    inputs: object
+    kind: str | Callable | None = None
+    loss_mask: torch.Tensor | None = None
+    higher_is_better: bool = False
+
+
+@dataclass
+class PruningCurve:
+    """Metric values with the first ``counts[i]`` heads of ``order`` removed.
+
+    Attributes:
+        order: heads, first removed first.
+        counts: numbers of heads removed (``0`` is the unpruned model).
+        values: per evaluation set, ``(len(counts), n_inputs)`` metric values.
+        higher_is_better: per evaluation set.
+    """
+
+    order: list[Head]
+    counts: list[int]
+    values: dict[str, torch.Tensor]
+    higher_is_better: dict[str, bool] = field(default_factory=dict)
+
+    def mean(self, name: str) -> torch.Tensor:
+        """Mean over inputs at each count: ``(len(counts),)``."""
+        return self.values[name].mean(dim=1)
+
+    def degradation(self, name: str) -> torch.Tensor:
+        """How much worse than unpruned at each count (positive = worse), in the metric's units."""
+        m = self.mean(name)
+        return (m[0] - m) if self.higher_is_better.get(name, False) else (m - m[0])
+
+    def first_failure(self, name: str, tolerance: float) -> int | None:
+        """The smallest number of removed heads at which the set's mean degrades by more than
+        ``tolerance``; ``None`` if it never does within the curve."""
+        bad = (self.degradation(name) > tolerance).nonzero().flatten()
+        return self.counts[int(bad[0])] if len(bad) else None
+
+    def to_json(self) -> dict:
+        return {"order": [list(h) for h in self.order], "counts": self.counts,
+                "mean": {k: [round(float(x), 6) for x in self.mean(k)] for k in self.values},
+                "higher_is_better": self.higher_is_better}
+
+
+def order_by(score: torch.Tensor, ascending: bool = True) -> list[Head]:
+    """Heads sorted by a ``(n_layers, n_heads)`` score, least important first (``ascending``).
+    Ties keep layer-major order."""
+    if score.dim() != 2:
+        raise ValueError(f"score must be (n_layers, n_heads), got shape {tuple(score.shape)}")
+    if torch.isnan(score).any():
+        raise ValueError("score contains NaN: every head needs a score to be ordered")
+    flat = score.flatten()
+    idx = torch.argsort(flat if ascending else -flat, stable=True).tolist()
+    return [divmod(i, score.shape[1]) for i in idx]
+
+
+def random_order(hm: HeadModel, seed: int = 0) -> list[Head]:
+    """Every head in a random order (the control)."""
+    heads = hm.heads()
+    random.Random(seed).shuffle(heads)
+    return heads
+
+
+def iterative_order(hm: HeadModel, inputs, by: str = "mean", kind=None, loss_mask: torch.Tensor | None = None,
+                    mode: str = "zero", reference=None, stop_after: int | None = None,
+                    progress: bool = False) -> list[Head]:
+    """Greedy pruning order: at each step ablate the heads removed so far, measure every remaining
+    head's effect on ``inputs``, and remove the one whose effect is smallest by ``by``
+    (``"mean"`` or ``"worst"``, the largest effect on any input). ``stop_after``: order only that
+    many heads (the rest follow in one-shot order of the last measurement)."""
+    if by not in ("mean", "worst"):
+        raise ValueError(f"by must be 'mean' or 'worst', not {by!r}")
+    remaining = hm.heads()
+    removed: list[Head] = []
+    limit = len(remaining) if stop_after is None else min(stop_after, len(remaining))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=limit, desc=f"iterative pruning ({by})")
+    score = None
+    while remaining and len(removed) < limit:
+        with (hm.ablate(removed, mode=mode, reference=reference) if removed else contextlib.nullcontext()):
+            result = sweep(hm, inputs, groups=[[h] for h in remaining], mode=mode, reference=reference,
+                           kind=kind, loss_mask=loss_mask)
+        score = result.effects.mean(dim=1) if by == "mean" else result.effects.max(dim=1).values
+        i = int(torch.argmin(score))
+        removed.append(remaining.pop(i))
+        score = torch.cat([score[:i], score[i + 1:]])
+        if bar:
+            bar.update(1)
+    if bar:
+        bar.close()
+    if remaining:
+        rest = torch.argsort(score, stable=True).tolist()
+        removed += [remaining[i] for i in rest]
+    return removed
+
+
+def pruning_curve(hm: HeadModel, order: Sequence[Head], eval_sets: dict[str, EvalSet],
+                  counts: Sequence[int] | None = None, mode: str = "zero", reference=None,
+                  progress: bool = False) -> PruningCurve:
+    """Evaluate every set with the first ``c`` heads of ``order`` removed, for each ``c`` in ``counts``
+    (default: 0, 1, ..., all heads)."""
+    order = [tuple(h) for h in order]
+    if sorted(order) != sorted(set(order)):
+        raise ValueError("the pruning order names a head twice")
+    hm.check_heads(order)
+    counts = list(range(len(order) + 1)) if counts is None else sorted(set(int(c) for c in counts))
+    if counts[0] < 0 or counts[-1] > len(order):
+        raise ValueError(f"counts must lie between 0 and {len(order)}")
+    if not eval_sets:
+        raise ValueError("give at least one evaluation set")
+    values, better = {}, {}
+    groups = [list(order[:c]) for c in counts if c > 0]
+    for name, es in eval_sets.items():
+        if not isinstance(es, EvalSet):
+            raise TypeError(f"eval_sets[{name!r}] must be an EvalSet, got {type(es).__name__}")
+        result = sweep(hm, es.inputs, groups=groups, mode=mode, reference=reference, kind=es.kind,
+                       loss_mask=es.loss_mask, progress=progress)
+        rows = [result.clean] if counts[0] == 0 else []
+        rows += [result.clean + e for e in result.effects]
+        values[name] = torch.stack(rows)
+        better[name] = es.higher_is_better
+    return PruningCurve(list(order), counts, values, better)

@@ -1,0 +1,80 @@
+"""Pruning orders and curves."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from headlab.importance import head_importance
+from headlab.sweep import sweep
+from headlab.prune import EvalSet, iterative_order, order_by, pruning_curve, random_order
+from tiny_models import make_model, random_batch
+
+
+def test_order_by_least_important_first():
+    score = torch.tensor([[0.5, 0.1], [0.9, 0.1]])
+    assert order_by(score) == [(0, 1), (1, 1), (0, 0), (1, 0)]
+    assert order_by(score, ascending=False)[0] == (1, 0)
+    with pytest.raises(ValueError, match="NaN"):
+        order_by(torch.tensor([[float("nan"), 1.0]]))
+
+
+def test_curve_points_are_real_ablations():
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=3, seq=6)
+    order = random_order(hm, seed=1)
+    curve = pruning_curve(hm, order, {"all": EvalSet(batch)}, counts=[0, 3, 8])
+    with torch.no_grad():
+        clean = hm.metric(hm(batch), batch)
+        with hm.ablate(order[:3]):
+            three = hm.metric(hm(batch), batch)
+        with hm.ablate(order):
+            everything = hm.metric(hm(batch), batch)
+    torch.testing.assert_close(curve.values["all"][0], clean)
+    torch.testing.assert_close(curve.values["all"][1], three, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(curve.values["all"][2], everything, atol=1e-5, rtol=1e-4)
+    deg = curve.degradation("all")
+    assert deg[0] == 0
+    assert curve.first_failure("all", tolerance=float(deg.max()) + 1) is None
+    assert curve.first_failure("all", tolerance=float(deg[1:].min()) - 1e-6) == 3
+    assert curve.first_failure("all", tolerance=float(deg[1:].max()) - 1e-6) == curve.counts[int(deg.argmax())]
+
+
+def test_accuracy_sets_degrade_downwards():
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=4, seq=6)
+
+    def top1_correct(output, b):  # accuracy of predicting the last token
+        return (output[:, -2].argmax(-1) == b["input_ids"][:, -1]).float()
+
+    curve = pruning_curve(hm, hm.heads(), {"acc": EvalSet(batch, kind=top1_correct, higher_is_better=True)},
+                          counts=[0, 8])
+    m = curve.mean("acc")
+    assert curve.degradation("acc")[1] == pytest.approx(float(m[0] - m[1]))
+
+
+def test_iterative_order_starts_with_the_least_important_head():
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=3, seq=6)
+    order = iterative_order(hm, batch)
+    assert sorted(order) == hm.heads()
+    first = head_importance(hm, batch).ranking("mean")[-1]
+    assert order[0] == first
+    # the second choice is made with the first head already removed
+    with hm.ablate([order[0]]):
+        rest = [h for h in hm.heads() if h != order[0]]
+        res = sweep(hm, batch, groups=[[h] for h in rest])
+    assert order[1] == rest[int(res.effects.mean(1).argmin())]
+    partial = iterative_order(hm, batch, stop_after=2, by="worst")
+    assert len(partial) == 8 and sorted(partial) == hm.heads()
+
+
+def test_bad_orders():
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=2, seq=5)
+    with pytest.raises(ValueError, match="twice"):
+        pruning_curve(hm, [(0, 0), (0, 0)], {"a": EvalSet(batch)})
+    with pytest.raises(ValueError, match="counts"):
+        pruning_curve(hm, [(0, 0)], {"a": EvalSet(batch)}, counts=[0, 5])
+    with pytest.raises(TypeError, match="EvalSet"):
+        pruning_curve(hm, [(0, 0)], {"a": batch})
