@@ -7,7 +7,7 @@ import torch
 
 from headlab.importance import head_importance
 from headlab.sweep import sweep
-from headlab.prune import EvalSet, iterative_order, order_by, pruning_curve, random_order
+from headlab.prune import EvalSet, PruningCurve, iterative_order, order_by, pruning_curve, random_order
 from tiny_models import make_model, random_batch
 
 
@@ -36,8 +36,12 @@ def test_curve_points_are_real_ablations():
     deg = curve.degradation("all")
     assert deg[0] == 0
     assert curve.first_failure("all", tolerance=float(deg.max()) + 1) is None
-    assert curve.first_failure("all", tolerance=float(deg[1:].min()) - 1e-6) == 3
-    assert curve.first_failure("all", tolerance=float(deg[1:].max()) - 1e-6) == curve.counts[int(deg.argmax())]
+    known = PruningCurve([(0, 0), (0, 1), (1, 0)], [0, 1, 2, 3],
+                         {"loss": torch.tensor([[2.0], [2.05], [2.3], [2.2]])})
+    assert known.first_failure("loss", tolerance=0.1) == 2  # 2.3 - 2.0 > 0.1 first at 2 heads
+    assert known.first_failure("loss", tolerance=0.5) is None
+    with pytest.raises(ValueError, match="tolerance"):
+        known.first_failure("loss", tolerance=-0.1)
 
 
 def test_accuracy_sets_degrade_downwards():

@@ -69,7 +69,9 @@ class PruningCurve:
 
     def first_failure(self, name: str, tolerance: float) -> int | None:
         """The smallest number of removed heads at which the set's mean degrades by more than
-        ``tolerance``; ``None`` if it never does within the curve."""
+        ``tolerance`` (>= 0); ``None`` if it never does within the curve."""
+        if tolerance < 0:
+            raise ValueError(f"tolerance must be >= 0, got {tolerance}")
         bad = (self.degradation(name) > tolerance).nonzero().flatten()
         return self.counts[int(bad[0])] if len(bad) else None
 
