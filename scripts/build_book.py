@@ -47,15 +47,13 @@ EXEC_CACHE = BUILD / ".jupyter_cache"
 # npm package -> [(path inside the package, destination under _static/vendored/)].
 # A path ending in "/" copies a folder; "*.ext" copies matching files of a folder.
 VENDOR_FILES: dict[str, list[tuple[str, str]]] = {
-    # ipywidgets' embedder (ipywidgets 8 models); the hashed font files sit next to it
-    # because its CSS loads them relative to itself.
+    # ipywidgets' embedder (ipywidgets 8 models); the hashed font files (woff2, with
+    # woff/ttf fallbacks; no legacy eot/svg) sit next to it: its CSS asks for them there.
     "@jupyter-widgets/html-manager@1.0.6": [
         ("dist/embed-amd.js", "html-manager/embed-amd.js"),
         ("dist/*.woff2", "html-manager/"),
         ("dist/*.woff", "html-manager/"),
         ("dist/*.ttf", "html-manager/"),
-        ("dist/*.eot", "html-manager/"),
-        ("dist/*.svg", "html-manager/"),
         ("LICENSE", "html-manager/LICENSE"),
     ],
     "requirejs@2.3.4": [("require.js", "requirejs/require.js"), ("README.md", "requirejs/README.md")],
@@ -142,7 +140,7 @@ def vendor_javascript() -> None:
     if missing:
         _npm_pack(missing)
     dest_root = VENDOR_SITE / "_static" / "vendored"
-    stamp = VENDOR_SITE / ".complete"
+    stamp = VENDOR_CACHE / "extracted.txt"  # not in VENDOR_SITE: that is copied into the site
     if not stamp.is_file() or any(not (dest_root / f).is_file() for f in VENDOR_REQUIRED):
         shutil.rmtree(VENDOR_SITE, ignore_errors=True)
         for spec in VENDOR_FILES:
@@ -200,6 +198,11 @@ def run_jupyter_book(out: Path, hide_solutions: bool) -> None:
             "every warning (broken reference, failed notebook, bad directive) as an error; "
             "the cause is printed above."
         )
+    # Sphinx neither deletes stale output files nor copies html_extra_path when no page
+    # changed: make the vendored folder exactly this build's.
+    vendored = produced / "_static" / "vendored"
+    shutil.rmtree(vendored, ignore_errors=True)
+    shutil.copytree(VENDOR_SITE / "_static" / "vendored", vendored)
     if not default:
         if out.exists():
             shutil.rmtree(out)
