@@ -77,3 +77,80 @@ def test_checks_do_not_ship_solutions(nb_path: Path, exercise, nb) -> None:  # n
         assert not hasattr(module, exercise.function), (
             f"{name} defines {exercise.function!r}, the function the reader writes: checks never ship solutions"
         )
+
+
+# --------------------------------------------------------------------------- the check machinery
+
+
+def _softmax_check():
+    from headlab.exercises.ch00 import check_stable_softmax
+
+    return check_stable_softmax
+
+
+def _good_softmax(scores):
+    import numpy as np
+
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_wrong_answer_names_case_expected_and_got() -> None:
+    import numpy as np
+
+    def global_max_softmax(scores):  # a real mistake: one max for the whole batch
+        e = np.exp(scores - scores.max())
+        with np.errstate(invalid="ignore"):  # 0/0 on the underflowing row is the point
+            return e / e.sum(axis=-1, keepdims=True)
+
+    with pytest.raises(ExerciseFailed) as failure:
+        _softmax_check()(global_max_softmax)
+    message = str(failure.value)
+    assert "case 6 of 6" in message and "very different scales" in message
+    assert "expected: [[0.25, 0.75]," in message and "got:" in message and "nan" in message
+    assert "hint:" in message and "axis=-1" in message
+
+
+def test_missing_return_wrong_shape_and_crash_are_explained() -> None:
+    import numpy as np
+
+    def no_return(scores):
+        np.exp(scores)
+
+    def flattened(scores):
+        return _good_softmax(scores).ravel()
+
+    def crashes(scores):
+        raise ValueError("boom")
+
+    cases = [(no_return, "forget to `return`"), (flattened, "wrong shape"), (crashes, "raised ValueError on")]
+    for fn, words in cases:
+        with pytest.raises(ExerciseFailed, match=re.escape(words)):
+            _softmax_check()(fn)
+    with pytest.raises(ExerciseFailed, match="expects a function"):
+        _softmax_check()(np.zeros(3))
+
+
+def test_tensor_like_answers_are_accepted(capsys) -> None:  # noqa: ANN001
+    class FakeTensor:  # what a torch tensor offers, without importing torch
+        def __init__(self, array):
+            self.array = array
+
+        def detach(self):
+            return self
+
+        def cpu(self):
+            return self
+
+        def numpy(self):
+            return self.array
+
+    _softmax_check()(lambda scores: FakeTensor(_good_softmax(scores)))
+    assert capsys.readouterr().out.startswith("✓ <lambda> passed all 6 known-answer checks.")
+
+
+def test_run_cases_needs_cases() -> None:
+    from headlab.exercises import run_cases
+
+    with pytest.raises(ValueError, match="at least one Case"):
+        run_cases(_good_softmax, [])
