@@ -328,7 +328,12 @@ def setup(app):  # noqa: ANN001, ANN201
     app.connect("config-inited", lambda app, config: _drop_thebe_when_off(app), priority=900)
     app.connect("html-page-context", _add_favicon)
     app.connect("build-finished", _write_index, priority=400)  # before sphinx-external-toc's redirect
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    # A new env_version makes Sphinx re-read every page: so an edit of this file takes effect
+    # even where the pages themselves did not change (executed notebooks stay cached).
+    import hashlib
+
+    env_version = int(hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8], 16)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": env_version}
 
 
 if __name__ == "__main__":
