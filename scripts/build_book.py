@@ -18,8 +18,10 @@ in ``_config.yml``), see :func:`setup`. It fixes things at their source:
 - with thebe off, sphinx-thebe adds no scripts (it declared ``const THEBE_JS_URL``
   twice per page, a console error);
 - every page has an (inline) icon, so browsers do not request a missing favicon.ico;
-- with ``hide_solutions``, the solution *cells* go too (sphinx-exercise drops only
-  the ``solution-start`` directive of a gated solution, not the cells after it).
+- with ``hide_solutions``, the solution *cells* go too: sphinx-exercise 1.2 drops only
+  the ``solution-start`` directive of a gated solution, keeping the cells after it (the
+  solution code, on the page) and the ``solution-end`` node (which the HTML writer
+  cannot render: the build fails).
 
 ``--no-solutions`` builds the same site without solutions (into
 ``_build/html-no-solutions`` unless ``--out`` says otherwise); every variant
@@ -220,7 +222,6 @@ def check_site(out: Path) -> None:
     index = out / "index.html"
     if not index.is_file() or 'http-equiv="Refresh"' in index.read_text(encoding="utf8"):
         sys.exit(f"build_book: {index} is missing or still a redirect")
-    (out / ".nojekyll").touch()  # GitHub Pages must serve _static/ as is
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -242,8 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     vendor_javascript()
     run_jupyter_book(out, hide_solutions=args.no_solutions)
     check_site(out)
+    (out / ".nojekyll").touch()  # GitHub Pages: serve _static/ as is, no Jekyll
     elapsed = time.perf_counter() - start
-    pages = sum(1 for _ in out.rglob("*.html"))
+    pages = sum(1 for p in out.rglob("*.html") if not p.relative_to(out).parts[0].startswith("_"))
     kind = "without solutions" if args.no_solutions else "with solutions"
     print(f"build_book: OK, {pages} HTML pages {kind} in {out} ({elapsed:.1f} s)")
     return 0
