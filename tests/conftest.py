@@ -1,0 +1,43 @@
+"""Shared test helpers: repository paths, the chapter notebooks, summaries.
+
+`make test` runs ``pytest -n 2 --dist loadfile``: each test file runs on one
+worker, so a session fixture (like the site build in test_site.py) runs once.
+Summaries that tests attach with ``record_property("summary", text)`` are
+printed at the end of the run, also from xdist workers.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = ROOT / "chapters"
+
+# scripts/ holds tools that tests import (make_student, build_book).
+if str(ROOT / "scripts") not in sys.path:
+    sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def chapter_notebooks() -> list[Path]:
+    """Every chapter notebook, in chapter order (checkpoints excluded)."""
+    return sorted(p for p in CHAPTERS.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+
+
+def in_ci() -> bool:
+    """True when the environment variable CI is set (to anything but '', '0', 'false')."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN001, ARG001
+    lines = []
+    for key in ("passed", "failed", "error"):
+        for report in terminalreporter.stats.get(key, []):
+            for name, value in getattr(report, "user_properties", []):
+                if name == "summary" and report.when == "call":
+                    lines.append(str(value))
+    if lines:
+        terminalreporter.section("summaries")
+        for line in dict.fromkeys(lines):  # one copy of each
+            terminalreporter.write_line(line)

@@ -1,0 +1,156 @@
+"""Every exercise of every chapter: its check rejects the stub and accepts the solution.
+
+For each exercise (found by scripts/make_student.py's parser) the test runs, in
+a fresh namespace, the chapter's setup cell (its imports), then the stub and the
+check cell, which must raise ExerciseFailed saying the stub is not implemented;
+then the solution and the check cell again, which must pass and print its
+success line. So stub, solution and check must be self-contained given the setup
+cell: that is the rule CONTRIBUTING.md states for authors.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import ROOT, chapter_notebooks
+from make_student import MalformedExercise, find_exercises, setup_cell_index
+
+from headlab.exercises import ExerciseFailed
+
+
+def _cases() -> list:
+    cases = []
+    for nb_path in chapter_notebooks():
+        nb = nbformat.read(nb_path, as_version=4)
+        try:
+            exercises = find_exercises(nb, nb_path)
+        except MalformedExercise as err:  # reported by test_student.py; keep collecting
+            cases.append(pytest.param(nb_path, None, nb, id=f"{nb_path.stem}-malformed", marks=pytest.mark.skip(reason=str(err))))
+            continue
+        for ex in exercises:
+            cases.append(pytest.param(nb_path, ex, nb, id=ex.label))
+    return cases
+
+
+def _run(nb: dict, index: int, namespace: dict, nb_path: Path) -> None:
+    source = nb["cells"][index]["source"]
+    code = compile(source, f"{nb_path.relative_to(ROOT)} [cell {index}]", "exec")
+    exec(code, namespace)  # noqa: S102 (the book's own notebook code)
+
+
+@pytest.mark.parametrize(("nb_path", "exercise", "nb"), _cases())
+def test_check_rejects_stub_and_accepts_solution(nb_path: Path, exercise, nb, capsys) -> None:  # noqa: ANN001
+    setup = setup_cell_index(nb)
+    assert setup is not None
+    namespace: dict = {"__name__": "__exercise__"}
+    _run(nb, setup, namespace, nb_path)
+
+    _run(nb, exercise.stub, namespace, nb_path)
+    with pytest.raises(ExerciseFailed, match="not implemented yet") as failure:
+        _run(nb, exercise.check, namespace, nb_path)
+    assert exercise.function in str(failure.value), "the failure message should name the function"
+
+    for index in exercise.solution_cells:
+        _run(nb, index, namespace, nb_path)
+    capsys.readouterr()
+    try:
+        _run(nb, exercise.check, namespace, nb_path)
+    except ExerciseFailed as err:
+        pytest.fail(f"{exercise.label}: the check rejects the notebook's own solution:\n{err}")
+    printed = capsys.readouterr().out
+    assert printed.strip().startswith("✓"), f"{exercise.label}: the check printed no success line: {printed!r}"
+
+
+@pytest.mark.parametrize(("nb_path", "exercise", "nb"), _cases())
+def test_checks_do_not_ship_solutions(nb_path: Path, exercise, nb) -> None:  # noqa: ANN001
+    """The check module must not define (or import) the function the reader writes."""
+    source = nb["cells"][exercise.check]["source"]
+    modules = re.findall(r"from\s+(headlab\.exercises\.\w+)\s+import", source)
+    assert modules, f"{exercise.label}: the check cell imports nothing from headlab.exercises.chNN"
+    for name in modules:
+        module = importlib.import_module(name)
+        assert not hasattr(module, exercise.function), (
+            f"{name} defines {exercise.function!r}, the function the reader writes: checks never ship solutions"
+        )
+
+
+# --------------------------------------------------------------------------- the check machinery
+
+
+def _softmax_check():
+    from headlab.exercises.ch00 import check_stable_softmax
+
+    return check_stable_softmax
+
+
+def _good_softmax(scores):
+    import numpy as np
+
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_wrong_answer_names_case_expected_and_got() -> None:
+    import numpy as np
+
+    def global_max_softmax(scores):  # a real mistake: one max for the whole batch
+        e = np.exp(scores - scores.max())
+        with np.errstate(invalid="ignore"):  # 0/0 on the underflowing row is the point
+            return e / e.sum(axis=-1, keepdims=True)
+
+    with pytest.raises(ExerciseFailed) as failure:
+        _softmax_check()(global_max_softmax)
+    message = str(failure.value)
+    assert "case 6 of 6" in message and "very different scales" in message
+    assert "expected: [[0.25, 0.75]," in message and "got:" in message and "nan" in message
+    assert "hint:" in message and "axis=-1" in message
+
+
+def test_missing_return_wrong_shape_and_crash_are_explained() -> None:
+    import numpy as np
+
+    def no_return(scores):
+        np.exp(scores)
+
+    def flattened(scores):
+        return _good_softmax(scores).ravel()
+
+    def crashes(scores):
+        raise ValueError("boom")
+
+    cases = [(no_return, "forget to `return`"), (flattened, "wrong shape"), (crashes, "raised ValueError on")]
+    for fn, words in cases:
+        with pytest.raises(ExerciseFailed, match=re.escape(words)):
+            _softmax_check()(fn)
+    with pytest.raises(ExerciseFailed, match="expects a function"):
+        _softmax_check()(np.zeros(3))
+
+
+def test_tensor_like_answers_are_accepted(capsys) -> None:  # noqa: ANN001
+    class FakeTensor:  # what a torch tensor offers, without importing torch
+        def __init__(self, array):
+            self.array = array
+
+        def detach(self):
+            return self
+
+        def cpu(self):
+            return self
+
+        def numpy(self):
+            return self.array
+
+    _softmax_check()(lambda scores: FakeTensor(_good_softmax(scores)))
+    assert capsys.readouterr().out.startswith("✓ <lambda> passed all 6 known-answer checks.")
+
+
+def test_run_cases_needs_cases() -> None:
+    from headlab.exercises import run_cases
+
+    with pytest.raises(ValueError, match="at least one Case"):
+        run_cases(_good_softmax, [])

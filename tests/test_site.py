@@ -1,0 +1,353 @@
+"""The built website, opened page by page in a real headless browser.
+
+One session fixture builds the book with scripts/build_book.py into _build/html
+(a failed build fails every test here). The site is served over HTTP from a
+local thread and every page is opened in Debian's chromium, driven by
+playwright (``executable_path``; playwright never downloads a browser here).
+Checked on every page: HTTP 200, every <img> decodes, no console error, no
+failed request, no request to another host (those are blocked and counted as
+failed), and widgets render where the page embeds widget state. A screenshot of
+each page is saved under _build/screenshots/.
+
+Without chromium (or the playwright package) the tests skip, unless the
+environment variable CI is set: then they fail, because a green CI must not
+hide a missing install step.
+"""
+
+from __future__ import annotations
+
+import functools
+import html as html_lib
+import http.server
+import json
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, chapter_notebooks, in_ci
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SITE = ROOT / "_build" / "html"
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+WIDGET_SELECTOR = '.jupyter-widgets, [class^="widget-"], [class*=" widget-"]'
+
+
+def _need_browser() -> None:
+    """Skip (or, under CI, fail) when the browser or its driver is missing."""
+    problems = []
+    if not CHROMIUM.exists():
+        problems.append(f"{CHROMIUM} not found (Debian: apt-get install -y chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        problems.append("the playwright Python package is not installed (pip install -e .[test])")
+    if problems:
+        reason = "site test needs a browser: " + "; ".join(problems)
+        if in_ci():
+            pytest.fail(reason + " [CI is set, so this is a failure, not a skip]")
+        pytest.skip(reason)
+
+
+def _build(args: list[str]) -> tuple[str, float]:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_book.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    elapsed = time.perf_counter() - start
+    output = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        pytest.fail(
+            f"scripts/build_book.py {' '.join(args)} failed (exit {proc.returncode}); "
+            f"last lines:\n{output[-6000:]}",
+            pytrace=False,
+        )
+    return output, elapsed
+
+
+@pytest.fixture(scope="session")
+def built_site() -> Path:
+    """Build the book once into _build/html; fail every site test if it fails."""
+    _build([])
+    return SITE
+
+
+# --------------------------------------------------------------------------- browsing
+
+
+class _RecordingHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the site quietly and records every response >= 400 (favicon.ico included,
+    which the browser fetches without telling playwright)."""
+
+    errors: list[str] = []
+
+    def log_message(self, format, *args):  # noqa: A002, ANN001, ANN002
+        pass
+
+    def log_request(self, code="-", size="-"):  # noqa: ANN001
+        if isinstance(code, int) and code >= 400:  # HTTPStatus is an int
+            self.errors.append(f"HTTP {int(code)} from the server: {self.path}")
+
+
+@dataclass
+class PageResult:
+    path: str
+    status: int | None = None
+    images: list[dict] = field(default_factory=list)
+    console_errors: list[str] = field(default_factory=list)
+    console_warnings: list[str] = field(default_factory=list)
+    failed_requests: list[str] = field(default_factory=list)
+    has_widget_state: bool = False
+    widget_nodes: int = 0
+    output_models_with_outputs: int = 0
+    rendered_output_widgets: int = 0
+    screenshot: str = ""
+
+
+def _pages(site: Path) -> list[Path]:
+    """Every HTML page of the site (not the files of _static/ or _sources/)."""
+    return sorted(p for p in site.rglob("*.html") if not p.relative_to(site).parts[0].startswith("_"))
+
+
+def _count_output_models(html: str) -> int:
+    """Output widgets whose embedded state holds outputs (they must render them)."""
+    match = re.search(
+        r'<script type="application/vnd\.jupyter\.widget-state\+json">(.*?)</script>', html, re.S
+    )
+    if not match:
+        return 0
+    state = json.loads(match.group(1))["state"]
+    return sum(
+        1
+        for model in state.values()
+        if model.get("model_name") == "OutputModel" and model.get("state", {}).get("outputs")
+    )
+
+
+def _visit_all(site: Path) -> list[PageResult]:
+    from playwright.sync_api import sync_playwright
+
+    _RecordingHandler.errors.clear()
+    handler = functools.partial(_RecordingHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    if SCREENSHOTS.exists():
+        shutil.rmtree(SCREENSHOTS)
+    SCREENSHOTS.mkdir(parents=True)
+    results = []
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+            )
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+
+            def route(route_, request):  # noqa: ANN001
+                if request.url.startswith(base) or request.url.startswith("data:"):
+                    route_.continue_()
+                else:  # never let a page talk to another host: block and record it
+                    results[-1].failed_requests.append(f"blocked request to another host: {request.url}")
+                    route_.abort()
+
+            context.route("**/*", route)
+            for page_path in _pages(site):
+                rel = page_path.relative_to(site).as_posix()
+                result = PageResult(path=rel)
+                results.append(result)
+                html = page_path.read_text(encoding="utf8")
+                result.has_widget_state = WIDGET_STATE in html
+                result.output_models_with_outputs = _count_output_models(html)
+
+                page = context.new_page()
+                page.on(
+                    "console",
+                    lambda msg, r=result: (
+                        r.console_errors.append(f"{msg.text} ({msg.location.get('url', '')})")
+                        if msg.type == "error"
+                        else r.console_warnings.append(msg.text)
+                        if msg.type == "warning"
+                        else None
+                    ),
+                )
+                page.on("pageerror", lambda err, r=result: r.console_errors.append(f"uncaught: {err}"))
+                page.on(
+                    "requestfailed",
+                    lambda req, r=result: r.failed_requests.append(f"{req.url} ({req.failure})")
+                    if req.url.startswith(base)
+                    else None,
+                )
+                page.on(
+                    "response",
+                    lambda resp, r=result: r.failed_requests.append(f"HTTP {resp.status}: {resp.url}")
+                    if resp.status >= 400
+                    else None,
+                )
+                response = page.goto(base + rel, wait_until="load", timeout=60_000)
+                result.status = response.status if response else None
+                try:
+                    page.wait_for_load_state("networkidle", timeout=15_000)
+                except Exception:  # noqa: BLE001 (a page that keeps polling is still checked)
+                    pass
+                if result.has_widget_state:
+                    try:
+                        page.wait_for_selector(".jupyter-widgets", timeout=20_000)
+                        page.wait_for_load_state("networkidle", timeout=10_000)
+                    except Exception:  # noqa: BLE001 (reported below as 0 widget nodes)
+                        pass
+                # let every image finish loading (or fail), then read its decoded size
+                result.images = page.evaluate(
+                    """async () => {
+                        await Promise.all(Array.from(document.images).map(img => img.complete ? null
+                            : new Promise(done => { img.onload = img.onerror = done; })));
+                        return Array.from(document.images).map(img => ({
+                            src: (img.currentSrc || img.src).slice(0, 120),
+                            width: img.naturalWidth,
+                        }));
+                    }"""
+                )
+                result.widget_nodes = page.locator(WIDGET_SELECTOR).count()
+                result.rendered_output_widgets = page.evaluate(
+                    """() => Array.from(document.querySelectorAll('.widget-output'))
+                        .filter(el => el.querySelector('img, pre, .jp-OutputArea-child')).length"""
+                )
+                shot = SCREENSHOTS / (rel.replace("/", "__").removesuffix(".html") + ".png")
+                page.screenshot(path=str(shot), full_page=True)
+                result.screenshot = str(shot.relative_to(ROOT))
+                page.close()
+                result.failed_requests.extend(
+                    e for e in _RecordingHandler.errors if e.split(": ", 1)[1] not in "".join(result.failed_requests)
+                )
+                _RecordingHandler.errors.clear()
+            browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    return results
+
+
+@pytest.fixture(scope="session")
+def site_visit(built_site: Path) -> list[PageResult]:
+    _need_browser()
+    results = _visit_all(built_site)
+    summary = (
+        f"site test: {len(results)} pages visited, "
+        f"{sum(len(r.images) for r in results)} images "
+        f"({sum(1 for r in results for i in r.images if i['width'] == 0)} broken), "
+        f"{sum(len(r.console_errors) for r in results)} console errors, "
+        f"{sum(len(r.console_warnings) for r in results)} console warnings, "
+        f"{sum(len(r.failed_requests) for r in results)} failed requests, "
+        f"{sum(r.widget_nodes for r in results)} widget nodes rendered on "
+        f"{sum(1 for r in results if r.has_widget_state)} pages with widget state; "
+        f"screenshots in {SCREENSHOTS.relative_to(ROOT)}/"
+    )
+    print(summary)
+    (SCREENSHOTS / "summary.txt").write_text(
+        summary + "\n\n" + "\n".join(json.dumps(r.__dict__) for r in results) + "\n"
+    )
+    return results
+
+
+def _report(results: list[PageResult], attr: str) -> str:
+    return "\n".join(
+        f"  {r.path}: {item}" for r in results for item in getattr(r, attr)
+    )
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_every_chapter_is_a_page(built_site: Path) -> None:
+    missing = [
+        nb.relative_to(ROOT).with_suffix(".html").as_posix()
+        for nb in chapter_notebooks()
+        if not (built_site / nb.relative_to(ROOT).with_suffix(".html")).is_file()
+    ]
+    assert not missing, (
+        f"chapter notebooks without a page (add them to _toc.yml): {missing}"
+    )
+
+
+def test_every_page_loads(site_visit: list[PageResult], record_property) -> None:  # noqa: ANN001
+    summary = next(iter((SCREENSHOTS / "summary.txt").read_text().splitlines()), "")
+    record_property("summary", summary)
+    assert site_visit, "the site has no pages"
+    bad = [f"{r.path}: HTTP {r.status}" for r in site_visit if r.status != 200]
+    assert not bad, "pages that did not load:\n" + "\n".join(bad)
+
+
+def test_every_image_decodes(site_visit: list[PageResult]) -> None:
+    broken = [f"{r.path}: {i['src']}" for r in site_visit for i in r.images if i["width"] == 0]
+    assert not broken, "images that do not decode (naturalWidth == 0):\n" + "\n".join(broken)
+
+
+def test_no_console_errors(site_visit: list[PageResult]) -> None:
+    report = _report(site_visit, "console_errors")
+    assert not report, "console errors:\n" + report
+
+
+def test_no_failed_requests(site_visit: list[PageResult]) -> None:
+    report = _report(site_visit, "failed_requests")
+    assert not report, "failed or blocked requests:\n" + report
+
+
+def test_widgets_render(site_visit: list[PageResult]) -> None:
+    with_state = [r for r in site_visit if r.has_widget_state]
+    blank = [r.path for r in with_state if r.widget_nodes == 0]
+    assert not blank, f"pages whose embedded widgets did not render: {blank}"
+    empty_outputs = [
+        f"{r.path}: {r.rendered_output_widgets} of {r.output_models_with_outputs} Output widgets show content"
+        for r in with_state
+        if r.rendered_output_widgets < r.output_models_with_outputs
+    ]
+    assert not empty_outputs, "Output widgets render empty:\n" + "\n".join(empty_outputs)
+
+
+def _page_text(page: Path) -> str:
+    """The visible text of a page (tags stripped, entities decoded)."""
+    return html_lib.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf8")))
+
+
+def test_site_without_solutions(built_site: Path, tmp_path: Path) -> None:
+    """--no-solutions is one flag away: the same exercises, no solution code, no solution boxes."""
+    import nbformat
+    from make_student import find_exercises
+
+    out = tmp_path / "site"
+    _build(["--no-solutions", "--out", str(out)])
+    for nb_path in chapter_notebooks():
+        nb = nbformat.read(nb_path, as_version=4)
+        rel = nb_path.relative_to(ROOT).with_suffix(".html")
+        with_solutions, without = _page_text(built_site / rel), _page_text(out / rel)
+        html = (out / rel).read_text(encoding="utf8")
+        for ex in find_exercises(nb, nb_path):
+            assert f'id="{ex.label}"' in html, f"{rel}: exercise {ex.label} is missing without solutions"
+            stub = {ln.strip() for ln in nb.cells[ex.stub].source.splitlines()}
+            for index in ex.solution_cells:
+                for line in nb.cells[index].source.splitlines():
+                    line = line.strip()
+                    if len(line) >= 16 and line not in stub:  # a line only the solution has
+                        assert line in with_solutions, f"{rel}: {line!r} should be on the full site"
+                        assert line not in without, f"{rel}: solution line {line!r} is on the site without solutions"
+        assert 'class="solution' not in html, f"{rel}: a solution box is on the site without solutions"
