@@ -25,7 +25,7 @@ book: setup
 	$(BIN)/python scripts/build_book.py
 
 test: setup
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadfile
 
 student: setup
 	$(BIN)/python scripts/make_student.py --out student
