@@ -1,0 +1,42 @@
+"""The claims ledger's rows are validated and round-trip through the chapters' files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from headlab.claims import CLAIMS, Verdict, claims_dir, load_all, report
+
+
+def test_twenty_claims():
+    assert list(CLAIMS) == [f"C{i}" for i in range(1, 21)]
+
+
+def test_verdicts_are_validated():
+    with pytest.raises(ValueError, match="unknown claim"):
+        Verdict("C21", "m", "1", "holds")
+    with pytest.raises(ValueError, match="verdict must be"):
+        Verdict("C1", "m", "1", "probably")
+
+
+def test_report_writes_rows_the_ledger_reads(tmp_path, monkeypatch):
+    (tmp_path / "_toc.yml").write_text("root: intro\n")
+    (tmp_path / "chapters").mkdir()
+    monkeypatch.chdir(tmp_path / "chapters")
+    text = report("ch99", [Verdict("C8", "organism", "Gini 0.61", "holds"),
+                           Verdict("C9", "organism", "3 of 32 heads", "holds with conditions", "on agreement only")])
+    assert "| **C8**" in text and "*holds with conditions* — on agreement only" in text
+    assert claims_dir() == tmp_path / "chapters" / "claims"
+    data = json.loads((tmp_path / "chapters" / "claims" / "ch99.json").read_text())
+    assert data["chapter"] == "ch99" and len(data["rows"]) == 2
+    ledger = load_all()
+    assert ledger["C8"][0]["measured"] == "Gini 0.61" and ledger["C8"][0]["chapter"] == "ch99"
+    assert ledger["C1"] == []
+
+
+def test_outside_a_checkout_nothing_is_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert claims_dir() is None
+    report("ch99", [Verdict("C3", "m", "x", "holds")])
+    assert not any(tmp_path.iterdir())
