@@ -50,7 +50,8 @@ def test_atlas_cli_on_minilm_writes_the_documented_json_and_a_png(cli, tmp_path)
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     out, png = tmp_path / "atlas.json", tmp_path / "atlas.png"
-    assert cli(["atlas", "--model", "minilm", "--texts", str(texts), "--json", str(out), "--png", str(png)]) == 0
+    assert cli(["atlas", "--model", "minilm", "--texts", str(texts), "--json", str(out), "--png", str(png),
+                "--relations"]) == 0
     atlas = json.loads(out.read_text())
     assert {"model", "n_layers", "n_heads", "n_texts", "heads", "induction_texts"} <= set(atlas)
     assert (atlas["model"], atlas["n_layers"], atlas["n_heads"], atlas["n_texts"]) == ("minilm", 6, 12, len(TEXTS))
@@ -66,6 +67,15 @@ def test_atlas_cli_on_minilm_writes_the_documented_json_and_a_png(cli, tmp_path)
         assert head["label"] in LABELS
     assert "encoder" in atlas["notes"]["copying"] and "rare_token" in atlas["notes"]
     assert atlas["effect"]["kind"] == "ablation" and atlas["effect"]["n_texts"] == len(TEXTS)
+    relations = atlas["relations"]
+    assert "English" in relations["source"]
+    for key in ("argmax", "argmax_without_special"):
+        assert set(relations[key]) == {"verb->subject", "subject->verb", "pronoun->antecedent"}
+        assert set(relations[f"{key}_held_out"]) == set(relations[key])
+        for r in relations[key].values():
+            assert 0 <= r["best_accuracy"] <= 1 and 0 <= r["offset_accuracy"] <= 1 and r["best_offset"] != 0
+            assert r["best_accuracy"] == max(max(row) for row in r["accuracy"])
+    assert relations["argmax"]["pronoun->antecedent"]["baseline"]["name"] == "nearest preceding mention"
 
     # previous_token is the mean over texts of each text's mean over queries i >= 1, as documented
     import headlab
@@ -145,6 +155,13 @@ def test_synthetic_language_model_gets_synthetic_texts_and_rare_words():
         assert 0.0 <= head["scores"]["copying"] <= 1.0  # a causal LM: copying is defined
         assert 0.0 <= head["scores"]["separator"] <= 1.0
     assert atlas["effect"]["kind"] == "write_norm"
+    from headlab.atlas import relation_summary
+
+    summary = relation_summary(hm)
+    assert "synthetic" in summary["source"]
+    # a causal model cannot look ahead from a subject to its verb: that relation has no items
+    assert set(summary["argmax"]) == {"verb->subject", "pronoun->antecedent"}
+    assert summary["argmax"]["pronoun->antecedent"]["baseline"]["name"] == "nearest preceding noun"
 
 
 def test_bad_input_gives_a_clear_error_without_traceback(tmp_path):

@@ -20,6 +20,10 @@ What the atlas measures (all definitions are in :mod:`headlab.detect`):
   1 - cos of the pooled embedding for encoders); or the norm of the head's write
   (``--effect write_norm``); or none.
 * **Label** by :func:`headlab.detect.label_heads`, with the thresholds written in the JSON.
+* Optionally (``--relations``) **syntax and coreference** against ground truth
+  (:func:`relation_summary`): each head's accuracy on verb -> subject, subject -> verb and
+  pronoun -> antecedent, beside the best fixed offset and the nearest-noun baseline, with
+  the best head also chosen on half the items and scored on the other half.
 
 Default texts: for a model of the book's synthetic language, packed windows of generated
 text; for a tokenizer that reads English (MiniLM, GPT-2), the 175 sentences of the
@@ -37,12 +41,13 @@ from typing import Sequence
 import torch
 
 from .detect import (
-    DEFAULT_THRESHOLDS, LOCAL_WINDOW, PATTERN_SCORES, NotApplicable, Thresholds,
-    head_scores, ov_copying_score, synthetic_token_frequency,
+    DEFAULT_THRESHOLDS, LOCAL_WINDOW, PATTERN_SCORES, NotApplicable, Thresholds, english_relation_set,
+    head_scores, held_out_relation_scores, ov_copying_score, relation_scores, synthetic_relation_set,
+    synthetic_token_frequency,
 )
 
-__all__ = ["compute_atlas", "plot_atlas", "default_texts", "repeated_random_tokens", "add_commands",
-           "ATLAS_SCORES", "LABEL_COLOURS"]
+__all__ = ["compute_atlas", "plot_atlas", "default_texts", "repeated_random_tokens", "relation_summary",
+           "add_commands", "ATLAS_SCORES", "LABEL_COLOURS"]
 
 INDUCTION_TEXTS = 4
 INDUCTION_LENGTH = 20
@@ -70,7 +75,7 @@ LABEL_COLOURS = {
     "previous_token": "#1f77b4", "next_token": "#17becf", "first_token": "#9467bd",
     "separator": "#8c564b", "punctuation": "#e377c2", "duplicate_token": "#bcbd22",
     "induction": "#d62728", "rare_token": "#ff7f0e", "local": "#6baed6", "orphan": "#2ca02c",
-    "diffuse": "#969696", "inactive": "#d9d9d9", "unlabelled": "#d9d9d9",
+    "diffuse": "#b0b0b0", "inactive": "#d9d9d9", "unlabelled": "#d9d9d9",
 }
 _SHORT = {"previous_token": "prev", "next_token": "next", "first_token": "first", "separator": "sep",
           "punctuation": "punct", "duplicate_token": "dup", "induction": "ind", "rare_token": "rare",
@@ -208,6 +213,33 @@ def _check_lengths(hm, texts) -> None:
                              "shorten or split it")
 
 
+def relation_summary(hm, seed: int = 0) -> dict:
+    """Relation accuracies of every head on the annotated text the model reads.
+
+    The synthetic language (200 generated documents, packed) for its models, else the English
+    set for a fast tokenizer that reads English. Two ways to read a head's choice: its argmax
+    over all keys, and its argmax with special tokens left out (``[CLS]``/``[SEP]``/``<bos>``
+    soak up attention in many heads). Each with the held-out comparison.
+    """
+    from .language import load_english, pack
+
+    lang = _synthetic_language(hm)
+    if lang is not None:
+        windows = pack(lang.sample(200, seed=seed), n_ctx=min(64, _max_len(hm) or 64), drop_last=True)
+        rs = synthetic_relation_set(windows, hm.tokenizer)
+    elif getattr(hm.tokenizer, "is_fast", False) and _reads_english(hm, [s.text for s in load_english()]):
+        rs = english_relation_set(hm.tokenizer)
+    else:
+        raise ValueError(f"no annotated text for {hm.name}: relations need the synthetic language or a fast "
+                         "tokenizer that reads English")
+    out: dict = {"source": rs.source, "n_inputs": len(rs)}
+    for key, ignore in (("argmax", False), ("argmax_without_special", True)):
+        results = relation_scores(hm, rs, ignore_special=ignore)
+        out[key] = {name: r.to_dict() for name, r in results.items()}
+        out[f"{key}_held_out"] = held_out_relation_scores(hm, rs, ignore_special=ignore)
+    return out
+
+
 # ------------------------------------------------------------------------- the atlas
 
 
@@ -219,10 +251,11 @@ def _round(x) -> float | None:
 def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int = EFFECT_TEXTS,
                   induction_texts: int = INDUCTION_TEXTS, induction_length: int = INDUCTION_LENGTH,
                   seed: int = 0, thresholds: Thresholds = DEFAULT_THRESHOLDS, batch_size: int = 32,
-                  token_frequency: torch.Tensor | None = None) -> dict:
+                  token_frequency: torch.Tensor | None = None, relations: bool = False) -> dict:
     """Every head's scores, effect and label, as the JSON-ready dict the CLI writes.
 
     ``texts``: a list of texts or a token batch; None for :func:`default_texts`.
+    ``relations``: also add :func:`relation_summary` under ``"relations"``.
     """
     if effect not in EFFECT_KINDS:
         raise ValueError(f"unknown effect {effect!r}: choose from {', '.join(EFFECT_KINDS)}")
@@ -289,13 +322,16 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
     for name in ATLAS_SCORES:
         if name not in means and name != "copying" and name not in notes:
             notes[name] = "undefined on every text"
-    return {
+    atlas = {
         "model": hm.name, "n_layers": hm.n_layers, "n_heads": hm.n_heads, "n_texts": n_texts,
         "texts": source, "induction_texts": induction_texts, "induction_length": int(repeats["input_ids"].shape[1]),
         "seed": seed, "effect": effect_info, "thresholds": thresholds.to_dict(),
         "uniform": {n: _round(scores.uniform_mean(n)) for n in means if n in scores.uniform},
         "definitions": DEFINITIONS, "notes": notes, "label_counts": dict(labels.counts()), "heads": heads,
     }
+    if relations:
+        atlas["relations"] = relation_summary(hm, seed=seed)
+    return atlas
 
 
 # ----------------------------------------------------------------------------- plot
@@ -357,7 +393,7 @@ def _cmd_atlas(args: argparse.Namespace) -> int:
     hm = load(args.model, device=args.device)
     atlas = compute_atlas(hm, texts, effect=args.effect, effect_texts=args.effect_texts,
                           induction_texts=args.induction_texts, induction_length=args.induction_length,
-                          seed=args.seed, batch_size=args.batch_size)
+                          seed=args.seed, batch_size=args.batch_size, relations=args.relations)
     Path(args.json).write_text(json.dumps(atlas, indent=1))
     print(f"{hm.name}: {hm.n_layers * hm.n_heads} heads on {atlas['n_texts']} texts; wrote {args.json}")
     if args.png:
@@ -370,6 +406,13 @@ def _cmd_atlas(args: argparse.Namespace) -> int:
         if values and name != "entropy":
             value, layer, head = max(values)
             print(f"  top {name:>15}: {layer}.{head}  {value:.3f}")
+    for key in ("argmax", "argmax_without_special"):
+        for name, r in atlas.get("relations", {}).get(key, {}).items():
+            held = atlas["relations"][f"{key}_held_out"].get(name, {})
+            base = f", {r['baseline']['name']} {r['baseline']['accuracy']:.3f}" if "baseline" in r else ""
+            print(f"  {key} {name}: best head {r['best_head'][0]}.{r['best_head'][1]} {r['best_accuracy']:.3f} "
+                  f"vs offset {r['best_offset']:+d} {r['offset_accuracy']:.3f}{base}; held out: "
+                  f"{held.get('accuracy', float('nan')):.3f} vs offset {held.get('offset_accuracy', float('nan')):.3f}")
     return 0
 
 
@@ -385,6 +428,8 @@ def add_commands(sub) -> None:
                    help="ablate on the first N texts (default: %(default)s)")
     p.add_argument("--induction-texts", type=int, default=INDUCTION_TEXTS)
     p.add_argument("--induction-length", type=int, default=INDUCTION_LENGTH)
+    p.add_argument("--relations", action="store_true",
+                   help="also score verb->subject, subject->verb and pronoun->antecedent against ground truth")
     p.add_argument("--seed", type=int, default=0, help="seed of the random repeated sequences")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="cpu")

@@ -32,7 +32,8 @@ Modules, by meaning:
 
 from ._common import allowed_keys, uniform_pattern
 from .annotated import (
-    RelationResult, RelationSet, english_relation_set, relation_scores, synthetic_relation_set,
+    RelationResult, RelationSet, english_relation_set, held_out_relation_scores, relation_scores,
+    synthetic_relation_set,
 )
 from .copying import NotApplicable, Unembed, dla_copying_score, ov_copying_score, unembedding
 from .labels import (
@@ -68,7 +69,7 @@ __all__ = [
     "VERB_SUBJECT", "SUBJECT_VERB", "PRONOUN_ANTECEDENT", "pointer_targets", "visible_targets",
     "relation_hits", "relation_accuracy", "OffsetBaseline", "offset_baseline", "prediction_accuracy",
     "nearest_preceding", "RelationSet", "RelationResult", "synthetic_relation_set",
-    "english_relation_set", "relation_scores",
+    "english_relation_set", "relation_scores", "held_out_relation_scores",
     # labels
     "FAMILIES", "BROAD_FAMILIES", "LABELS", "LABEL_LIFT", "DIFFUSE_ENTROPY", "ORPHAN_EFFECT",
     "Thresholds", "DEFAULT_THRESHOLDS", "HeadLabels", "label_heads", "lift",
