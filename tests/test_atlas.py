@@ -157,6 +157,11 @@ def test_synthetic_language_model_gets_synthetic_texts_and_rare_words():
     assert atlas["effect"]["kind"] == "write_norm"
     from headlab.atlas import relation_summary
 
+    from headlab.atlas import _synthetic_language
+
+    assert _synthetic_language(hm).seed_vocab == 0  # recognised by its vocabulary
+    hm.provenance = {"command": "...", "data": {"task": "language", "language": Language(seed_vocab=3).describe()}}
+    assert _synthetic_language(hm).seed_vocab == 3  # the provenance says which lexicon it was trained on
     summary = relation_summary(hm)
     assert "synthetic" in summary["source"]
     # a causal model cannot look ahead from a subject to its verb: that relation has no items

@@ -42,7 +42,7 @@ import torch
 
 from .detect import (
     DEFAULT_THRESHOLDS, LOCAL_WINDOW, PATTERN_SCORES, NotApplicable, Thresholds, english_relation_set,
-    head_scores, held_out_relation_scores, ov_copying_score, relation_scores, synthetic_relation_set,
+    head_scores, held_out_relation_scores, label_heads, ov_copying_score, relation_scores, synthetic_relation_set,
     synthetic_token_frequency,
 )
 
@@ -105,12 +105,27 @@ def _vocab_size(hm) -> int:
     raise ValueError(f"cannot tell {hm.name}'s vocabulary size (no tokenizer, no config.vocab_size)")
 
 
+def _language_description(obj) -> dict | None:
+    """The first ``Language.describe()`` dict (it has a ``language_version``) nested in ``obj``."""
+    if isinstance(obj, dict):
+        if "language_version" in obj and "seed_vocab" in obj:
+            return obj
+        obj = list(obj.values())
+    if isinstance(obj, list):
+        for value in obj:
+            found = _language_description(value)
+            if found is not None:
+                return found
+    return None
+
+
 def _synthetic_language(hm):
-    """The synthetic ``Language`` the model reads, or None (from its provenance, else by vocabulary)."""
+    """The synthetic ``Language`` the model reads, or None: from the language description in
+    its provenance (trained organisms), else by vocabulary (seed_vocab 0)."""
     from .language import Language
 
-    description = (getattr(hm, "provenance", None) or {}).get("language")
-    if isinstance(description, dict):
+    description = _language_description(getattr(hm, "provenance", None))
+    if description is not None:
         return Language.from_description(description)
     if hm.tokenizer is None:
         return None
@@ -169,6 +184,11 @@ def repeated_random_tokens(hm, n: int = INDUCTION_TEXTS, length: int = INDUCTION
     sequence that would start with an ordinary token gets the tokenizer's ``bos_token`` in
     front when it has one. ``length`` shrinks to fit the model's maximum length.
     """
+    return _repeated(hm, n, length, seed)[0]
+
+
+def _repeated(hm, n: int, length: int, seed: int) -> tuple[dict, int]:
+    """:func:`repeated_random_tokens` and the span length it used."""
     if n < 1 or length < 2:
         raise ValueError(f"need n >= 1 sequences of length >= 2, got n={n}, length={length}")
     tok = hm.tokenizer
@@ -189,7 +209,7 @@ def repeated_random_tokens(hm, n: int = INDUCTION_TEXTS, length: int = INDUCTION
                 ids = [tok.bos_token_id] + ids
         rows.append(ids)
     ids = torch.tensor(rows)
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, length
 
 
 def _special_wrapping(tok) -> tuple[list[int], list[int]]:
@@ -273,12 +293,12 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
 
     wanted = [s for s in PATTERN_SCORES if s != "induction"] + ["write_norm"]
     scores = head_scores(hm, texts, scores=wanted, batch_size=batch_size, token_frequency=token_frequency)
-    repeats = repeated_random_tokens(hm, induction_texts, induction_length, seed=seed)
+    repeats, span = _repeated(hm, induction_texts, induction_length, seed=seed)
     induction = head_scores(hm, repeats, scores=["induction"], batch_size=batch_size)
-    scores.per_input["induction"] = induction.per_input["induction"]
-    scores.uniform["induction"] = induction.uniform["induction"]
+    means = {**scores.means(), "induction": induction.mean("induction")}
+    uniform = {name: (induction if name == "induction" else scores).uniform_mean(name)
+               for name in means if name in PATTERN_SCORES}
     notes = dict(scores.notes)
-    notes.pop("induction", None)
 
     copying = None
     try:
@@ -300,8 +320,8 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
         effects = scores.mean("write_norm")
         effect_info.update(definition="mean over real positions of the norm of the head's write (cache.result)")
 
-    means = scores.means()
-    labels = scores.labels(effects, thresholds)
+    labels = label_heads({n: m for n, m in means.items() if n in PATTERN_SCORES}, effects, thresholds,
+                         uniform={n: torch.full_like(means[n], u) for n, u in uniform.items()})
     heads = []
     for layer in range(hm.n_layers):
         for head in range(hm.n_heads):
@@ -324,9 +344,9 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
             notes[name] = "undefined on every text"
     atlas = {
         "model": hm.name, "n_layers": hm.n_layers, "n_heads": hm.n_heads, "n_texts": n_texts,
-        "texts": source, "induction_texts": induction_texts, "induction_length": int(repeats["input_ids"].shape[1]),
+        "texts": source, "induction_texts": induction_texts, "induction_length": span,
         "seed": seed, "effect": effect_info, "thresholds": thresholds.to_dict(),
-        "uniform": {n: _round(scores.uniform_mean(n)) for n in means if n in scores.uniform},
+        "uniform": {n: _round(u) for n, u in uniform.items()},
         "definitions": DEFINITIONS, "notes": notes, "label_counts": dict(labels.counts()), "heads": heads,
     }
     if relations:

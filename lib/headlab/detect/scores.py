@@ -187,59 +187,64 @@ def head_scores(hm, inputs, *, scores: Sequence[str] | None = None, batch_size: 
             unembed = unembedding(hm)
         except NotApplicable as err:
             drop("copying_dla", f"not applicable: {err}")
-    causal = hm.causal
     per_input: dict[str, list[torch.Tensor]] = {name: [] for name in wanted}
     uniform: dict[str, list[torch.Tensor]] = {name: [] for name in wanted if name in PATTERN_SCORES}
     need_z = any(name in WRITE_MEASURES for name in wanted)
     for batch in _batches(hm, inputs, batch_size):
         _, cache = hm.run_with_cache(batch, names=("pattern", "z") if need_z else ("pattern",))
         ids, mask = cache.input_ids.cpu(), cache.attention_mask.cpu()
-        masks = token_masks(hm.tokenizer, ids) if hm.tokenizer is not None else {}
-        freq = None if token_frequency is None else torch.as_tensor(token_frequency, dtype=torch.float64)[ids]
-        flat = uniform_pattern(mask, causal)  # (batch, 1, q_pos, k_pos)
-
-        def pattern_score(name: str, p: torch.Tensor) -> torch.Tensor:
-            if name == "previous_token":
-                return previous_token_score(p, mask, on_empty="nan")
-            if name == "next_token":
-                return next_token_score(p, mask, on_empty="nan")
-            if name == "first_token":
-                return first_token_score(p, mask, on_empty="nan")
-            if name == "separator":
-                return separator_score(p, masks["separator"], mask, causal=causal, on_empty="nan")
-            if name == "punctuation":
-                return punctuation_score(p, masks["punctuation"], mask, causal=causal, on_empty="nan")
-            if name == "local":
-                return local_score(p, window, mask, on_empty="nan")
-            if name == "entropy":
-                return entropy_score(p, mask, causal=causal, on_empty="nan")
-            if name == "duplicate_token":
-                return duplicate_token_score(p, ids, mask, on_empty="nan")
-            if name == "induction":
-                return induction_score(p, ids, mask, on_empty="nan")
-            if name == "rare_token":
-                return rare_token_score(p, freq, mask, causal=causal, on_empty="nan")
-            raise AssertionError(name)
-
+        ctx = _Inputs(ids, mask, hm.causal, window,
+                      token_masks(hm.tokenizer, ids) if hm.tokenizer is not None else {},
+                      None if token_frequency is None else torch.as_tensor(token_frequency, dtype=torch.float64)[ids])
         layers: dict[str, list[torch.Tensor]] = {name: [] for name in wanted}
         for layer in range(hm.n_layers):
             pattern = cache.pattern(layer).float().cpu()  # (batch, head, q_pos, k_pos)
             result = cache.result(layer).float().cpu() if need_z else None  # (batch, pos, head, d_model)
             for name in wanted:
                 if name in PATTERN_SCORES:
-                    layers[name].append(pattern_score(name, pattern))
+                    layers[name].append(_SCORERS[name](pattern, ctx))
                 elif name == "write_norm":
                     norms = result.norm(dim=-1).transpose(1, 2)  # (batch, head, pos)
                     layers[name].append((norms * mask[:, None]).sum(-1) / mask.sum(-1, keepdim=True))
                 elif name == "copying_dla":
                     layers[name].append(dla_copying_score(pattern, result, ids, unembed, mask, on_empty="nan"))
+        flat = uniform_pattern(mask, hm.causal)  # (batch, 1, q_pos, k_pos)
         for name in wanted:
             per_input[name].append(torch.stack(layers[name], dim=1))  # (batch, n_layers, n_heads)
             if name in uniform:
-                uniform[name].append(pattern_score(name, flat)[:, 0])  # (batch,)
+                uniform[name].append(_SCORERS[name](flat, ctx)[:, 0])  # (batch,)
     return HeadScores({n: torch.cat(v) for n, v in per_input.items()},
                       {n: torch.cat(v).double() for n, v in uniform.items()},
                       hm.n_layers, hm.n_heads, notes)
+
+
+@dataclass
+class _Inputs:
+    """What the pattern scores of one batch need besides the pattern."""
+
+    ids: torch.Tensor
+    mask: torch.Tensor
+    causal: bool
+    window: int
+    masks: dict[str, torch.Tensor]
+    freq: torch.Tensor | None
+
+
+# name -> (pattern, inputs) -> (batch, head); undefined inputs get NaN
+_SCORERS = {
+    "previous_token": lambda p, x: previous_token_score(p, x.mask, on_empty="nan"),
+    "next_token": lambda p, x: next_token_score(p, x.mask, on_empty="nan"),
+    "first_token": lambda p, x: first_token_score(p, x.mask, on_empty="nan"),
+    "separator": lambda p, x: separator_score(p, x.masks["separator"], x.mask, causal=x.causal, on_empty="nan"),
+    "punctuation": lambda p, x: punctuation_score(p, x.masks["punctuation"], x.mask, causal=x.causal,
+                                                  on_empty="nan"),
+    "local": lambda p, x: local_score(p, x.window, x.mask, on_empty="nan"),
+    "entropy": lambda p, x: entropy_score(p, x.mask, causal=x.causal, on_empty="nan"),
+    "duplicate_token": lambda p, x: duplicate_token_score(p, x.ids, x.mask, on_empty="nan"),
+    "induction": lambda p, x: induction_score(p, x.ids, x.mask, on_empty="nan"),
+    "rare_token": lambda p, x: rare_token_score(p, x.freq, x.mask, causal=x.causal, on_empty="nan"),
+}
+assert set(_SCORERS) == set(PATTERN_SCORES)
 
 
 def synthetic_token_frequency(lang, tok) -> torch.Tensor:
