@@ -6,10 +6,10 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from headlab.detect import induction_score, previous_occurrence, previous_token_score
-from headlab.organisms import GPT, GPTConfig, next_token_loss
+from headlab.metrics import next_token_loss
+from headlab.organisms import GPT, GPTConfig
 
 
 def make(seed: int = 0, **overrides) -> GPT:
@@ -40,6 +40,7 @@ def test_config_defaults_and_errors():
     cfg = GPTConfig(d_vocab=10, n_ctx=8, d_model=32, n_layers=1, n_heads=4)
     assert cfg.d_head == 8 and cfg.d_mlp == 128 and not cfg.attn_only
     assert cfg.init_std == pytest.approx(0.8 / math.sqrt(32))
+    assert cfg.model_type == "headlab" and cfg.vocab_size == 10 and "model_type" not in cfg.to_dict()
     assert GPTConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ValueError, match="not divisible"):
         GPTConfig(d_vocab=10, n_ctx=8, d_model=30, n_layers=1, n_heads=4)
@@ -196,30 +197,16 @@ def test_hook_pattern_can_replace_the_pattern():
 
 # ---------------------------------------------------------------------------- loss
 
-def test_next_token_loss_matches_manual_cross_entropy_and_skips_padding():
-    torch.manual_seed(0)
-    logits = torch.randn(2, 5, 7)
-    ids = torch.randint(0, 7, (2, 5))
-    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
-    per = next_token_loss(logits, ids, mask, reduction="none")
-    assert per.shape == (2, 4)
-    for b in range(2):
-        for i in range(4):
-            expected = F.cross_entropy(logits[b, i][None], ids[b, i + 1][None]) if mask[b, i + 1] else torch.tensor(0.0)
-            torch.testing.assert_close(per[b, i], expected)
-    torch.testing.assert_close(next_token_loss(logits, ids, mask), per.sum() / 6)
-    torch.testing.assert_close(next_token_loss(logits, ids, mask, reduction="sum"), per.sum())
-    with pytest.raises(ValueError, match="reduction"):
-        next_token_loss(logits, ids, reduction="max")
-    with pytest.raises(ValueError, match="at least 2"):
-        next_token_loss(logits[:, :1], ids[:, :1])
-
-
 def test_model_loss_is_next_token_loss_of_its_logits_and_gradients_flow():
     model = make().train()
     ids = tokens()
     loss = model.loss(ids)
-    torch.testing.assert_close(loss, next_token_loss(model(ids), ids))
+    torch.testing.assert_close(loss, next_token_loss(model(ids), ids, reduction="mean"))
+    manual = torch.nn.functional.cross_entropy(model(ids)[:, :-1].reshape(-1, 23), ids[:, 1:].reshape(-1))
+    torch.testing.assert_close(loss, manual)
+    padded = torch.cat([ids, ids[:, :3]], dim=1)
+    mask = torch.cat([torch.ones_like(ids), torch.zeros(3, 3, dtype=torch.long)], dim=1)
+    torch.testing.assert_close(model.loss(padded, mask), loss)  # padding does not count
     assert abs(loss.item() - math.log(23)) < 0.5  # near-uniform at init
     loss.backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())

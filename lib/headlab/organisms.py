@@ -27,11 +27,12 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from headlab.metrics import next_token_loss
 
 CHECKPOINT_DIR = Path(__file__).parent / "checkpoints"
 
@@ -60,6 +61,9 @@ class GPTConfig:
     ln_eps: float = 1e-5
     init_std: float | None = None
 
+    # Not a field: how headlab.adapters recognises the book's own GPT.
+    model_type: ClassVar[str] = "headlab"
+
     def __post_init__(self) -> None:
         for name in ("d_vocab", "n_ctx", "d_model", "n_layers", "n_heads"):
             value = getattr(self, name)
@@ -81,6 +85,11 @@ class GPTConfig:
     @property
     def attn_only(self) -> bool:
         return self.d_mlp == 0
+
+    @property
+    def vocab_size(self) -> int:
+        """``d_vocab`` under its Hugging Face name, for code written against HF configs."""
+        return self.d_vocab
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -142,7 +151,7 @@ class MLP(nn.Module):
         self.W_out = nn.Linear(config.d_mlp, config.d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.W_out(F.gelu(self.W_in(x)))  # (batch, pos, d_mlp) -> (batch, pos, d_model)
+        return self.W_out(nn.functional.gelu(self.W_in(x)))  # (batch, pos, d_mlp) -> (batch, pos, d_model)
 
 
 class Block(nn.Module):
@@ -193,42 +202,6 @@ def _check_inputs(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, 
     return mask
 
 
-def next_token_loss(logits: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                    reduction: str = "mean") -> torch.Tensor:
-    """Next-token cross-entropy of any causal LM's logits.
-
-    The prediction at position ``i`` is scored against the token at ``i + 1``;
-    a target counts when it is a real token (``attention_mask[:, i + 1] == 1``;
-    with right padding its context is then real too).
-
-    ``reduction="none"`` returns ``(batch, pos - 1)`` losses, exactly 0 where
-    the target is padding; ``"sum"`` their sum; ``"mean"`` the mean over
-    counted targets (an error if there are none).
-    """
-    if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
-    mask = _check_inputs(input_ids, attention_mask)
-    if logits.dim() != 3 or logits.shape[:2] != input_ids.shape:
-        raise ValueError(f"logits must be (batch, pos, d_vocab) matching input_ids {tuple(input_ids.shape)}, "
-                         f"got {tuple(logits.shape)}")
-    if input_ids.shape[1] < 2:
-        raise ValueError("next-token loss needs sequences of at least 2 tokens")
-    pred = logits[:, :-1].float()  # (batch, pos-1, d_vocab)
-    target = input_ids[:, 1:]  # (batch, pos-1)
-    losses = F.cross_entropy(pred.reshape(-1, pred.shape[-1]), target.reshape(-1),
-                             reduction="none").view(target.shape)  # (batch, pos-1)
-    valid = torch.ones_like(target, dtype=torch.bool) if mask is None else mask[:, 1:]
-    losses = losses * valid
-    if reduction == "none":
-        return losses
-    if reduction == "sum":
-        return losses.sum()
-    n = valid.sum()
-    if n == 0:
-        raise ValueError("no real target tokens to average the loss over (every target is padding)")
-    return losses.sum() / n
-
-
 class GPT(nn.Module):
     """A minimal GPT. ``forward(input_ids, attention_mask=None) -> logits (batch, pos, d_vocab)``."""
 
@@ -271,8 +244,10 @@ class GPT(nn.Module):
         return self.unembed(self.ln_final(x))  # (batch, pos, d_vocab)
 
     def loss(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Mean next-token cross-entropy over real targets (see :func:`next_token_loss`)."""
-        return next_token_loss(self(input_ids, attention_mask), input_ids, attention_mask)
+        """Mean next-token cross-entropy over real targets (:func:`headlab.metrics.next_token_loss`)."""
+        if input_ids.dim() != 2 or input_ids.shape[1] < 2:
+            raise ValueError(f"the loss needs (batch, pos) token ids with pos >= 2, got {tuple(input_ids.shape)}")
+        return next_token_loss(self(input_ids, attention_mask), input_ids, attention_mask, reduction="mean")
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

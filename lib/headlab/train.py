@@ -27,7 +27,8 @@ from typing import Any, Callable, Protocol
 import torch
 
 from headlab.detect import induction_score, previous_token_score
-from headlab.organisms import GPT, GPTConfig, next_token_loss, sha256_file
+from headlab.metrics import next_token_loss
+from headlab.organisms import GPT, GPTConfig, sha256_file
 
 EVAL_SEED = 1234  # the evaluation data is the same whatever the training seed
 
@@ -141,7 +142,7 @@ class RepeatedSpans:
         """
         tokens = data.tokens.to(model.device)
         logits, patterns = run_with_patterns(model, tokens)
-        losses = next_token_loss(logits, tokens, reduction="none")  # (batch, pos-1)
+        losses = next_token_loss(logits, tokens, reduction="token")  # (batch, pos-1)
         pred = data.predictable[:, 1:].to(losses.device)  # (batch, pos-1), target i+1 predictable
         ind = torch.stack([induction_score(p, tokens).mean(0) for p in patterns])  # (layer, head)
         prev = torch.stack([previous_token_score(p).mean(0) for p in patterns])  # (layer, head)
