@@ -237,7 +237,7 @@ ORGANISMS: dict[str, Recipe] = {
         _span_recipe("attn-only-2l", "2-layer attention-only model on repeated random spans: "
                      "forms induction heads in a phase change", n_layers=2, steps=1500),
         _span_recipe("tiny-attn-2l", "a tiny 2-layer attention-only model, retrained by the tests in seconds",
-                     n_layers=2, steps=300, task=RepeatedSpans(n_tokens=16, n_ctx=32, min_span=4, max_span=15),
+                     n_layers=2, steps=400, task=RepeatedSpans(n_tokens=16, n_ctx=32, min_span=4, max_span=15),
                      config={"d_model": 32, "n_heads": 2}, lr=3e-3, eval_every=25, eval_size=128, warmup=20),
     ]
 }
