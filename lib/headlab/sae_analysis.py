@@ -1,0 +1,215 @@
+"""Heads beside SAE features: two bases for the same layer output, compared.
+
+A layer's concatenated head outputs ``z`` can be read in the head basis
+(``n_heads`` slices) or in the basis of a sparse autoencoder's features
+(:mod:`headlab.sae`). This module measures both the same way:
+
+* **sparsity**: how many units carry most of a token's write into the residual
+  stream (:func:`units_for_mass` over :func:`head_write_norms` or feature
+  activations times :func:`feature_write_norms`);
+* **stability**: whether SAEs trained with different seeds find the same
+  directions (:func:`match_features`);
+* **alignment with ground truth**: how well the best single unit predicts a label
+  of the synthetic language (:func:`token_labels`, :func:`auroc`), and which
+  part of speech a feature's activation falls on (:func:`label_purity`);
+* **polysemantic heads**, by the criterion of :func:`polysemantic_heads`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from headlab.model import HeadModel
+from headlab.sae import SparseAutoencoder
+
+__all__ = [
+    "head_write_norms", "feature_write_norms", "units_for_mass", "match_features", "auroc",
+    "token_labels", "POS_CLASSES", "label_purity", "head_ownership", "polysemantic_heads",
+]
+
+
+@torch.no_grad()
+def head_write_norms(hm: HeadModel, layer: int, z: torch.Tensor) -> torch.Tensor:
+    """``||z_h @ W_O^h||`` for every head of ``layer``: ``(..., n_heads * d_head) -> (..., n_heads)``,
+    the size of each head's write into the residual stream (bias excluded)."""
+    w = hm.W_O(layer).float().cpu()  # (head, d_head, d_model)
+    z = z.reshape(*z.shape[:-1], hm.n_heads, hm.d_head).float()  # (..., head, d_head)
+    return torch.einsum("...hd,hdm->...hm", z, w).norm(dim=-1)
+
+
+@torch.no_grad()
+def feature_write_norms(hm: HeadModel, layer: int, sae: SparseAutoencoder) -> torch.Tensor:
+    """``(n_features,)``: the norm of the residual-stream write of one unit of each feature's
+    activation, ``||scale * d_i @ W_O||``; feature ``i`` writes ``f_i`` times that."""
+    w = hm.W_O(layer).float().cpu().reshape(hm.n_heads * hm.d_head, hm.d_model)
+    return (sae.scale * sae.W_dec @ w).norm(dim=-1)
+
+
+def units_for_mass(contributions: torch.Tensor, mass: float = 0.9) -> torch.Tensor:
+    """Per token, the fewest units whose contributions add up to ``mass`` of the token's total.
+
+    ``contributions``: ``(n_tokens, n_units)``, non-negative (e.g. head write norms, or
+    feature activations times their write norms). Returns ``(n_tokens,)`` ints; a token
+    whose contributions are all zero uses 0 units.
+    """
+    if not 0 < mass <= 1:
+        raise ValueError(f"mass must lie in (0, 1], got {mass}")
+    if contributions.dim() != 2 or (contributions < 0).any() or not torch.isfinite(contributions).all():
+        raise ValueError("contributions must be a finite, non-negative (n_tokens, n_units) tensor")
+    c = contributions.double().sort(dim=1, descending=True).values  # (n_tokens, n_units)
+    cum = c.cumsum(1)
+    target = mass * cum[:, -1:] * (1 - 1e-12)  # (n_tokens, 1), tolerance for rounding
+    return ((cum < target).sum(1) + 1) * (cum[:, -1] > 0)
+
+
+def match_features(dec_a: torch.Tensor, dec_b: torch.Tensor) -> torch.Tensor:
+    """For each direction (row) of ``dec_a``, its largest cosine similarity with a row of ``dec_b``.
+
+    ``(n_a, d)``, ``(n_b, d)`` -> ``(n_a,)``. Two SAEs found the same feature when the
+    match is near 1; random directions in ``d`` dimensions match at about ``sqrt(2 ln n_b / d)``.
+    """
+    if dec_a.dim() != 2 or dec_b.dim() != 2 or dec_a.shape[1] != dec_b.shape[1]:
+        raise ValueError(f"need two (n, d) matrices with the same d, got {tuple(dec_a.shape)} and {tuple(dec_b.shape)}")
+    a = dec_a / dec_a.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    b = dec_b / dec_b.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    return (a @ b.T).max(dim=1).values
+
+
+def _midranks(x: torch.Tensor) -> torch.Tensor:
+    """Ranks 1..n of a 1-d tensor, ties sharing the average of their ranks."""
+    values, order = x.sort()
+    _, inverse, counts = torch.unique_consecutive(values, return_inverse=True, return_counts=True)
+    ends = counts.cumsum(0).double()  # rank of the last member of each tie group
+    ranks = torch.empty(len(x), dtype=torch.float64)
+    ranks[order] = (ends - (counts.double() - 1) / 2)[inverse]
+    return ranks
+
+
+def auroc(scores: torch.Tensor, positive: torch.Tensor, domain: torch.Tensor | None = None) -> torch.Tensor:
+    """Area under the ROC curve of each unit's score for a binary label.
+
+    ``scores``: ``(n_tokens, n_units)``; ``positive``: ``(n_tokens,)`` bool; ``domain``:
+    optional ``(n_tokens,)`` bool, the tokens that count. AUROC = the probability that a
+    random positive token scores higher than a random negative one (ties count one half):
+    1 = the unit separates the label perfectly, 0.5 = chance. Returns ``(n_units,)``.
+    """
+    if scores.dim() != 2 or positive.shape != scores.shape[:1]:
+        raise ValueError(f"need scores (n_tokens, n_units) and positive (n_tokens,), got "
+                         f"{tuple(scores.shape)} and {tuple(positive.shape)}")
+    positive = positive.bool()
+    if domain is not None:
+        scores, positive = scores[domain.bool()], positive[domain.bool()]
+    n_pos = int(positive.sum())
+    n_neg = len(positive) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError(f"AUROC needs positive and negative tokens, got {n_pos} positive and {n_neg} negative")
+    rank_sum = torch.stack([_midranks(scores[:, u])[positive].sum() for u in range(scores.shape[1])])
+    return ((rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)).float()
+
+
+POS_CLASSES = ("NOUN", "VERB", "PRON", "DET", "ADJ", "PREP", "REL", "ADV", "PUNCT", "SPECIAL")
+
+
+def token_labels(windows, lang) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Ground-truth labels of every token of equal-length windows of the synthetic language.
+
+    Returns ``{name: (positive, domain)}``, both ``(n_windows * n_ctx,)`` bool (windows
+    flattened in order); a label is scored only on its ``domain`` tokens.
+
+    * one label per part of speech of the token (``POS_CLASSES``, lower-case; ``special``
+      is ``<bos>``/``<eos>``), and ``sentence end`` (the final ".");
+    * ``rare word`` (:meth:`Language.is_rare`), ``in a repeated sentence`` (``copy_source``);
+    * ``subject noun`` (a noun that is the subject of a verb in the window);
+    * ``verb, subject in view`` (a verb whose subject is in the window);
+    * ``before an agreeing verb``: the next token is a verb that agrees with a subject in
+      the window (where a model must find the subject to predict the verb's form);
+    * ``plural subject pending``: among the tokens before an agreeing verb, those whose
+      verb is plural (domain: tokens before an agreeing verb);
+    * ``before a pronoun``: the next token is a pronoun whose antecedent is in the window.
+    """
+    n_ctx = len(windows[0])
+    if any(len(w) != n_ctx for w in windows):
+        raise ValueError("token_labels needs windows of one length (pack them)")
+
+    def flat(fn) -> torch.Tensor:
+        return torch.tensor([bool(fn(w, i)) for w in windows for i in range(n_ctx)])
+
+    def agreeing_verb(w, j: int) -> bool:
+        return j < n_ctx and w.pos_tag[j] == "VERB" and w.number[j] is not None and w.subject[j] >= 0
+
+    everywhere = torch.ones(len(windows) * n_ctx, dtype=torch.bool)
+    labels = {tag.lower(): flat(lambda w, i, t=tag: w.pos_tag[i] == t) for tag in POS_CLASSES}
+    labels["sentence end"] = flat(lambda w, i: w.is_sentence_end[i])
+    labels["rare word"] = flat(lambda w, i: w.pos_tag[i] != "SPECIAL" and lang.is_rare(w.tokens[i]))
+    labels["in a repeated sentence"] = flat(lambda w, i: w.copy_source[i] >= 0)
+    labels["subject noun"] = flat(lambda w, i: w.pos_tag[i] == "NOUN" and i in set(w.subject))
+    labels["verb, subject in view"] = flat(lambda w, i: w.pos_tag[i] == "VERB" and w.subject[i] >= 0)
+    before_verb = flat(lambda w, i: agreeing_verb(w, i + 1))
+    labels["before an agreeing verb"] = before_verb
+    labels["before a pronoun"] = flat(lambda w, i: i + 1 < n_ctx and w.pos_tag[i + 1] == "PRON"
+                                      and w.antecedent[i + 1] >= 0)
+    out = {name: (positive, everywhere) for name, positive in labels.items()}
+    out["plural subject pending"] = (flat(lambda w, i: agreeing_verb(w, i + 1) and w.number[i + 1] == "pl"),
+                                     before_verb)
+    return out
+
+
+def label_purity(activations: torch.Tensor, classes: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """For each unit, the share of its activation mass on each class of tokens.
+
+    ``activations``: ``(n_tokens, n_units)`` non-negative; ``classes``: ``(n_tokens,)``
+    ints in ``[0, n_classes)`` (one class per token, e.g. its part of speech). Returns
+    ``(n_units, n_classes)``; a row sums to 1 (a unit that never fires: a row of NaN).
+    """
+    if activations.dim() != 2 or classes.shape != activations.shape[:1]:
+        raise ValueError("need activations (n_tokens, n_units) and classes (n_tokens,)")
+    onehot = torch.nn.functional.one_hot(classes.long(), n_classes).to(activations.dtype)  # (n_tokens, n_classes)
+    mass = activations.T @ onehot  # (n_units, n_classes)
+    return mass / mass.sum(1, keepdim=True)
+
+
+def head_ownership(W_dec: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Share of each decoder direction's squared norm that lies in each head's slice of ``z``.
+
+    ``W_dec``: ``(n_features, n_heads * d_head)`` -> ``(n_features, n_heads)``, rows summing to 1.
+    """
+    n_features, d_in = W_dec.shape
+    if d_in % n_heads:
+        raise ValueError(f"d_in={d_in} is not a multiple of n_heads={n_heads}")
+    sq = W_dec.detach().reshape(n_features, n_heads, d_in // n_heads).pow(2).sum(-1)  # (n_features, head)
+    return sq / sq.sum(1, keepdim=True)
+
+
+def polysemantic_heads(ownership: torch.Tensor, purity: torch.Tensor, class_names, own: float = 0.5,
+                       pure: float = 0.8) -> list[dict[str, Any]]:
+    """The book's criterion for a polysemantic head.
+
+    A feature *belongs* to head ``h`` when at least ``own`` of its decoder direction's
+    squared norm lies in ``h``'s slice (:func:`head_ownership`). A feature is *about*
+    class ``c`` when at least ``pure`` of its activation mass falls on tokens of class
+    ``c`` (:func:`label_purity`; features that never fire are about nothing). A head is
+    **polysemantic** when the features that belong to it are about two or more different
+    classes, **monosemantic** when about exactly one, **unlabelled** when about none.
+
+    Returns one dict per head: ``head``, ``features`` (how many belong to it),
+    ``labelled`` (how many of those are about a class), ``classes`` (sorted class names,
+    with counts) and ``kind``.
+    """
+    if ownership.shape[0] != purity.shape[0]:
+        raise ValueError("ownership and purity must have one row per feature")
+    owner = ownership.argmax(1)
+    owned = ownership.max(1).values >= own
+    best = torch.nan_to_num(purity, nan=0.0).max(1)
+    rows = []
+    for h in range(ownership.shape[1]):
+        mine = owned & (owner == h)
+        about = mine & (best.values >= pure)
+        counts: dict[str, int] = {}
+        for c in best.indices[about].tolist():
+            counts[class_names[c]] = counts.get(class_names[c], 0) + 1
+        kind = "polysemantic" if len(counts) >= 2 else "monosemantic" if counts else "unlabelled"
+        rows.append({"head": h, "features": int(mine.sum()), "labelled": int(about.sum()),
+                     "classes": dict(sorted(counts.items(), key=lambda kv: -kv[1])), "kind": kind})
+    return rows
