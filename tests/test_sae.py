@@ -17,11 +17,11 @@ from headlab.model import HeadModel
 from headlab.organisms import GPT, GPTConfig
 from headlab.sae import (
     SAEConfig, SparseAutoencoder, evaluate_sae, fraction_loss_recovered, load_sae, loss_recovered,
-    replace_z, resample_dead, save_sae, topk_relu, train_sae,
+    resample_dead, save_sae, spliced, topk_relu, train_sae,
 )
 from headlab.sae_analysis import (
-    auroc, feature_write_norms, head_ownership, head_write_norms, label_purity, match_features,
-    polysemantic_heads, token_labels, units_for_mass,
+    auroc, auroc_table, feature_write_norms, head_ownership, head_write_norms, label_purity, match_features,
+    polysemantic_heads, token_labels, units_for_mass, write_explained_by_top,
 )
 
 D_IN, N_TRUE, K_TRUE = 16, 32, 2
@@ -213,20 +213,27 @@ def test_loss_recovered_is_one_for_identity_and_zero_for_the_floor(tiny_hm):
         loss_recovered(hm, silent, layer=1, input_ids=ids, floor="resample")
 
 
-def test_replace_z_changes_the_forward_and_cleans_up(tiny_hm):
+def test_spliced_sae_changes_the_forward_and_cleans_up(tiny_hm):
     hm = tiny_hm
-    ids = torch.randint(0, 61, (2, 16), generator=torch.Generator().manual_seed(2))
-    clean = hm(ids)
-    with replace_z(hm, 0, lambda z: torch.zeros_like(z)), torch.no_grad():
-        replaced = hm(ids)
-    with hm.ablate([(0, h) for h in range(hm.n_heads)]), torch.no_grad():
-        ablated = hm(ids)
-    assert torch.allclose(replaced, ablated, atol=1e-6) and not torch.allclose(replaced, clean)
-    assert torch.allclose(hm(ids), clean)  # the edit is gone after the block
-    with pytest.raises(ValueError, match="returned shape"), replace_z(hm, 0, lambda z: z[..., :3]):
-        hm(ids)
+    ids = _copy_batch(2, seed=5)
+    d_in = hm.n_heads * hm.d_head
+    with torch.no_grad():
+        clean = hm(ids)
+        with spliced(hm, _identity_sae(d_in), 0):
+            assert torch.allclose(hm(ids), clean, atol=1e-5)  # an exact reconstruction changes nothing
+        silent = _identity_sae(d_in)
+        silent.b_enc.fill_(-1e3)
+        with spliced(hm, silent, 0):
+            replaced = hm(ids)
+        with hm.ablate([(0, h) for h in range(hm.n_heads)]):
+            ablated = hm(ids)
+        assert torch.allclose(replaced, ablated, atol=1e-6) and not torch.allclose(replaced, clean)
+        assert torch.allclose(hm(ids), clean)  # the splice is gone after the block
     with pytest.raises(ValueError, match="out of range"):
-        with replace_z(hm, 5, lambda z: z):
+        with spliced(hm, silent, 5):
+            pass
+    with pytest.raises(ValueError, match="another model"):
+        with spliced(hm, _identity_sae(d_in + 1), 0):
             pass
 
 
@@ -274,6 +281,31 @@ def test_auroc_known_answers():
     assert auroc(scores, positive, domain).tolist() == [1.0, 0.0, 0.5, 1.0]
     with pytest.raises(ValueError, match="positive and negative"):
         auroc(scores, torch.ones(4, dtype=torch.bool))
+
+
+def test_auroc_equals_the_pairwise_definition_with_ties():
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randint(0, 4, (40, 6), generator=g).float()  # many ties
+    scores[:, 5] = 0.0  # a unit that never fires
+    positive = torch.rand(40, generator=g) < 0.3
+    diff = scores[positive][:, None, :] - scores[~positive][None, :, :]  # (n_pos, n_neg, units)
+    pairwise = ((diff > 0).double() + 0.5 * (diff == 0).double()).mean(dim=(0, 1))
+    assert torch.allclose(auroc(scores, positive).double(), pairwise, atol=1e-6)
+    table = auroc_table(scores, {"a": (positive, None), "b": (~positive, None)})
+    assert torch.allclose(table["a"] + table["b"], torch.ones(6))  # swapping the classes mirrors the AUROC
+
+
+def test_write_explained_by_top_units(tiny_hm):
+    hm = tiny_hm
+    _, cache = hm.run_with_cache(_copy_batch(4, seed=7), names=("z",))
+    z = cache.z(1).reshape(-1, hm.n_heads * hm.d_head)
+    d_in = z.shape[1]
+    out = write_explained_by_top(hm, 1, _identity_sae(d_in), z, [0, 1, 2, hm.n_heads, 2 * d_in])
+    heads = out["heads"]
+    assert heads[0] == pytest.approx(0.0, abs=1e-6)  # every head at its mean: the mean write
+    assert heads[3] == pytest.approx(1.0, abs=1e-6)  # every head kept
+    assert heads[0] <= heads[1] <= heads[2] <= heads[3] + 1e-9
+    assert out["features"][-1] == pytest.approx(1.0, abs=1e-5)  # the identity SAE, all features kept
 
 
 def test_ownership_purity_and_polysemantic_heads():

@@ -41,16 +41,16 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import torch
 from torch import nn
 
-from headlab.model import HeadModel, _Edit
+from headlab.model import HeadModel
 
 __all__ = [
     "SAEConfig", "SparseAutoencoder", "SAETrainLog", "topk_relu", "train_sae", "resample_dead", "evaluate_sae",
-    "collect_z", "replace_z", "fraction_loss_recovered", "loss_recovered", "save_sae", "load_sae",
+    "collect_z", "spliced", "fraction_loss_recovered", "loss_recovered", "save_sae", "load_sae",
 ]
 
 SPARSITY = ("topk", "l1")
@@ -367,36 +367,23 @@ def collect_z(hm: HeadModel, layer: int, input_ids: torch.Tensor, batch_size: in
     return torch.cat(out)
 
 
-class _ReplaceZ(_Edit):
-    """Replace layer ``layer``'s ``z`` by ``fn(z)``, ``fn: (batch, pos, n_heads * d_head) -> same``."""
-
-    def __init__(self, layer: int, fn: Callable[[torch.Tensor], torch.Tensor]):
-        super().__init__()
-        self.layer, self.fn = layer, fn
-        self.layers = frozenset({layer})
-
-    def apply(self, layer: int, z: torch.Tensor) -> torch.Tensor:
-        if layer != self.layer:
-            return z
-        batch, pos, n_heads, d_head = z.shape
-        new = self.fn(z.reshape(batch, pos, n_heads * d_head))
-        if new.shape != (batch, pos, n_heads * d_head):
-            raise ValueError(f"the replacement for layer {layer}'s z returned shape {tuple(new.shape)}, "
-                             f"expected {(batch, pos, n_heads * d_head)}")
-        return new.to(z.dtype).reshape(batch, pos, n_heads, d_head)
-
-
 @contextlib.contextmanager
-def replace_z(hm: HeadModel, layer: int, fn: Callable[[torch.Tensor], torch.Tensor]) -> Iterator[HeadModel]:
-    """Inside the block, every forward pass uses ``fn(z)`` instead of layer ``layer``'s ``z``
-    (``(batch, pos, n_heads * d_head)`` in and out). For an SAE: ``lambda z: sae(z)[0]``."""
+def spliced(hm: HeadModel, sae: SparseAutoencoder, layer: int) -> Iterator[HeadModel]:
+    """Inside the block, every forward pass uses the SAE's reconstruction ``sae(z)[0]`` in place
+    of layer ``layer``'s head outputs ``z``, at every position (through :meth:`HeadModel.patch_z`)."""
     if not 0 <= layer < hm.n_layers:
         raise ValueError(f"layer {layer} is out of range: {hm.name} has layers 0..{hm.n_layers - 1}")
-    edit = _ReplaceZ(layer, fn)
-    before = hm._state.forwards
-    with hm._active(edit=edit):
+    if sae.config.d_in != hm.n_heads * hm.d_head:
+        raise ValueError(f"the SAE takes d_in={sae.config.d_in} but {hm.name}'s z has n_heads * d_head = "
+                         f"{hm.n_heads * hm.d_head} dimensions: it was trained on another model")
+
+    def reconstruct(_: int, z: torch.Tensor) -> torch.Tensor:
+        batch, pos, n_heads, d_head = z.shape
+        x_hat = sae(z.reshape(batch, pos, n_heads * d_head).float())[0]  # (batch, pos, head * d_head)
+        return x_hat.to(z.dtype).reshape(batch, pos, n_heads, d_head)
+
+    with hm.patch_z(reconstruct, layers=[layer]):
         yield hm
-        hm._check_reached(edit, before)
 
 
 def fraction_loss_recovered(clean: float, replaced: float, floor: float) -> float:
@@ -435,13 +422,13 @@ def loss_recovered(hm: HeadModel, sae: SparseAutoencoder, layer: int, input_ids:
         return total / count
 
     clean = mean_loss()
-    with replace_z(hm, layer, lambda z: sae(z)[0]):
-        spliced = mean_loss()
+    with spliced(hm, sae, layer):
+        with_sae = mean_loss()
     reference = input_ids if floor == "mean" else None
     with hm.ablate(heads, mode=floor, reference=reference):
         ablated = mean_loss()
-    return {"clean": clean, "sae": spliced, "floor": ablated, "floor_kind": floor,
-            "fraction": fraction_loss_recovered(clean, spliced, ablated)}
+    return {"clean": clean, "sae": with_sae, "floor": ablated, "floor_kind": floor,
+            "fraction": fraction_loss_recovered(clean, with_sae, ablated)}
 
 
 # --------------------------------------------------------------------------- saving

@@ -17,7 +17,7 @@ A layer's concatenated head outputs ``z`` can be read in the head basis
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -25,9 +25,24 @@ from headlab.model import HeadModel
 from headlab.sae import SparseAutoencoder
 
 __all__ = [
-    "head_write_norms", "feature_write_norms", "units_for_mass", "match_features", "auroc",
-    "token_labels", "POS_CLASSES", "label_purity", "head_ownership", "polysemantic_heads",
+    "language_windows", "head_write_norms", "feature_write_norms", "units_for_mass", "write_explained_by_top",
+    "match_features", "auroc", "auroc_table", "token_labels", "POS_CLASSES", "label_purity", "head_ownership",
+    "polysemantic_heads",
 ]
+
+
+def language_windows(lang, n_windows: int, n_ctx: int, seed: int):
+    """``(windows, ids)``: ``n_windows`` full windows of ``n_ctx`` tokens of the synthetic
+    language ``lang`` (documents sampled with ``seed``, packed with ``<bos>`` first) and their
+    token ids ``(n_windows, n_ctx)``."""
+    from headlab.language import encode, pack, tokenizer
+
+    n_docs = n_windows * n_ctx // 30 + 8  # documents average about 42 tokens
+    windows = pack(lang.sample(n_docs, seed=seed), n_ctx, drop_last=True)
+    if len(windows) < n_windows:
+        raise RuntimeError(f"{n_docs} documents gave {len(windows)} windows, fewer than {n_windows}")
+    windows = windows[:n_windows]
+    return windows, encode(tokenizer(lang), windows)
 
 
 @torch.no_grad()
@@ -64,6 +79,38 @@ def units_for_mass(contributions: torch.Tensor, mass: float = 0.9) -> torch.Tens
     return ((cum < target).sum(1) + 1) * (cum[:, -1] > 0)
 
 
+@torch.no_grad()
+def write_explained_by_top(hm: HeadModel, layer: int, sae: SparseAutoencoder, z: torch.Tensor,
+                           ms: Sequence[int]) -> dict[str, list[float]]:
+    """How much of the layer's write each basis explains with only ``m`` units per token.
+
+    ``z``: ``(n_tokens, n_heads * d_head)``. The write is ``w = z @ W_O`` (bias excluded).
+    **Heads**: at each token keep the ``m`` heads with the largest write norm and replace the
+    others by their mean over ``z`` (mean ablation). **Features**: keep the ``m`` features with
+    the largest ``f_i * ||scale * d_i @ W_O||`` and decode them with ``b_dec`` (the SAE's
+    constant term). Both with ``m = 0`` are constants. For each ``m`` in ``ms``: the explained
+    variance of the write, ``1 - sum ||w - w_m||^2 / sum ||w - mean(w)||^2``.
+    """
+    W = hm.W_O(layer).float().cpu().reshape(hm.n_heads * hm.d_head, hm.d_model)
+    z = z.float()
+    write = z @ W  # (n_tokens, d_model)
+    total = float((write - write.mean(0)).pow(2).sum())
+    heads = z.reshape(len(z), hm.n_heads, hm.d_head)  # (n_tokens, head, d_head)
+    mean = heads.mean(0)  # (head, d_head)
+    head_rank = head_write_norms(hm, layer, z).argsort(dim=1, descending=True)  # (n_tokens, head)
+    f = sae.encode(z)  # (n_tokens, n_features)
+    feat_rank = (f * feature_write_norms(hm, layer, sae)).argsort(dim=1, descending=True)
+    out: dict[str, list[float]] = {"m": list(ms), "heads": [], "features": []}
+    for m in ms:
+        keep = torch.zeros(len(z), hm.n_heads, dtype=torch.bool).scatter(1, head_rank[:, :m], True)
+        kept = torch.where(keep[..., None], heads, mean)  # (n_tokens, head, d_head)
+        out["heads"].append(1 - float((write - kept.reshape(len(z), -1) @ W).pow(2).sum()) / total)
+        top = torch.zeros_like(f, dtype=torch.bool).scatter(1, feat_rank[:, :m], True)
+        approx = sae.decode(f * top) @ W  # (n_tokens, d_model)
+        out["features"].append(1 - float((write - approx).pow(2).sum()) / total)
+    return out
+
+
 def match_features(dec_a: torch.Tensor, dec_b: torch.Tensor) -> torch.Tensor:
     """For each direction (row) of ``dec_a``, its largest cosine similarity with a row of ``dec_b``.
 
@@ -78,12 +125,18 @@ def match_features(dec_a: torch.Tensor, dec_b: torch.Tensor) -> torch.Tensor:
 
 
 def _midranks(x: torch.Tensor) -> torch.Tensor:
-    """Ranks 1..n of a 1-d tensor, ties sharing the average of their ranks."""
-    values, order = x.sort()
-    _, inverse, counts = torch.unique_consecutive(values, return_inverse=True, return_counts=True)
-    ends = counts.cumsum(0).double()  # rank of the last member of each tie group
-    ranks = torch.empty(len(x), dtype=torch.float64)
-    ranks[order] = (ends - (counts.double() - 1) / 2)[inverse]
+    """Ranks 1..n of each column of ``x`` ``(n, units)``, ties sharing the mean of their ranks."""
+    n = x.shape[0]
+    values, order = x.double().sort(dim=0)  # (n, units)
+    index = torch.arange(n, dtype=torch.float64)[:, None].expand_as(values)
+    new = torch.ones_like(values, dtype=torch.bool)
+    new[1:] = values[1:] != values[:-1]  # first member of a tie group
+    last = torch.ones_like(new)
+    last[:-1] = new[1:]  # last member of a tie group
+    start = torch.where(new, index, torch.zeros_like(index)).cummax(dim=0).values
+    stop = torch.where(last, index, torch.full_like(index, n)).flip(0).cummin(dim=0).values.flip(0)
+    ranks = torch.empty_like(values)
+    ranks.scatter_(0, order, (start + stop) / 2 + 1)
     return ranks
 
 
@@ -95,18 +148,36 @@ def auroc(scores: torch.Tensor, positive: torch.Tensor, domain: torch.Tensor | N
     random positive token scores higher than a random negative one (ties count one half):
     1 = the unit separates the label perfectly, 0.5 = chance. Returns ``(n_units,)``.
     """
-    if scores.dim() != 2 or positive.shape != scores.shape[:1]:
-        raise ValueError(f"need scores (n_tokens, n_units) and positive (n_tokens,), got "
-                         f"{tuple(scores.shape)} and {tuple(positive.shape)}")
-    positive = positive.bool()
-    if domain is not None:
-        scores, positive = scores[domain.bool()], positive[domain.bool()]
-    n_pos = int(positive.sum())
-    n_neg = len(positive) - n_pos
-    if n_pos == 0 or n_neg == 0:
-        raise ValueError(f"AUROC needs positive and negative tokens, got {n_pos} positive and {n_neg} negative")
-    rank_sum = torch.stack([_midranks(scores[:, u])[positive].sum() for u in range(scores.shape[1])])
-    return ((rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)).float()
+    return auroc_table(scores, {"label": (positive, domain)})["label"]
+
+
+def auroc_table(scores: torch.Tensor, labels: dict[str, tuple[torch.Tensor, torch.Tensor | None]]
+                ) -> dict[str, torch.Tensor]:
+    """:func:`auroc` of every unit for every label ``{name: (positive, domain)}`` (as returned by
+    :func:`token_labels`); the ranks are computed once per distinct domain."""
+    if scores.dim() != 2:
+        raise ValueError(f"scores must be (n_tokens, n_units), got {tuple(scores.shape)}")
+    ranks_by_domain: list[tuple[torch.Tensor | None, torch.Tensor]] = []
+    out = {}
+    for name, (positive, domain) in labels.items():
+        if positive.shape != scores.shape[:1] or (domain is not None and domain.shape != positive.shape):
+            raise ValueError(f"label {name!r}: need positive and domain of shape ({scores.shape[0]},), got "
+                             f"{tuple(positive.shape)}")
+        for known, ranks in ranks_by_domain:
+            if (known is None and domain is None) or (known is not None and domain is not None
+                                                      and torch.equal(known, domain)):
+                break
+        else:
+            ranks = _midranks(scores if domain is None else scores[domain.bool()])
+            ranks_by_domain.append((domain, ranks))
+        pos = positive.bool() if domain is None else positive.bool()[domain.bool()]
+        n_pos = int(pos.sum())
+        n_neg = len(pos) - n_pos
+        if n_pos == 0 or n_neg == 0:
+            raise ValueError(f"label {name!r}: AUROC needs positive and negative tokens, got {n_pos} positive "
+                             f"and {n_neg} negative")
+        out[name] = ((ranks[pos].sum(0) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)).float()
+    return out
 
 
 POS_CLASSES = ("NOUN", "VERB", "PRON", "DET", "ADJ", "PREP", "REL", "ADV", "PUNCT", "SPECIAL")
