@@ -6,7 +6,9 @@ concatenated head outputs ``z`` on ``--windows`` windows of the language (docume
 with ``--data-seed``), train a top-k SAE for each ``--seeds`` (and, with ``--l1``, one L1 SAE
 at the first seed), evaluate each on held-out windows (``--data-seed + 1``) and write
 ``<out>/<model>-L<layer>-<kind>-s<seed>.safetensors`` and ``.json`` (command, seed, config,
-training log, held-out metrics, sha256 of the weights and of the model's weights).
+training log, held-out metrics, sha256 of the weights and of the model's weights). With
+``--head-features N``, also one small top-k SAE per head on that head's own ``d_head``-dimensional
+output (``<model>-L<layer>-head<h>-topk-s<seed>``, first seed only).
 
     python scripts/train_saes.py --model organism --layer 1
 """
@@ -34,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--l1", type=float, default=None, help="also train an L1 SAE with this coefficient")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--head-features", type=int, default=None, help="also train one SAE per head with N features")
+    parser.add_argument("--head-k", type=int, default=2)
+    parser.add_argument("--head-steps", type=int, default=1500)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -56,19 +61,27 @@ def main(argv: list[str] | None = None) -> int:
     acts = collect_z(hm, args.layer, train_ids).flatten(0, 1)  # (n_tokens, n_heads * d_head)
     eval_acts = collect_z(hm, args.layer, eval_ids).flatten(0, 1)
     d_in = acts.shape[1]
-    runs = [("topk", seed, SAEConfig(d_in, args.features, "topk", k=args.k)) for seed in args.seeds]
+    runs = [("topk", seed, SAEConfig(d_in, args.features, "topk", k=args.k), None) for seed in args.seeds]
     if args.l1 is not None:
-        runs.append(("l1", args.seeds[0], SAEConfig(d_in, args.features, "l1", k=None, l1_coeff=args.l1)))
-    for kind, seed, config in runs:
-        sae, log = train_sae(acts, config, seed=seed, steps=args.steps, batch_size=args.batch_size, lr=args.lr)
-        stats = evaluate_sae(sae, eval_acts)
-        recovered = {floor: loss_recovered(hm, sae, args.layer, eval_ids, floor=floor) for floor in ("zero", "mean")}
+        runs.append(("l1", args.seeds[0], SAEConfig(d_in, args.features, "l1", k=None, l1_coeff=args.l1), None))
+    if args.head_features is not None:
+        runs += [(f"head{h}-topk", args.seeds[0], SAEConfig(hm.d_head, args.head_features, "topk", k=args.head_k), h)
+                 for h in range(hm.n_heads)]
+    for kind, seed, config, head in runs:
+        cut = slice(None) if head is None else slice(head * hm.d_head, (head + 1) * hm.d_head)
+        steps = args.steps if head is None else args.head_steps
+        sae, log = train_sae(acts[:, cut].contiguous(), config, seed=seed, steps=steps, batch_size=args.batch_size,
+                             lr=args.lr)
+        stats = evaluate_sae(sae, eval_acts[:, cut].contiguous())
         metrics = {k: round(v, 5) for k, v in stats.items() if k != "fire_rate"}
+        recovered = {}
+        if head is None:
+            recovered = {f: loss_recovered(hm, sae, args.layer, eval_ids, floor=f) for f in ("zero", "mean")}
         metrics.update({f"loss_{floor}": {k: round(v, 5) if isinstance(v, float) else v for k, v in r.items()}
                         for floor, r in recovered.items()})
         provenance = {
             "command": command, "seed": seed, "model": args.model, "model_sha256": hm.provenance["sha256"],
-            "layer": args.layer, "kind": kind,
+            "layer": args.layer, "kind": kind, "head": head,
             "data": {"language": lang.describe(), "train_windows": args.windows, "eval_windows": args.eval_windows,
                      "n_ctx": n_ctx, "train_seed": args.data_seed, "eval_seed": args.data_seed + 1,
                      "train_tokens": len(acts)},
@@ -77,9 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         path = args.out / f"{args.model}-L{args.layer}-{kind}-s{seed}"
         save_sae(sae, path, provenance)
+        lost = "".join(f", loss recovered {r['fraction']:.3f} ({f} floor)" for f, r in recovered.items())
         print(f"{path.name}: EV {metrics['explained_variance']:.3f}, L0 {metrics['l0']:.1f}, dead {metrics['dead']}, "
-              f"resampled {log.n_resampled}, loss recovered {recovered['zero']['fraction']:.3f} (zero floor), "
-              f"{recovered['mean']['fraction']:.3f} (mean floor), {log.seconds:.0f} s", flush=True)
+              f"resampled {log.n_resampled}{lost}, {log.seconds:.0f} s", flush=True)
     return 0
 
 

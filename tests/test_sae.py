@@ -21,7 +21,7 @@ from headlab.sae import (
 )
 from headlab.sae_analysis import (
     auroc, auroc_table, feature_write_norms, head_ownership, head_write_norms, label_purity, match_features,
-    polysemantic_heads, token_labels, units_for_mass, write_explained_by_top,
+    POS_CLASSES, POS_NAMES, polysemantic_heads, token_labels, units_for_mass, write_explained_by_top,
 )
 
 D_IN, N_TRUE, K_TRUE = 16, 32, 2
@@ -355,6 +355,5 @@ def test_token_labels_follow_the_annotations():
         assert w.pos_tag[i + 1] == "VERB" and w.subject[i + 1] >= 0
     plural, pending = labels["plural subject pending"]
     assert torch.equal(pending, before) and 0 < plural.sum() < before.sum()
-    pos = torch.stack([labels[t.lower()][0] for t in ("NOUN", "VERB", "PRON", "DET", "ADJ", "PREP", "REL",
-                                                       "ADV", "PUNCT", "SPECIAL")])
+    pos = torch.stack([labels[POS_NAMES[t]][0] for t in POS_CLASSES])
     assert (pos.sum(0) == 1).all(), "every token has exactly one part of speech"

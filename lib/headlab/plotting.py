@@ -116,17 +116,20 @@ def plot_feature_matches(ax, matches: Sequence, baseline: Sequence, thresholds: 
     return ax
 
 
-def plot_alignment(ax, names: Sequence[str], best_feature: Sequence[float], best_head: Sequence[float]):
-    """Horizontal bars: per ground-truth label, the AUROC of the best single feature and head."""
+def plot_alignment(ax, names: Sequence[str], series: dict):
+    """Horizontal bars: per ground-truth label, the AUROC of the best single unit of each
+    basis (``series``: ``{basis name: one value per label}``)."""
     y = np.arange(len(names))
-    ax.barh(y - 0.2, _np(best_feature), height=0.4, color="tab:orange", label="best SAE feature")
-    ax.barh(y + 0.2, _np(best_head), height=0.4, color="tab:blue", label="best head (write norm)")
+    height = 0.8 / len(series)
+    colors = ["tab:orange", "tab:green", "tab:blue", "tab:red"]
+    for i, (label, values) in enumerate(series.items()):
+        ax.barh(y - 0.4 + (i + 0.5) * height, _np(values), height=height, color=colors[i % 4], label=label)
     ax.set_yticks(y, list(names), fontsize=8)
     ax.invert_yaxis()
     ax.axvline(0.5, color="0.5", lw=0.8, ls=":")
     ax.set_xlim(0.4, 1.0)
-    ax.set_xlabel("AUROC for the label")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_xlabel("AUROC of the best single unit for the label")
+    ax.legend(fontsize=7, loc="lower right")
     return ax
 
 

@@ -50,10 +50,11 @@ from headlab.model import HeadModel
 
 __all__ = [
     "SAEConfig", "SparseAutoencoder", "SAETrainLog", "topk_relu", "train_sae", "resample_dead", "evaluate_sae",
-    "collect_z", "spliced", "fraction_loss_recovered", "loss_recovered", "save_sae", "load_sae",
+    "collect_z", "spliced", "fraction_loss_recovered", "loss_recovered", "save_sae", "load_sae", "SAE_DIR",
 ]
 
 SPARSITY = ("topk", "l1")
+SAE_DIR = Path(__file__).parent / "results" / "saes"  # the shipped SAEs (load_sae(SAE_DIR / name))
 
 
 # --------------------------------------------------------------------------- the model
@@ -450,7 +451,10 @@ def save_sae(sae: SparseAutoencoder, path: str | Path, provenance: dict[str, Any
 
 
 def load_sae(path: str | Path) -> tuple[SparseAutoencoder, dict[str, Any]]:
-    """Load an SAE saved by :func:`save_sae` after checking its sha256; returns ``(sae, provenance)``."""
+    """Load an SAE saved by :func:`save_sae` after checking its sha256; returns ``(sae, provenance)``.
+
+    The SAE is returned for analysis: in eval mode, with gradients switched off
+    (``sae.requires_grad_(True)`` to train it further)."""
     from safetensors.torch import load_file
 
     from headlab.organisms import CheckpointError, sha256_file
@@ -467,5 +471,5 @@ def load_sae(path: str | Path) -> tuple[SparseAutoencoder, dict[str, Any]]:
                               f"{actual}); regenerate it with: {record.get('command', '(no command)')}")
     sae = SparseAutoencoder(SAEConfig(**record["config"]))
     sae.load_state_dict(load_file(str(weights)))
-    return sae.eval(), record
+    return sae.eval().requires_grad_(False), record
 

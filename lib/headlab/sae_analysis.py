@@ -26,8 +26,8 @@ from headlab.sae import SparseAutoencoder
 
 __all__ = [
     "language_windows", "head_write_norms", "feature_write_norms", "units_for_mass", "write_explained_by_top",
-    "match_features", "auroc", "auroc_table", "token_labels", "POS_CLASSES", "label_purity", "head_ownership",
-    "polysemantic_heads",
+    "match_features", "auroc", "auroc_table", "token_labels", "POS_CLASSES", "POS_NAMES", "label_purity", "head_ownership",
+    "polysemantic_heads", "top_contexts",
 ]
 
 
@@ -181,6 +181,9 @@ def auroc_table(scores: torch.Tensor, labels: dict[str, tuple[torch.Tensor, torc
 
 
 POS_CLASSES = ("NOUN", "VERB", "PRON", "DET", "ADJ", "PREP", "REL", "ADV", "PUNCT", "SPECIAL")
+POS_NAMES = {"NOUN": "noun", "VERB": "verb", "PRON": "pronoun", "DET": "determiner", "ADJ": "adjective",
+             "PREP": "preposition", "REL": "'that'", "ADV": "adverb", "PUNCT": "punctuation",
+             "SPECIAL": "<bos>/<eos>"}
 
 
 def token_labels(windows, lang) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -189,8 +192,8 @@ def token_labels(windows, lang) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     Returns ``{name: (positive, domain)}``, both ``(n_windows * n_ctx,)`` bool (windows
     flattened in order); a label is scored only on its ``domain`` tokens.
 
-    * one label per part of speech of the token (``POS_CLASSES``, lower-case; ``special``
-      is ``<bos>``/``<eos>``), and ``sentence end`` (the final ".");
+    * one label per part of speech of the token (``POS_CLASSES``, named by ``POS_NAMES``),
+      and ``sentence end`` (the final ".");
     * ``rare word`` (:meth:`Language.is_rare`), ``in a repeated sentence`` (``copy_source``);
     * ``subject noun`` (a noun that is the subject of a verb in the window);
     * ``verb, subject in view`` (a verb whose subject is in the window);
@@ -211,7 +214,7 @@ def token_labels(windows, lang) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         return j < n_ctx and w.pos_tag[j] == "VERB" and w.number[j] is not None and w.subject[j] >= 0
 
     everywhere = torch.ones(len(windows) * n_ctx, dtype=torch.bool)
-    labels = {tag.lower(): flat(lambda w, i, t=tag: w.pos_tag[i] == t) for tag in POS_CLASSES}
+    labels = {POS_NAMES[tag]: flat(lambda w, i, t=tag: w.pos_tag[i] == t) for tag in POS_CLASSES}
     labels["sentence end"] = flat(lambda w, i: w.is_sentence_end[i])
     labels["rare word"] = flat(lambda w, i: w.pos_tag[i] != "SPECIAL" and lang.is_rare(w.tokens[i]))
     labels["in a repeated sentence"] = flat(lambda w, i: w.copy_source[i] >= 0)
@@ -284,3 +287,22 @@ def polysemantic_heads(ownership: torch.Tensor, purity: torch.Tensor, class_name
         rows.append({"head": h, "features": int(mine.sum()), "labelled": int(about.sum()),
                      "classes": dict(sorted(counts.items(), key=lambda kv: -kv[1])), "kind": kind})
     return rows
+
+
+def top_contexts(activation: torch.Tensor, windows, n: int = 5, before: int = 6, after: int = 2) -> list[str]:
+    """The ``n`` tokens where a unit is most active, each as ``"value  context [token] next"``.
+
+    ``activation``: ``(n_windows * n_ctx,)`` (tokens of ``windows`` flattened in order, like
+    :func:`token_labels`); ``before``/``after``: tokens of context shown on each side.
+    """
+    n_ctx = len(windows[0])
+    if activation.shape != (len(windows) * n_ctx,):
+        raise ValueError(f"activation must have one value per token, shape ({len(windows) * n_ctx},), "
+                         f"got {tuple(activation.shape)}")
+    lines = []
+    for t in activation.topk(min(n, len(activation))).indices.tolist():
+        w, p = divmod(t, n_ctx)
+        tokens = windows[w].tokens
+        left, right = " ".join(tokens[max(0, p - before):p]), " ".join(tokens[p + 1:p + 1 + after])
+        lines.append(f"{float(activation[t]):6.2f}  {left} [{tokens[p]}] {right}".rstrip())
+    return lines
