@@ -82,3 +82,93 @@ def plot_lorenz(ax, x, y, label: str | None = None):
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     return ax
+
+
+def plot_phase_change(curves: dict, live: dict | None = None, phase_change: dict | None = None,
+                      chance: float | None = None, size: tuple[float, float] = (4.2, 3.0)):
+    """Training curves of several models side by side: the loss on repeated tokens and the best
+    head's induction score, against the training step.
+
+    ``curves``: model name -> evaluation rows (``loss_curve.json``: dicts with ``step``,
+    ``loss_repeat``, ``induction_best``). ``live``: the same for short runs, drawn as dots
+    over the lines. ``phase_change``: model name -> step of its phase change (or None), drawn
+    as a vertical line. ``chance``: a reference loss (``ln n_tokens``), drawn dashed.
+    Returns the figure.
+    """
+    fig, axes = new_axes(2, size=size)
+    panels = [("loss_repeat", "loss on repeated tokens (nats)"), ("induction_best", "best induction score")]
+    for ax, (key, label) in zip(axes[0], panels):
+        for i, (name, rows) in enumerate(curves.items()):
+            colour = f"C{i}"
+            ax.plot([r["step"] for r in rows], [r[key] for r in rows], color=colour, lw=2, label=name)
+            if live and name in live:
+                ax.plot([r["step"] for r in live[name]], [r[key] for r in live[name]], "o", ms=4,
+                        color=colour, mec="black", mew=0.5, label=f"{name}, live short run")
+            step = (phase_change or {}).get(name)
+            if step is not None:
+                ax.axvline(step, color=colour, lw=0.8, ls=":")
+        if key == "loss_repeat" and chance is not None:
+            ax.axhline(chance, color="0.5", lw=1, ls="--", label="uniform guess")
+        ax.set_xlabel("training step")
+        ax.set_ylabel(label)
+    axes[0, 1].set_ylim(0, 1)
+    axes[0, 0].legend(fontsize=7, frameon=False)
+    return fig
+
+
+def plot_per_input(ax, samples: dict, xlabel: str, title: str | None = None, seed: int = 0):
+    """One row per label: every input's value as a dot (jittered vertically) over a box plot of
+    the distribution. ``samples``: label -> 1-d values (NaN values are left out)."""
+    rng = np.random.default_rng(seed)
+    labels = list(samples)
+    values = [_np(samples[k]).ravel() for k in labels]
+    values = [v[np.isfinite(v)] for v in values]
+    ax.boxplot(values, vert=False, widths=0.6, showfliers=False, medianprops={"color": "black"})
+    for i, v in enumerate(values, start=1):
+        ax.plot(v, i + rng.uniform(-0.22, 0.22, size=len(v)), "o", ms=2.5, alpha=0.45, color=f"C{i - 1}")
+    ax.set_yticks(range(1, len(labels) + 1), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
+
+
+def plot_composition(scores: dict, baseline: dict | None = None, earlier_layer: int = 0, later_layer: int = 1,
+                     size: tuple[float, float] = (2.9, 2.6)):
+    """Composition scores between the heads of two layers, one panel per kind (Q, K, V).
+
+    ``scores``: kind -> ``(n_heads, n_heads)``, entry ``[e, l]`` for head ``later_layer.l``
+    reading head ``earlier_layer.e``. ``baseline``: kind -> the random-weights score, shown
+    in the title; cells are coloured on one shared scale. Returns the figure.
+    """
+    fig, axes = new_axes(len(scores), size=size)
+    vmax = max(float(_np(s).max()) for s in scores.values())
+    for ax, (kind, s) in zip(axes[0], scores.items()):
+        plot_head_grid(ax, s, cmap="magma", vmin=0.0, vmax=vmax, colorbar=False, fmt="{:.2f}")
+        ax.set_xlabel(f"head of layer {later_layer} (reads)")
+        ax.set_ylabel(f"head of layer {earlier_layer} (writes)")
+        ax.set_xticks(range(_np(s).shape[1]), [f"{later_layer}.{h}" for h in range(_np(s).shape[1])])
+        ax.set_yticks(range(_np(s).shape[0]), [f"{earlier_layer}.{h}" for h in range(_np(s).shape[0])])
+        base = f"\nrandom weights: {baseline[kind]:.2f}" if baseline and kind in baseline else ""
+        ax.set_title(f"{kind}-composition{base}", fontsize=9)
+    return fig
+
+
+def plot_series(ax, x, series: dict, xlabel: str, ylabel: str, title: str | None = None,
+                style: str = "-", **kwargs):
+    """Several series against one x axis (``style="o"`` for a scatter), with a legend when
+    there is more than one. ``series``: label -> values of the length of ``x``."""
+    x = _np(x)
+    for label, values in series.items():
+        v = _np(values)
+        if v.shape != x.shape:
+            raise ValueError(f"series {label!r} has shape {v.shape}, x has {x.shape}")
+        ax.plot(x, v, style, label=label, **kwargs)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=9)
+    if len(series) > 1:
+        ax.legend(fontsize=7, frameon=False)
+    return ax
