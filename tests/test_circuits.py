@@ -9,7 +9,7 @@ import torch
 
 from headlab.circuits import (
     HeadWeights, composition, composition_score, composition_scores, head_weights, induction_circuit,
-    random_composition_baseline,
+    pattern_change, random_composition_baseline,
 )
 from headlab.detect import induction_score, uniform_pattern
 from headlab.detect.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
@@ -201,3 +201,34 @@ def test_a_one_layer_model_has_no_induction_circuit() -> None:
     one = HeadModel(GPT(GPTConfig(d_vocab=10, n_ctx=8, d_model=8, n_layers=1, n_heads=2, d_mlp=0)), name="one")
     with pytest.raises(ValueError, match="one layer"):
         induction_circuit(one, torch.zeros(1, 4, dtype=torch.long))
+
+
+# ---------------------------------------------------------------------------- pattern_change
+
+
+def test_pattern_change_of_the_planted_induction_head() -> None:
+    """Without the previous-token head, the induction head goes from (almost) one-hot on j + 1
+    to uniform at every eligible query i: total variation i / (i + 1); elsewhere it was already
+    uniform. Nothing else moves."""
+    hm = planted_model(d_vocab=20, n_ctx=32)
+    span = 12
+    ids = _planted_inputs(20, span)
+    change = pattern_change(hm, ids, [PREVIOUS_TOKEN_HEAD])
+    pos = ids.shape[1]
+    expected = sum(i / (i + 1) for i in range(span + 1, 2 * span + 1)) / pos
+    torch.testing.assert_close(change[:, 1, 0], torch.full((3,), expected), atol=1e-4, rtol=0)
+    assert float(change[:, 0].abs().max()) == 0.0  # layer 0 cannot move
+    assert float(change[:, 1, 1].abs().max()) < 1e-6  # the uniform head reads nothing
+    assert float(pattern_change(hm, ids, [(0, 1)]).abs().max()) < 1e-6  # 0.1 writes nothing
+
+
+def test_pattern_change_ignores_padding() -> None:
+    hm = make_model("gpt2")
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, 61, (2, 8), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    padded = pattern_change(hm, {"input_ids": ids, "attention_mask": mask}, [(0, 1)])
+    alone = pattern_change(hm, {"input_ids": ids[1:, :5], "attention_mask": mask[1:, :5]}, [(0, 1)])
+    torch.testing.assert_close(padded[1], alone[0], atol=1e-5, rtol=1e-4)
+    assert float(padded[:, 1].sum()) > 0  # a random layer 1 does read layer 0
