@@ -190,17 +190,16 @@ _SHORT = {"previous_token": "prev", "next_token": "next", "first_token": "first"
 def plot_atlas(atlas: dict, ax=None):
     """A layers x heads grid: colour = label, intensity = strength; returns the figure.
 
-    Each cell shows the label's short name and its strength. Uses ``matplotlib.figure.Figure``
-    (no pyplot state) unless an ``ax`` is given.
+    Each cell shows the label's short name and its strength. Draws into ``ax`` when given,
+    else into a new figure (like every function here, so that notebooks show it).
     """
     from matplotlib.colors import to_rgb
-    from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
     n_layers, n_heads = atlas["n_layers"], atlas["n_heads"]
     if ax is None:
-        fig = Figure(figsize=(1.0 + 0.75 * n_heads + 2.6, 1.4 + 0.62 * n_layers), layout="constrained")
-        ax = fig.add_subplot()
+        fig, axes = new_axes(size=(1.0 + 0.75 * n_heads + 2.6, 1.4 + 0.62 * n_layers))
+        ax = axes[0, 0]
     else:
         fig = ax.figure
     image = torch.ones(n_layers, n_heads, 3)
@@ -230,3 +229,48 @@ def plot_atlas(atlas: dict, ax=None):
     ax.set_title(f"{atlas['model']}: head atlas on {atlas['n_texts']} texts "
                  f"(colour = label, intensity = strength; effect: {effect})", fontsize=9)
     return fig
+
+
+def plot_lift_vs_effect(ax, atlas: dict, annotate: Sequence[str] = ("orphan",)):
+    """Every head of an atlas as a dot: its best family lift (how strongly its pattern matches
+    any named family, 0 = like uniform attention) against its effect; colour = label.
+    Heads whose label is in ``annotate`` are named ``L.H``."""
+    seen = set()
+    for entry in atlas["heads"]:
+        lifts = [v for v in entry["lift"].values() if v is not None]
+        x, y, label = max(lifts) if lifts else 0.0, entry["effect"], entry["label"]
+        if y is None:
+            raise ValueError("this atlas has no effects (computed with effect='none')")
+        ax.plot(x, y, "o", ms=5, color=LABEL_COLOURS[label], mec="black", mew=0.3,
+                label=None if label in seen else label)
+        seen.add(label)
+        if label in annotate:
+            ax.annotate(f"{entry['layer']}.{entry['head']}", (x, y), fontsize=6, xytext=(3, 2),
+                        textcoords="offset points")
+    ax.axvline(atlas["thresholds"]["lift"], color="0.5", lw=0.8, ls=":")
+    ax.set_xlabel("best family lift over uniform attention")
+    ax.set_ylabel(f"effect ({atlas['effect'].get('metric', atlas['effect']['kind'])})")
+    ax.legend(fontsize=7, frameon=False, ncol=2)
+    return ax
+
+
+def plot_grouped_bars(ax, groups: Sequence[str], series: dict, ylabel: str, title: str | None = None,
+                      ylim: tuple[float, float] | None = (0.0, 1.0)):
+    """Bars for several series side by side in each group (e.g. one group per construction).
+    ``series``: label -> one value per group (NaN draws no bar)."""
+    n = len(series)
+    width = 0.8 / max(n, 1)
+    x = np.arange(len(groups))
+    for i, (label, values) in enumerate(series.items()):
+        v = _np(values)
+        if v.shape != (len(groups),):
+            raise ValueError(f"series {label!r} has {v.shape} values for {len(groups)} groups")
+        ax.bar(x + (i - (n - 1) / 2) * width, v, width, label=label)
+    ax.set_xticks(x, list(groups), rotation=20, fontsize=8)
+    ax.set_ylabel(ylabel)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, frameon=False, ncol=n, loc="upper center", bbox_to_anchor=(0.5, -0.25))
+    return ax
