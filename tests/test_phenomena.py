@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from headlab.detect.phenomena import Probe, margin_metric, margins, probes_from_items
+from headlab.detect.phenomena import Probe, ablation_margins, margin_metric, margins, probes_from_items
 from headlab.language import Language, agreement_items, copy_items, pack, pronoun_items, tokenizer
 
 
@@ -64,3 +64,27 @@ def test_probes_from_the_languages_items() -> None:
     assert all(ids[(p.doc, p.pos + 1)] == p.correct for p in agreement + pronoun + copies)
     with pytest.raises(TypeError, match="not an evaluation item"):
         probes_from_items([object()], vocab)
+
+
+def test_ablation_margins_on_the_planted_model() -> None:
+    """The planted induction circuit predicts the second copy of a span: its copy probes lose
+    their margin without 0.0 or 1.0, and the first-token head 0.1 (which writes nothing)
+    changes nothing. The per-head loop agrees with a sweep using the same metric."""
+    from headlab.detect.planted import planted_model
+    from headlab.sweep import sweep
+
+    hm = planted_model(d_vocab=20, n_ctx=32)
+    g = torch.Generator().manual_seed(0)
+    spans = [torch.randperm(19, generator=g)[:10] + 1 for _ in range(3)]
+    ids = torch.stack([torch.cat([torch.tensor([0]), s, s]) for s in spans])  # (3, 21)
+    copy = [Probe(d, p, int(ids[d, p + 1]), None) for d in range(3) for p in range(11, 20)]
+    first = [Probe(0, 0, int(ids[0, 1]), None)]  # only input 0 has one
+    effects = ablation_margins(hm, ids, {"copy": copy, "first": first})
+    assert effects["copy"].shape == (2, 2, 3)
+    # the clean margin is 1 (the copied token gets logit 1, the rest 0); without 1.0 it is 0
+    torch.testing.assert_close(effects["copy"][1, 0], torch.full((3,), -1.0), atol=1e-4, rtol=0)
+    assert bool((effects["copy"][0, 0] < -0.9).all())
+    assert float(effects["copy"][0, 1].abs().max()) == 0.0
+    assert math.isnan(effects["first"][0, 0, 1]) and not math.isnan(effects["first"][0, 0, 0])
+    swept = sweep(hm, ids, kind=margin_metric(copy, 3)).by_head()
+    torch.testing.assert_close(effects["copy"], swept, atol=1e-4, rtol=1e-4)

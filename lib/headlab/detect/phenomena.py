@@ -19,7 +19,7 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
-__all__ = ["Probe", "probes_from_items", "margins", "margin_metric"]
+__all__ = ["Probe", "probes_from_items", "margins", "margin_metric", "ablation_margins"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,33 @@ def probes_from_items(items: Sequence, vocab: Mapping[str, int]) -> list[Probe]:
     return out
 
 
+def _tables(probes: Sequence[Probe], d_vocab: int) -> tuple[torch.Tensor, ...]:
+    """``doc, pos, correct`` ``(n_probes,)`` and the alternatives as a mask ``(n_probes, d_vocab)``."""
+    doc = torch.tensor([p.doc for p in probes])
+    pos = torch.tensor([p.pos for p in probes])
+    correct = torch.tensor([p.correct for p in probes])
+    if int(correct.max()) >= d_vocab:
+        raise ValueError(f"a probe's token id is outside the {d_vocab} logits")
+    others = torch.zeros(len(probes), d_vocab, dtype=torch.bool)
+    for i, p in enumerate(probes):
+        if p.alternatives is None:
+            others[i] = True
+            others[i, p.correct] = False
+        else:
+            others[i, list(p.alternatives)] = True
+    return doc, pos, correct, others
+
+
+def _pair_margins(logits: torch.Tensor, index: torch.Tensor, tables) -> tuple[torch.Tensor, torch.Tensor]:
+    """Margins of every (row, probe) pair whose row holds the probe's input: ``(rows, margins)``."""
+    doc, pos, correct, others = (t.to(logits.device) for t in tables)
+    rows, which = torch.nonzero(index.to(logits.device)[:, None] == doc[None, :], as_tuple=True)
+    at = logits[rows, pos[which]].float()  # (pairs, d_vocab)
+    right = at.gather(1, correct[which][:, None]).squeeze(1)  # (pairs,)
+    best_other = at.masked_fill(~others[which], float("-inf")).max(dim=1).values
+    return rows, right - best_other
+
+
 def margins(logits: torch.Tensor, probes: Sequence[Probe], index: torch.Tensor | None = None) -> torch.Tensor:
     """``(n_probes,)``: each probe's margin in ``logits`` ``(batch, pos, d_vocab)``.
 
@@ -66,42 +93,69 @@ def margins(logits: torch.Tensor, probes: Sequence[Probe], index: torch.Tensor |
     """
     if not probes:
         raise ValueError("no probes to score")
-    rows = {}
-    order = range(logits.shape[0]) if index is None else index.tolist()
-    for r, d in enumerate(order):
-        rows.setdefault(int(d), r)
-    out = torch.empty(len(probes), dtype=torch.float32)
-    for i, p in enumerate(probes):
-        if p.doc not in rows:
-            raise ValueError(f"probe {i} reads input {p.doc}, which is not in the batch")
-        row = logits[rows[p.doc], p.pos].float()  # (d_vocab,)
-        if p.alternatives is None:
-            others = torch.cat([row[:p.correct], row[p.correct + 1:]])
-        else:
-            others = row[list(p.alternatives)]
-        out[i] = row[p.correct] - others.max()
-    return out
+    index = torch.arange(logits.shape[0]) if index is None else torch.as_tensor(index)
+    first = {}
+    for r, d in enumerate(index.tolist()):
+        first.setdefault(int(d), r)
+    missing = [i for i, p in enumerate(probes) if p.doc not in first]
+    if missing:
+        raise ValueError(f"probe {missing[0]} reads input {probes[missing[0]].doc}, which is not in the batch")
+    rows = torch.tensor([first[p.doc] for p in probes])
+    local = [Probe(i, p.pos, p.correct, p.alternatives) for i, p in enumerate(probes)]
+    _, values = _pair_margins(logits[rows], torch.arange(len(probes)), _tables(local, logits.shape[-1]))
+    return values.cpu()
 
 
 def margin_metric(probes: Sequence[Probe], n_inputs: int) -> Callable[[torch.Tensor, dict], torch.Tensor]:
     """A per-input metric for :func:`headlab.sweep.sweep`: for each row of a (tiled) batch,
     the mean margin of the probes of its input (``batch["index"]``); NaN for an input with no
     probe of this phenomenon (so average effects with ``nanmean``)."""
-    by_input: dict[int, list[Probe]] = {}
-    for p in probes:
-        if not 0 <= p.doc < n_inputs:
-            raise ValueError(f"a probe reads input {p.doc}, outside 0..{n_inputs - 1}")
-        by_input.setdefault(p.doc, []).append(p)
+    if not probes:
+        raise ValueError("no probes to score")
+    bad = [p.doc for p in probes if not 0 <= p.doc < n_inputs]
+    if bad:
+        raise ValueError(f"a probe reads input {bad[0]}, outside 0..{n_inputs - 1}")
+    cache: dict[int, tuple] = {}
 
     def metric(output: torch.Tensor, batch: dict) -> torch.Tensor:
-        index = batch["index"].tolist()
-        values = torch.full((len(index),), float("nan"))
-        for r, d in enumerate(index):
-            own = by_input.get(int(d))
-            if own:
-                local = [Probe(0, p.pos, p.correct, p.alternatives) for p in own]
-                values[r] = margins(output[r:r + 1], local).mean()
-        return values.to(output.device)
+        d_vocab = output.shape[-1]
+        if d_vocab not in cache:
+            cache[d_vocab] = _tables(probes, d_vocab)
+        index = batch["index"]
+        rows, values = _pair_margins(output, index, cache[d_vocab])
+        total = torch.zeros(len(index), device=output.device).index_add_(0, rows, values)
+        count = torch.zeros(len(index), device=output.device).index_add_(0, rows, torch.ones_like(values))
+        return torch.where(count > 0, total / count.clamp(min=1), torch.full_like(total, float("nan")))
 
     metric.__name__ = "margin"
     return metric
+
+
+def ablation_margins(hm, inputs, probes: Mapping[str, Sequence[Probe]], mode: str = "zero",
+                     reference=None) -> dict[str, torch.Tensor]:
+    """The effect of ablating each head alone on each phenomenon's margin, per input.
+
+    ``probes``: phenomenon name -> its probes. Returns name -> ``(n_layers, n_heads,
+    n_inputs)``: the mean margin of the input's probes with the head ablated (``mode``,
+    ``reference`` as in ``HeadModel.ablate``) minus the same without ablation; NaN for an
+    input with no probe of that phenomenon. One forward pass per head serves every
+    phenomenon (a :func:`headlab.sweep.sweep` per phenomenon would run each pass again).
+    """
+    batch = hm.tokenize(inputs)
+    n = batch["input_ids"].shape[0]
+    metrics = {name: margin_metric(p, n) for name, p in probes.items()}
+    index = {"index": torch.arange(n, device=batch["input_ids"].device)}
+
+    def measure() -> dict[str, torch.Tensor]:
+        logits = hm.forward(batch)
+        return {name: m(logits, index).float().cpu() for name, m in metrics.items()}
+
+    with torch.no_grad():
+        clean = measure()
+        out = {name: torch.empty(hm.n_layers, hm.n_heads, n) for name in probes}
+        for layer, head in hm.heads():
+            with hm.ablate([(layer, head)], mode=mode, reference=reference):
+                ablated = measure()
+            for name in probes:
+                out[name][layer, head] = ablated[name] - clean[name]
+    return out
