@@ -198,7 +198,7 @@ def plot_atlas(atlas: dict, ax=None):
 
     n_layers, n_heads = atlas["n_layers"], atlas["n_heads"]
     if ax is None:
-        fig, axes = new_axes(size=(1.0 + 0.75 * n_heads + 2.6, 1.4 + 0.62 * n_layers))
+        fig, axes = new_axes(size=(max(5.0, 1.0 + 0.56 * n_heads), 1.9 + 0.5 * n_layers))
         ax = axes[0, 0]
     else:
         fig = ax.figure
@@ -223,11 +223,11 @@ def plot_atlas(atlas: dict, ax=None):
     present = [lab for lab in LABEL_COLOURS if lab in atlas.get("label_counts", {})]
     ax.legend(handles=[Patch(facecolor=LABEL_COLOURS[lab], label=f"{lab} ({atlas['label_counts'][lab]})")
                        for lab in present],
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
-              title="label (heads)", title_fontsize=8)
+              loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=7, frameon=False,
+              ncol=4, title="label (number of heads)", title_fontsize=7)
     effect = atlas.get("effect", {}).get("kind", "none")
-    ax.set_title(f"{atlas['model']}: head atlas on {atlas['n_texts']} texts "
-                 f"(colour = label, intensity = strength; effect: {effect})", fontsize=9)
+    ax.set_title(f"{atlas['model']}: head atlas on {atlas['n_texts']} texts\n"
+                 f"(colour = label, intensity = strength; effect: {effect})", fontsize=8)
     return fig
 
 
