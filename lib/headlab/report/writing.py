@@ -30,7 +30,8 @@ def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str
 
     out = Path(out)
     L, H = report["n_layers"], report["n_heads"]
-    grid_w, grid_h = 1.6 + 0.55 * H, 1.0 + 0.42 * L
+    grid_w, grid_h = min(1.6 + 0.55 * H, 6.0), 1.0 + 0.42 * L  # inches of one layers x heads grid
+    numbers = H <= 8  # write the value in each cell only while the cells are wide enough to read it
     files: dict[str, str] = {}
 
     def save(fig, name: str) -> None:
@@ -38,26 +39,30 @@ def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str
         files[name] = f"{name}.png"
 
     a = report["ablation"]
-    fig = _figure(grid_w + 4.6, max(2 * grid_h, 4.0))
-    spec = fig.add_gridspec(2, 2, width_ratios=[grid_w, 4.6])
+    fig = _figure(grid_w + 4.4, max(2 * grid_h, 4.0))
+    spec = fig.add_gridspec(2, 2, width_ratios=[grid_w, 4.4])
     mean, worst = np.array(a["mean"], dtype=float), np.array(a["worst"], dtype=float)
     vmax = float(np.nanmax(worst))
-    plot_head_grid(fig.add_subplot(spec[0, 0]), mean, title="mean effect over texts", fmt="{:.3f}", vmin=0, vmax=vmax)
+    plot_head_grid(fig.add_subplot(spec[0, 0]), mean, title="mean effect over texts", fmt="{:.3f}", vmin=0,
+                   vmax=vmax, annotate=numbers)
     plot_head_grid(fig.add_subplot(spec[1, 0]), worst, title="worst case (largest effect on one text)", fmt="{:.3f}",
-                   vmin=0, vmax=vmax)
+                   vmin=0, vmax=vmax, annotate=numbers)
     tail = {_tuple(r["head"]): "hidden in the tail" for r in a["hidden_in_the_tail"]}
     plot_mean_vs_worst(fig.add_subplot(spec[:, 1]), mean, worst, highlight=tail)
     save(fig, "effects")
 
     c = report["circuits"]
-    panels = 3 if c["pairs"] else 2
-    fig = _figure(grid_w * 2 + (4.0 if c["pairs"] else 0), max(grid_h + 0.6, 3.2))
-    axes = fig.subplots(1, panels, width_ratios=[grid_w, grid_w] + ([4.0] if c["pairs"] else []))
-    plot_head_grid(axes[0], c["previous_token"], title="previous-token score (repeated sequences)", vmin=0, vmax=1)
-    plot_head_grid(axes[1], c["induction"], title="induction score (repeated sequences)", vmin=0, vmax=1)
+    fig = _figure(2 * grid_w, grid_h + 0.6 + (3.2 if c["pairs"] else 0.0))
+    spec = fig.add_gridspec(2 if c["pairs"] else 1, 2, height_ratios=[grid_h + 0.6, 3.2] if c["pairs"] else None)
+    plot_head_grid(fig.add_subplot(spec[0, 0]), c["previous_token"], title="previous-token score (repeated sequences)",
+                   vmin=0, vmax=1, annotate=numbers)
+    plot_head_grid(fig.add_subplot(spec[0, 1]), c["induction"], title="induction score (repeated sequences)",
+                   vmin=0, vmax=1, annotate=numbers)
     if c["pairs"]:
-        plot_circuit_drops(axes[2], c["pairs"])
-        axes[2].set_title("candidate pairs (✓ verified)", fontsize=9)
+        ax = fig.add_subplot(spec[1, :])
+        plot_circuit_drops(ax, c["pairs"])
+        ax.set_title("candidate pairs: the later head's induction score, clean and without the "
+                     "previous-token head (✓ verified)", fontsize=9)
     save(fig, "circuits")
 
     r = report["redundancy"]
