@@ -156,5 +156,13 @@ def test_cli_errors_are_clear(cli, tmp_path, capsys, monkeypatch):
     assert "error: cannot load 'no-such-model'" in capsys.readouterr().err
     assert cli(["report", "--model", "attn-only-2l", "--n-texts", "1", "--out", str(tmp_path / "r")]) == 2
     assert "n_texts must be at least 2" in capsys.readouterr().err
+    english = tmp_path / "english.txt"
+    english.write_text("The cat sat.\nThe dog ran.\n", encoding="utf-8")
+    assert cli(["report", "--model", "attn-only-2l", "--texts", str(english), "--out", str(tmp_path / "r")]) == 2
+    assert "attn-only-2l cannot read the given texts" in capsys.readouterr().err
+    long = tmp_path / "long.txt"
+    long.write_text(" ".join(["t1"] * 80) + "\nt1 t2\n", encoding="utf-8")  # n_ctx is 64
+    assert cli(["report", "--model", "attn-only-2l", "--texts", str(long), "--out", str(tmp_path / "r")]) == 2
+    assert "more than attn-only-2l's maximum of 64" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown pair scope"):
         checklist(planted_model(), n_texts=4, scope="everything")

@@ -14,7 +14,7 @@ from itertools import combinations
 import numpy as np
 import torch
 
-from ..atlas import INDUCTION_LENGTH, default_texts, repeated_random_tokens
+from ..atlas import INDUCTION_LENGTH, _check_lengths, default_texts, repeated_random_tokens
 from ..detect import DIFFUSE_ENTROPY, ORPHAN_EFFECT, PATTERN_SCORES, head_scores, label_heads
 from ..importance import Importance, PairEffects, backup_heads, spearman
 from ..sweep import sweep
@@ -109,6 +109,11 @@ def report_inputs(hm, texts=None, n_texts: int | None = None, seed: int = 0) -> 
             raise ValueError("give at least 2 texts: the worst case over one text is its mean")
         keep = _spread(len(texts), n_texts or len(texts))
         texts = [texts[i] for i in keep]
+        try:
+            hm.tokenize(texts[:1])
+        except Exception as err:  # noqa: BLE001 - the tokenizers library raises a bare Exception
+            raise ValueError(f"{hm.name} cannot read the given texts ({err}); give texts in its vocabulary") from None
+        _check_lengths(hm, texts)  # the atlas's check: no text longer than the model's maximum length
         return texts, f"{len(texts)} given texts", list(texts)
     n = n_texts or N_TEXTS
     spans = _span_task(hm)
