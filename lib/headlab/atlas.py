@@ -125,9 +125,14 @@ def _synthetic_language(hm):
 
 def _reads_english(hm, texts: Sequence[str]) -> bool:
     tok = hm.tokenizer
-    if tok is None or tok.unk_token_id is None:
-        return tok is not None
-    ids = [i for t in texts for i in tok(t)["input_ids"]]
+    if tok is None:
+        return False
+    try:
+        ids = [i for t in texts for i in tok(t)["input_ids"]]
+    except Exception:  # noqa: BLE001 - a closed word-level vocabulary with no unknown token raises
+        return False   # (the `tokenizers` library raises a bare Exception): it cannot read English
+    if tok.unk_token_id is None:
+        return True
     return sum(i == tok.unk_token_id for i in ids) <= 0.05 * len(ids)
 
 
@@ -202,10 +207,21 @@ def _repeated(hm, n: int, length: int, seed: int) -> tuple[dict, int]:
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, length
 
 
+def _probe_token(tok) -> str:
+    """A plain word the tokenizer knows: "a" if it has it, else its first alphabetic non-special token."""
+    vocab = tok.get_vocab()
+    if "a" in vocab:
+        return "a"
+    special = set(tok.all_special_tokens)
+    words = sorted(t for t in vocab if t not in special)
+    return next((t for t in words if t.isalpha()), words[0])
+
+
 def _special_wrapping(tok) -> tuple[list[int], list[int]]:
     """The ids the tokenizer puts before and after a text (``[CLS]`` and ``[SEP]`` for BERT)."""
-    plain = tok("a", add_special_tokens=False)["input_ids"]
-    wrapped = tok("a")["input_ids"]
+    probe = _probe_token(tok)
+    plain = tok(probe, add_special_tokens=False)["input_ids"]
+    wrapped = tok(probe)["input_ids"]
     for start in range(len(wrapped) - len(plain) + 1):
         if wrapped[start:start + len(plain)] == plain:
             return wrapped[:start], wrapped[start + len(plain):]
