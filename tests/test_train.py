@@ -13,7 +13,7 @@ import torch
 import headlab
 from headlab.__main__ import main
 from headlab.detect import induction_score
-from headlab.organisms import (CHECKPOINT_DIR, CheckpointError, available_organisms, load_checkpoint,
+from headlab.organisms import (CHECKPOINT_DIR, GPT, CheckpointError, available_organisms, load_checkpoint,
                                load_organism, sha256_file)
 from headlab.train import ORGANISMS, RepeatedSpans, run_with_patterns, train
 
@@ -216,3 +216,68 @@ def test_headlab_load_serves_the_organisms():
         logits = hm(batch)
     assert logits.shape == (2, 8, 66)
     assert cache.pattern(1).shape == (2, 4, 8, 8)
+
+
+# ---------------------------------------------------------------------------- the synthetic-language task
+
+@pytest.fixture(scope="module")
+def lang_task():
+    from headlab.train import SyntheticLanguage
+    return SyntheticLanguage(n_ctx=48, docs_per_chunk=32)
+
+
+def test_language_batches_are_full_windows_and_deterministic(lang_task):
+    tok = lang_task.tokenizer()
+    first = lang_task.train_batches(8, torch.Generator().manual_seed(0))
+    a = [next(first) for _ in range(5)]  # more windows than one chunk holds: the buffer refills
+    b = [next(lang_task.train_batches(8, torch.Generator().manual_seed(0))) for _ in range(1)]
+    c = next(lang_task.train_batches(8, torch.Generator().manual_seed(1)))
+    assert all(x.shape == (8, 48) for x in a)
+    assert torch.equal(a[0], b[0]) and not torch.equal(a[0], c)
+    assert all((x[:, 0] == tok.bos_token_id).all() and not (x == tok.pad_token_id).any() for x in a)
+    assert not torch.equal(a[0], a[1])
+    assert len(lang_task.lang.vocab) == lang_task.d_vocab == len(tok)
+
+
+class _Oracle(GPT):
+    """A GPT whose logits put all the mass on the true next token (its attention still runs)."""
+
+    def forward(self, input_ids, attention_mask=None):
+        super().forward(input_ids, attention_mask)
+        nxt = torch.roll(input_ids, -1, dims=1)  # (batch, pos)
+        return torch.nn.functional.one_hot(nxt, self.config.d_vocab).float() * 30
+
+
+def test_language_evaluation_on_known_answers(lang_task):
+    from headlab.organisms import GPTConfig
+    data = lang_task.eval_data(24)
+    assert len(data.agreement) > 50 and len(data.pronoun) > 5 and len(data.copy) > 10
+    cfg = GPTConfig(d_vocab=lang_task.d_vocab, n_ctx=48, d_model=16, n_layers=1, n_heads=2, d_mlp=0)
+    torch.manual_seed(0)
+    oracle = _Oracle(cfg).eval()
+    m = lang_task.evaluate(oracle, data)
+    for name in ("agreement", "pronoun", "copy", "rare"):
+        if m[f"{name}_n"]:
+            assert m[f"{name}_acc"] == 1.0, name
+            assert all(cell["acc"] == 1.0 for table in m[f"{name}_by"].values() for cell in table.values())
+    assert m["val_loss"] < 0.01
+    by = m["agreement_by"]
+    assert sum(c["n"] for c in by["construction"].values()) == m["agreement_n"]
+    assert set(by["attractor"]) <= {"True", "False"}
+    # an untrained model is at chance on agreement (two forms) and far from exact copying
+    random_model = GPT(cfg).eval()
+    r = lang_task.evaluate(random_model, data)
+    assert 0.3 < r["agreement_acc"] < 0.7 and r["copy_acc"] < 0.1
+    assert r["val_loss"] == pytest.approx(math.log(lang_task.d_vocab), abs=0.5)
+    assert len(r["induction"]) == 1 and len(r["induction"][0]) == 2
+
+
+def test_language_recipes():
+    for name in ("organism", "organism-small-s0", "organism-small-s1", "organism-small-s2"):
+        r = ORGANISMS[name]
+        assert r.config.d_vocab == r.task.d_vocab and r.config.d_mlp > 0
+    assert [ORGANISMS[f"organism-small-s{s}"].seed for s in range(3)] == [0, 1, 2]
+    small = [ORGANISMS[f"organism-small-s{s}"].to_dict() for s in range(3)]
+    for d in small:
+        d.pop("seed"), d.pop("name"), d.pop("description")
+    assert small[0] == small[1] == small[2]  # the seed is the only difference

@@ -275,6 +275,25 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def save_checkpoint(out: str | Path, model: GPT, tokenizer: Any, provenance: dict[str, Any]) -> dict[str, Any]:
+    """Write ``model.safetensors`` (float32), the tokenizer files and ``provenance.json`` to ``out``.
+
+    The provenance written is ``provenance`` plus the sha256 of the weights
+    (``sha256``) and of every verified file (``files``); it is returned.
+    """
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(out / "model.safetensors"))
+    tokenizer.save_pretrained(str(out))
+    files = {f: sha256_file(out / f) for f in ("model.safetensors", "tokenizer.json")}
+    provenance = {**provenance, "sha256": files["model.safetensors"], "files": files}
+    (out / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
+    return provenance
+
+
 def available_organisms(checkpoint_dir: str | Path | None = None) -> list[str]:
     """Names of the shipped checkpoints (folders holding a provenance.json), sorted."""
     root = Path(checkpoint_dir) if checkpoint_dir is not None else CHECKPOINT_DIR
