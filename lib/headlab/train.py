@@ -7,9 +7,14 @@ each shipped organism's name to its recipe, so
     python -m headlab train attn-only-2l --seed 0 --out lib/headlab/checkpoints/attn-only-2l
 
 reproduces the shipped checkpoint (up to floating-point noise between
-machines and thread counts). The attention-only organisms learn
-:class:`RepeatedSpans`: random tokens with one random span repeated at a
-random distance, the data on which induction heads form.
+machines and thread counts). Two data tasks:
+
+* :class:`RepeatedSpans` (``attn-only-1l``, ``attn-only-2l``, ``tiny-attn-2l``):
+  random tokens with one random span repeated at a random distance, the
+  data on which induction heads form;
+* :class:`SyntheticLanguage` (``organism``, ``organism-small-s0..2``): the
+  annotated language of :mod:`headlab.language`, evaluated per phenomenon
+  (agreement, pronouns, copying, rare words).
 """
 
 from __future__ import annotations
@@ -434,8 +439,11 @@ def train(recipe: Recipe, seed: int | None = None, steps: int | None = None, dev
 
     The model is initialised under ``torch.manual_seed(seed)`` on the CPU and
     moved to ``device``; batches come from a CPU generator seeded with
-    ``seed``; evaluation uses a fixed batch (seed :data:`EVAL_SEED`) every
-    ``recipe.eval_every`` steps and at the end.
+    ``seed``; the task's fixed evaluation data (the same for every seed) is
+    scored at step 0, every ``recipe.eval_every`` steps and at the end. The
+    learning rate warms up, then decays over ``steps`` (so ``steps`` other than
+    the recipe's changes the schedule, not just the length). ``train_seconds``
+    includes the evaluations.
     """
     from tqdm.auto import tqdm
 
@@ -571,7 +579,8 @@ def add_commands(subparsers) -> None:
                               description="Train a named model organism (see headlab.train.ORGANISMS).")
     p.add_argument("name", help="recipe name: " + ", ".join(ORGANISMS))
     p.add_argument("--seed", type=int, default=None, help="training seed (default: the recipe's)")
-    p.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the recipe's)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="optimizer steps (default: the recipe's; the learning-rate schedule stretches to fit)")
     p.add_argument("--out", default=None, help="checkpoint folder (default: runs/NAME)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--threads", type=int, default=1,
