@@ -463,7 +463,7 @@ def train(recipe: Recipe, seed: int | None = None, steps: int | None = None, dev
     curve: list[dict[str, Any]] = []
     phase = None
     check_phase = getattr(task, "phase_change", None)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     running = None
 
     def evaluate(step: int) -> dict[str, Any]:
@@ -506,7 +506,8 @@ def train(recipe: Recipe, seed: int | None = None, steps: int | None = None, dev
     train_seconds = time.perf_counter() - t0
     model.eval()
     return TrainResult(model.cpu(), task.tokenizer(), metrics, curve, phase, train_seconds,
-                       {"seed": seed, "steps": steps, "device": device})
+                       {"seed": seed, "steps": steps, "device": device,
+                        "cpu_seconds": round(time.process_time() - cpu0, 2)})
 
 
 # ---------------------------------------------------------------------------- checkpoints
@@ -530,6 +531,8 @@ def save_run(result: TrainResult, recipe: Recipe, out: str | Path, command: str)
         "final_metrics": result.metrics,
         "phase_change": result.phase_change,
         "train_seconds": round(result.train_seconds, 2),
+        # CPU time of this process: on a shared machine, a steadier measure of cost than wall-clock
+        "cpu_seconds": result.info.get("cpu_seconds"),
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
         "platform": platform.platform(),
