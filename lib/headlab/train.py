@@ -389,10 +389,17 @@ def _span_recipe(name: str, description: str, n_layers: int, steps: int, **overr
     return Recipe(name, description, config, task, steps=steps, **{"batch_size": 32, "lr": 2e-3, **overrides})
 
 
+# The language organisms see more repeated sentences than the language's default (p_copy 0.3, not
+# 0.12) and a higher learning rate: measured on the 2-layer model, the defaults with lr 1e-3 gave
+# copy accuracy 0.41 after 3000 steps (no previous-token or induction heads; the grammar alone
+# gets ~0.38), while p_copy 0.3 with lr 2e-3 reached 0.86 by step 2000.
+LANGUAGE_OPTIONS = {"p_copy": 0.3}
+
+
 def _language_recipe(name: str, description: str, steps: int, seed: int = 0, **config: Any) -> Recipe:
-    task = SyntheticLanguage(n_ctx=128)
+    task = SyntheticLanguage(n_ctx=128, language_config=dict(LANGUAGE_OPTIONS))
     return Recipe(name, description, GPTConfig(d_vocab=task.d_vocab, n_ctx=task.n_ctx, **config), task,
-                  steps=steps, batch_size=32, lr=1e-3, warmup=200, eval_every=250, eval_size=256, seed=seed)
+                  steps=steps, batch_size=32, lr=2e-3, warmup=200, eval_every=250, eval_size=256, seed=seed)
 
 
 ORGANISMS: dict[str, Recipe] = {
