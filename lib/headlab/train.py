@@ -33,6 +33,7 @@ import torch
 
 from headlab.detect import induction_score, previous_token_score
 from headlab.metrics import next_token_loss
+from headlab.model import HeadModel
 from headlab.organisms import GPT, GPTConfig, save_checkpoint
 
 EVAL_SEED = 1234  # the evaluation data is the same whatever the training seed
@@ -148,7 +149,7 @@ class RepeatedSpans:
         :func:`~headlab.detect.induction_score` / ``previous_token_score``.
         """
         tokens = data.tokens.to(model.device)
-        logits, patterns = run_with_patterns(model, tokens)
+        logits, patterns = _run_with_patterns(model, tokens)
         losses = next_token_loss(logits, tokens, reduction="token")  # (batch, pos-1)
         pred = data.predictable[:, 1:].to(losses.device)  # (batch, pos-1), target i+1 predictable
         return {
@@ -263,7 +264,7 @@ class SyntheticLanguage:
         ids = data.ids.to(model.device)
         logits, losses, scores = [], [], []
         for chunk in ids.split(batch_size):
-            out, patterns = run_with_patterns(model, chunk)
+            out, patterns = _run_with_patterns(model, chunk)
             losses.append(next_token_loss(out, chunk, reduction="token"))
             logits.append(out.float().cpu())
             scores.append(per_input_head_scores(patterns, chunk))
@@ -307,6 +308,13 @@ class SyntheticLanguage:
                 "eval_seed": LANGUAGE_EVAL_SEED, "language": self.lang.describe()}
 
 
+def _run_with_patterns(model: GPT, tokens: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Logits and each layer's pattern ``(batch, head, q_pos, k_pos)``, through the head interface."""
+    hm = HeadModel(model)
+    logits, cache = hm.run_with_cache(tokens, names=["pattern"])
+    return logits, [cache.pattern(layer) for layer in range(hm.n_layers)]
+
+
 def per_input_head_scores(patterns: list[torch.Tensor], tokens: torch.Tensor) -> dict[str, torch.Tensor]:
     """Induction and previous-token scores ``(batch, layer, head)`` of each layer's pattern
     (NaN induction score for an input with no repeated token)."""
@@ -327,20 +335,6 @@ def summarize_head_scores(scores: dict[str, torch.Tensor]) -> dict[str, Any]:
         out[f"{name}_best_head"] = list(divmod(int(mean.argmax()), mean.shape[1]))
         out[name] = [[round(float(x), 4) for x in row] for row in mean]
     return out
-
-
-def run_with_patterns(model: GPT, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None
-                      ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Logits and each layer's attention pattern ``(batch, head, q_pos, k_pos)`` (hooks removed after)."""
-    patterns: list[torch.Tensor] = []
-    handles = [b.attn.hook_pattern.register_forward_hook(lambda m, i, out: patterns.append(out.detach()))
-               for b in model.blocks]
-    try:
-        logits = model(tokens, attention_mask)
-    finally:
-        for h in handles:
-            h.remove()
-    return logits, patterns
 
 
 # ---------------------------------------------------------------------------- recipes
@@ -561,15 +555,12 @@ def plot_curve(curve: list[dict[str, Any]], path: str | Path, title: str = "",
     ax = fig.add_subplot()
     ax2 = ax.twinx()
     steps = [r["step"] for r in curve]
-    for axis, style, keys in [
-        (ax, "-", [("loss", "eval loss"), ("loss_repeat", "loss, repeated tokens"),
-                   ("loss_random", "loss, other tokens"), ("val_loss", "validation loss")]),
-        (ax2, "--", [("induction_best", "best induction score"), ("agreement_acc", "agreement acc."),
-                     ("pronoun_acc", "pronoun acc."), ("copy_acc", "copy acc.")]),
-    ]:
-        for key, label in keys:
-            if key in curve[0]:
-                axis.plot(steps, [r[key] for r in curve], style, label=label)
+    series = [(ax, "-", "loss", "eval loss"), (ax, "-", "loss_repeat", "loss, repeated tokens"),
+              (ax, "-", "loss_random", "loss, other tokens"), (ax, "-", "val_loss", "validation loss"),
+              (ax2, "--", "induction_best", "best induction score"), (ax2, "--", "agreement_acc", "agreement acc."),
+              (ax2, "--", "pronoun_acc", "pronoun acc."), (ax2, "--", "copy_acc", "copy acc.")]
+    for color, (axis, style, key, label) in enumerate(s for s in series if s[2] in curve[0]):
+        axis.plot(steps, [r[key] for r in curve], style, color=f"C{color}", label=label)
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy (nats)")
     ax2.set_ylim(0, 1)
