@@ -46,8 +46,9 @@ class GPTConfig:
     ``layer_norm=False`` replaces every LayerNorm by the identity.
     ``init_std`` (the std of every weight at initialisation) defaults to
     ``0.8 / sqrt(d_model)``, TransformerLens's width-aware version of GPT-2's
-    0.02: at d_model=64 GPT-2's 0.02 leaves attention uniform for thousands of
-    steps (measured: no induction head in 3000 steps), at 0.1 one forms.
+    0.02. Measured on attn-only-2l's data (d_model=64): with 0.02 attention
+    stayed uniform and no induction head formed in 3000 steps; with 0.1 the
+    induction phase change comes at step ~800.
     """
 
     d_vocab: int
