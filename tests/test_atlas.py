@@ -195,3 +195,16 @@ def test_too_long_text_and_bad_effect_are_refused(minilm):
         compute_atlas(hm, {"input_ids": torch.zeros(1, 4, dtype=torch.long)}, effect="loss")
     with pytest.raises(ValueError, match="non-empty list"):
         compute_atlas(hm, [])
+
+
+def test_atlas_on_an_attention_only_organism():
+    """A closed word-level vocabulary without an unknown token (the organisms' tokenizers) must not
+    be mistaken for English; the atlas falls back to random tokens and finds the induction heads."""
+    import headlab
+    from headlab.atlas import _reads_english, compute_atlas
+
+    hm = headlab.load("attn-only-2l")
+    assert not _reads_english(hm, ["The cat sleeps."])
+    atlas = compute_atlas(hm, effect="none")
+    best = max(atlas["heads"], key=lambda h: h["scores"]["induction"])
+    assert best["layer"] == 1 and best["scores"]["induction"] > 0.3

@@ -48,8 +48,12 @@ def test_pronoun_competitors_and_copy_argmax():
 
 def test_window_without_items_is_nan_and_bad_input():
     m = copy_metric([Item(doc=1, pos=0, target="cat")], VOCAB, n_windows=2)
-    out = m(logits_with({(1, 0, "cat"): 3.0}), {})
+    logits = logits_with({(1, 0, "cat"): 3.0})
+    out = m(logits, {})
     assert torch.isnan(out[0]) and out[1] == 1.0
+    windows, only = m.restricted()  # keep the windows with items, re-indexed
+    assert windows.tolist() == [1] and only.n_windows == 1
+    assert only(logits[windows], {}).tolist() == [1.0]
     with pytest.raises(ValueError, match="not in the tokenizer"):
         copy_metric([Item(doc=0, pos=0, target="dog")], VOCAB, n_windows=1)
     with pytest.raises(ValueError, match="outside"):

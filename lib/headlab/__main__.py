@@ -17,6 +17,7 @@ import sys
 COMMAND_MODULES = [
     "headlab.cli",        # heads, sweep
     "headlab.atlas",      # atlas
+    "headlab.report",     # report (the checklist)
     "headlab.train",      # train
 ]
 

@@ -45,6 +45,7 @@ from .detect import (
     head_scores, held_out_relation_scores, label_heads, ov_copying_score, relation_scores, synthetic_relation_set,
     synthetic_token_frequency,
 )
+from .plotting import LABEL_COLOURS, plot_atlas  # the atlas figure lives with the book's other figures
 
 __all__ = ["compute_atlas", "plot_atlas", "default_texts", "repeated_random_tokens", "relation_summary",
            "add_commands", "ATLAS_SCORES", "LABEL_COLOURS"]
@@ -70,17 +71,6 @@ DEFINITIONS = {
     "rare_token": "weight on the least frequent word in view (synthetic language only)",
     "copying": "fraction of tokens t, fed alone, whose own logit is in the top 5 of the head's write",
 }
-
-LABEL_COLOURS = {
-    "previous_token": "#1f77b4", "next_token": "#17becf", "first_token": "#9467bd",
-    "separator": "#8c564b", "punctuation": "#e377c2", "duplicate_token": "#bcbd22",
-    "induction": "#d62728", "rare_token": "#ff7f0e", "local": "#6baed6", "orphan": "#2ca02c",
-    "diffuse": "#b0b0b0", "inactive": "#d9d9d9", "unlabelled": "#d9d9d9",
-}
-_SHORT = {"previous_token": "prev", "next_token": "next", "first_token": "first", "separator": "sep",
-          "punctuation": "punct", "duplicate_token": "dup", "induction": "ind", "rare_token": "rare",
-          "local": "local", "orphan": "orphan", "diffuse": "diffuse", "inactive": "inact", "unlabelled": "?"}
-
 
 # --------------------------------------------------------------------------- inputs
 
@@ -135,9 +125,14 @@ def _synthetic_language(hm):
 
 def _reads_english(hm, texts: Sequence[str]) -> bool:
     tok = hm.tokenizer
-    if tok is None or tok.unk_token_id is None:
-        return tok is not None
-    ids = [i for t in texts for i in tok(t)["input_ids"]]
+    if tok is None:
+        return False
+    try:
+        ids = [i for t in texts for i in tok(t)["input_ids"]]
+    except Exception:  # noqa: BLE001 - a closed word-level vocabulary with no unknown token raises
+        return False   # (the `tokenizers` library raises a bare Exception): it cannot read English
+    if tok.unk_token_id is None:
+        return True
     return sum(i == tok.unk_token_id for i in ids) <= 0.05 * len(ids)
 
 
@@ -212,10 +207,21 @@ def _repeated(hm, n: int, length: int, seed: int) -> tuple[dict, int]:
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, length
 
 
+def _probe_token(tok) -> str:
+    """A plain word the tokenizer knows: "a" if it has it, else its first alphabetic non-special token."""
+    vocab = tok.get_vocab()
+    if "a" in vocab:
+        return "a"
+    special = set(tok.all_special_tokens)
+    words = sorted(t for t in vocab if t not in special)
+    return next((t for t in words if t.isalpha()), words[0])
+
+
 def _special_wrapping(tok) -> tuple[list[int], list[int]]:
     """The ids the tokenizer puts before and after a text (``[CLS]`` and ``[SEP]`` for BERT)."""
-    plain = tok("a", add_special_tokens=False)["input_ids"]
-    wrapped = tok("a")["input_ids"]
+    probe = _probe_token(tok)
+    plain = tok(probe, add_special_tokens=False)["input_ids"]
+    wrapped = tok(probe)["input_ids"]
     for start in range(len(wrapped) - len(plain) + 1):
         if wrapped[start:start + len(plain)] == plain:
             return wrapped[:start], wrapped[start + len(plain):]
@@ -352,54 +358,6 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
     if relations:
         atlas["relations"] = relation_summary(hm, seed=seed)
     return atlas
-
-
-# ----------------------------------------------------------------------------- plot
-
-
-def plot_atlas(atlas: dict, ax=None):
-    """A layers x heads grid: colour = label, intensity = strength; returns the figure.
-
-    Each cell shows the label's short name and its strength. Uses ``matplotlib.figure.Figure``
-    (no pyplot state) unless an ``ax`` is given.
-    """
-    from matplotlib.colors import to_rgb
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
-
-    n_layers, n_heads = atlas["n_layers"], atlas["n_heads"]
-    if ax is None:
-        fig = Figure(figsize=(1.0 + 0.75 * n_heads + 2.6, 1.4 + 0.62 * n_layers), layout="constrained")
-        ax = fig.add_subplot()
-    else:
-        fig = ax.figure
-    image = torch.ones(n_layers, n_heads, 3)
-    for entry in atlas["heads"]:
-        colour = torch.tensor(to_rgb(LABEL_COLOURS[entry["label"]]))
-        strength = entry["strength"] or 0.0
-        alpha = 0.25 + 0.75 * min(max(strength, 0.0), 1.0)
-        image[entry["layer"], entry["head"]] = (1 - alpha) + alpha * colour
-        dark = float((image[entry["layer"], entry["head"]] * torch.tensor([0.3, 0.6, 0.1])).sum()) < 0.5
-        ax.text(entry["head"], entry["layer"], f"{_SHORT[entry['label']]}\n{strength:.2f}", ha="center",
-                va="center", fontsize=7, color="white" if dark else "black")
-    ax.imshow(image.numpy(), aspect="auto", interpolation="nearest")
-    ax.set_xticks(range(n_heads))
-    ax.set_yticks(range(n_layers))
-    ax.set_xlabel("head")
-    ax.set_ylabel("layer")
-    ax.set_xticks([x - 0.5 for x in range(1, n_heads)], minor=True)
-    ax.set_yticks([y - 0.5 for y in range(1, n_layers)], minor=True)
-    ax.grid(which="minor", color="white", linewidth=1.5)
-    ax.tick_params(which="minor", length=0)
-    present = [lab for lab in LABEL_COLOURS if lab in atlas.get("label_counts", {})]
-    ax.legend(handles=[Patch(facecolor=LABEL_COLOURS[lab], label=f"{lab} ({atlas['label_counts'][lab]})")
-                       for lab in present],
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
-              title="label (heads)", title_fontsize=8)
-    effect = atlas.get("effect", {}).get("kind", "none")
-    ax.set_title(f"{atlas['model']}: head atlas on {atlas['n_texts']} texts "
-                 f"(colour = label, intensity = strength; effect: {effect})", fontsize=9)
-    return fig
 
 
 # ------------------------------------------------------------------------------ CLI

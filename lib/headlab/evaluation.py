@@ -58,9 +58,11 @@ class ItemMetric:
             raise ValueError(f"items refer to windows outside 0..{self.n_windows - 1}")
         self.__name__ = f"item_{self.score}"
 
-    def windows_with_items(self) -> torch.Tensor:
-        """Indices of windows that hold at least one item (the others get NaN)."""
-        return torch.unique(self.doc)
+    def restricted(self) -> tuple[torch.Tensor, "ItemMetric"]:
+        """``(windows, metric)``: the windows that hold at least one item (the others would score
+        NaN), and this metric re-indexed to them — run it on ``ids[windows]``."""
+        windows, doc = torch.unique(self.doc, return_inverse=True)
+        return windows, ItemMetric(doc, self.pos, self.correct, self.competitors, len(windows), self.score)
 
     def per_item(self, logits: torch.Tensor) -> torch.Tensor:
         """Scores of every item for logits ``(n_windows, pos, d_vocab)`` of the untiled windows."""
