@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The width/depth/d_head sweep of chapter 7: regenerates ``lib/headlab/results/width_depth.json``.
 
-Trains every recipe of ``headlab.train.WIDTH_DEPTH`` (small GPTs on the synthetic language at
+Trains every recipe of ``headlab.width_depth.WIDTH_DEPTH`` (small GPTs on the synthetic language at
 d_model = 64, n_ctx = 64, d_mlp = 256) at each seed, and records the validation loss and the
 per-phenomenon accuracies of ``SyntheticLanguage.evaluate`` on the fixed evaluation windows:
 
@@ -18,6 +18,8 @@ seed), so the seed changes both the initialisation and the order of the data.
 
     python scripts/width_depth.py                      # the shipped sweep (seeds 0 and 1)
     python scripts/width_depth.py --steps 100 --seeds 0 --only wd-2l-1h wd-2l-4h --out /tmp/wd.json
+    python scripts/width_depth.py --seeds 2 --resume --out /tmp/s2.json  # finish an interrupted run
+    python scripts/width_depth.py --merge /tmp/s0.json /tmp/s2.json       # combine runs made in parallel
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ KEPT = ("val_loss", "agreement_acc", "agreement_n", "pronoun_acc", "pronoun_n", 
 
 def run_one(recipe, seed: int, steps: int | None, progress: bool) -> dict:
     """Train one recipe at one seed; the row of the results file."""
-    from headlab.train import forward_flops_per_token, train
+    from headlab.train import train
+    from headlab.width_depth import forward_flops_per_token
 
     steps = recipe.steps if steps is None else steps
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -63,6 +66,31 @@ def run_one(recipe, seed: int, steps: int | None, progress: bool) -> dict:
     }
 
 
+def merge(paths: list[Path], out_path: Path, command: str) -> int:
+    """Combine results files made with the same fixed settings (e.g. one per seed, run in parallel)."""
+    parts = [json.loads(p.read_text()) for p in paths]
+    if any(p["fixed"] != parts[0]["fixed"] for p in parts):
+        print("the files were made with different fixed settings; they cannot be merged", file=sys.stderr)
+        return 2
+    out = dict(parts[0])
+    out.pop("resumed_by", None)
+    out["command"] = command
+    out["sources"] = [{"command": p["command"], "resumed_by": p.get("resumed_by", []), "written_utc": p.get("written_utc"),
+                       "runs": [f"{r['name']}/s{r['seed']}" for r in p["runs"]]} for p in parts]
+    out["runs"] = [r for p in parts for r in p["runs"]]
+    keys = [(r["name"], r["seed"]) for r in out["runs"]]
+    if len(set(keys)) != len(keys):
+        print("the files share (recipe, seed) runs; merge files with different runs", file=sys.stderr)
+        return 2
+    out["seeds"] = sorted({r["seed"] for r in out["runs"]})
+    out["total_wall_seconds"] = round(sum(p["total_wall_seconds"] for p in parts), 1)
+    out["total_cpu_seconds"] = round(sum(p["total_cpu_seconds"] for p in parts), 1)
+    out["written_utc"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    out_path.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {out_path}: {len(out['runs'])} runs from {len(parts)} files")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
@@ -71,9 +99,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the runs already in --out and train only the missing (recipe, seed) pairs")
+    parser.add_argument("--merge", type=Path, nargs="+", default=None,
+                        help="train nothing: combine these results files (same fixed settings) into --out")
     args = parser.parse_args(argv)
+    command = ("python scripts/width_depth.py " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
+    if args.merge:
+        return merge(args.merge, args.out, command)
 
-    from headlab.train import WIDTH_DEPTH, WIDTH_DEPTH_STEPS, forward_flops_per_token
+    from headlab.width_depth import WIDTH_DEPTH, WIDTH_DEPTH_STEPS, forward_flops_per_token
 
     names = args.only or list(WIDTH_DEPTH)
     unknown = [n for n in names if n not in WIDTH_DEPTH]
@@ -81,12 +116,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown recipe(s) {unknown}; the sweep has: {', '.join(WIDTH_DEPTH)}", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
-    command = "python scripts/width_depth.py " + " ".join(argv if argv is not None else sys.argv[1:])
     first = WIDTH_DEPTH[names[0]]
     out = {
         "description": ("chapter 7's width/depth/d_head sweep: small GPTs on the synthetic language at "
                         "d_model 64; validation loss and per-phenomenon accuracy on fixed evaluation windows"),
-        "command": command.strip(),
+        "command": command,
         "seeds": args.seeds,
         "threads": args.threads,
         "fixed": {"d_model": first.config.d_model, "d_mlp": first.config.d_mlp, "n_ctx": first.config.n_ctx,
@@ -100,15 +134,29 @@ def main(argv: list[str] | None = None) -> int:
         "torch_version": torch.__version__, "python_version": platform.python_version(),
         "runs": [],
     }
-    t0, cpu0 = time.perf_counter(), time.process_time()
+    done = set()
+    if args.resume and args.out.exists():
+        old = json.loads(args.out.read_text())
+        if old["fixed"] != out["fixed"]:
+            print(f"{args.out} was made with other fixed settings; run without --resume", file=sys.stderr)
+            return 2
+        out["command"], out["runs"] = old["command"], old["runs"]
+        out["resumed_by"] = old.get("resumed_by", []) + [command]
+        out["seeds"] = sorted(set(old["seeds"]) | set(args.seeds))
+        done = {(r["name"], r["seed"]) for r in old["runs"]}
+        out["total_wall_seconds"], out["total_cpu_seconds"] = old["total_wall_seconds"], old["total_cpu_seconds"]
+    t0, cpu0 = time.perf_counter() - out.get("total_wall_seconds", 0), time.process_time() - out.get("total_cpu_seconds", 0)
     for seed in args.seeds:
         for name in names:
+            if (name, seed) in done:
+                continue
             row = run_one(WIDTH_DEPTH[name], seed, args.steps, progress=not args.no_progress)
             out["runs"].append(row)
             print(json.dumps({k: row[k] for k in ("name", "seed", "steps", "cpu_seconds")} | row["metrics"]),
                   flush=True)
             out["total_wall_seconds"] = round(time.perf_counter() - t0, 1)
             out["total_cpu_seconds"] = round(time.process_time() - cpu0, 1)
+            out["written_utc"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(out, indent=1) + "\n")  # after every run: partial results survive
     print(f"wrote {args.out}: {len(out['runs'])} runs, {out['total_cpu_seconds']} CPU s, "
