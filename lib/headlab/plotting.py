@@ -129,13 +129,14 @@ def plot_alignment(ax, names: Sequence[str], series: dict):
     ax.axvline(0.5, color="0.5", lw=0.8, ls=":")
     ax.set_xlim(0.4, 1.0)
     ax.set_xlabel("AUROC of the best single unit for the label")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=1, frameon=False)
     return ax
 
 
-def plot_head_features(ax, rows: Sequence[dict], class_names: Sequence[str]):
+def plot_head_features(ax, rows: Sequence[dict], class_names: Sequence[str], legend: bool = True):
     """Per head, the SAE features that belong to it, stacked by the class they are about
-    (rows of :func:`headlab.sae_analysis.polysemantic_heads`); hatched: about no single class."""
+    (rows of :func:`headlab.sae_analysis.polysemantic_heads`); hatched: about no single class.
+    The legend (``legend=True``) goes to the right of the axes, outside the bars."""
     import matplotlib.pyplot as plt
 
     colors = plt.get_cmap("tab10")
@@ -151,7 +152,8 @@ def plot_head_features(ax, rows: Sequence[dict], class_names: Sequence[str]):
     ax.set_xticks(heads, [str(r["head"]) for r in rows])
     ax.set_xlabel("head")
     ax.set_ylabel("SAE features that live in the head")
-    ax.legend(fontsize=7, ncols=2, loc="upper right")
+    if legend:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     return ax
 
 
