@@ -36,7 +36,12 @@ def _llama_gqa():
                                         pad_token_id=0))
 
 
-ADAPTER_FACTORIES = {"gpt2": _gpt2, "bert": _bert, "gpt_neox": _neox, "llama_gqa": _llama_gqa}
+def _headlab():
+    from headlab.organisms import GPT, GPTConfig
+    return GPT(GPTConfig(d_vocab=61, n_ctx=32, d_model=32, n_layers=2, n_heads=4, d_mlp=64))
+
+
+ADAPTER_FACTORIES = {"headlab": _headlab, "gpt2": _gpt2, "bert": _bert, "gpt_neox": _neox, "llama_gqa": _llama_gqa}
 
 
 def make_model(name: str, seed: int = 0) -> HeadModel:
