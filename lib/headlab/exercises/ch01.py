@@ -140,7 +140,7 @@ def _compare_labels(got: Any, expected: list[str]) -> str | None:
 def check_name_heads(fn: Callable[[np.ndarray], Any]) -> None:
     """Check a function that labels each head of a pattern ``(head, q_pos, k_pos)`` as
     ``"previous"``, ``"topic"`` (key position 1) or ``"other"``."""
-    run_cases(fn, _name_cases(), compare=_compare_labels, what="naming heads by their patterns")
+    run_cases(fn, _name_cases(), compare=_compare_labels, what="naming heads")
 
 
 # --------------------------------------------------------------------------- the order-blind ceiling
@@ -175,4 +175,4 @@ def check_order_blind_accuracy(fn: Callable[[int], Any]) -> None:
         Case("52 letters (A-Z, a-z)", args=(52,), expected=0.75 + 1 / 104,
              hint="the accuracy tends to 3/4 as the alphabet grows."),
     ]
-    run_cases(fn, cases, compare=_compare_scalar, what="the order-blind ceiling")
+    run_cases(fn, cases, compare=_compare_scalar, what="order-blind ceiling")

@@ -46,7 +46,7 @@ def check_split_heads(fn: Callable[[np.ndarray, int], Any]) -> None:
              hint="the batch axis stays first; each batch element is split the same way."),
     ]
     run_cases(fn, cases, compare=lambda got, exp: compare_arrays(got, exp, atol=0, rtol=0),
-              what="splitting d_model into heads")
+              what="splitting into heads")
 
 
 # --------------------------------------------------------------------------- ranks
@@ -83,7 +83,7 @@ def check_qk_ranks(fn: Callable[[np.ndarray, np.ndarray, int], Any]) -> None:
                                "W_Q^h @ W_K^h.T and count its singular values above a tolerance "
                                "(np.linalg.matrix_rank does exactly that)."))
     run_cases(fn, cases, compare=lambda got, exp: compare_arrays(got, exp, atol=0, rtol=0),
-              what="the rank of each head's query-key matrix")
+              what="query-key ranks")
 
 
 # --------------------------------------------------------------------------- cost
@@ -131,4 +131,4 @@ def check_attention_cost(fn: Callable[[int, int, int], Any]) -> None:
                                             "mixing": 1024**2 * 64, "softmax_exps": 64 * 1024**2},
              hint="with d_head = 1 the exponentials are as many as the score multiply-adds."),
     ]
-    run_cases(fn, cases, compare=_compare_cost, what="counting the work of multi-head attention")
+    run_cases(fn, cases, compare=_compare_cost, what="the cost of attention")
