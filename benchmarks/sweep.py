@@ -21,17 +21,12 @@ import time
 import torch
 
 import headlab
+from headlab.cli import DEFAULT_TEXTS
 from headlab.sweep import loop_sweep, sweep
 from headlab.widgets import LiveAblation
 
-SENTENCES = [
-    "The cat that chased the mice sleeps on the warm mat.",
-    "When Mary met John at the station, she gave him the keys.",
-    "The keys to the old cabinet are on the kitchen table.",
-    "Paris is the capital of France, and Rome is the capital of Italy.",
-    "He poured the coffee, added milk, and sat down by the window.",
-    "The students who the teacher praised were happy.",
-    "Birds sing in the morning; owls hunt at night.",
+# The CLI's built-in sentences, plus eight more: 16 in all.
+SENTENCES = DEFAULT_TEXTS + [
     "A quiet river runs past the village where my grandmother grew up.",
     "The report that the committee published last week was criticised.",
     "Although it was raining, the children played outside all afternoon.",
@@ -40,7 +35,6 @@ SENTENCES = [
     "The engineer fixed the bridge before the storm arrived.",
     "Nobody expected the small team to win the championship.",
     "The letters, which were written in French, arrived yesterday.",
-    "After the concert, the musicians packed their instruments and left.",
 ]
 
 

@@ -298,3 +298,50 @@ def test_calling_the_wrapped_module_directly_sees_the_ablation():
         with hm.ablate([(0, 2)]):
             inside = hm.model(**batch).logits
     assert (inside - clean).abs().max() > 1e-4
+
+
+def test_patch_z_generalises_ablation(tiny):
+    hm = tiny
+    batch = random_batch(hm)
+
+    def zero_head_2(layer, z):
+        z = z.clone()
+        z[:, :, 2] = 0
+        return z
+
+    with torch.no_grad():
+        with hm.patch_z(zero_head_2, layers=[1]):
+            patched = hm(batch)
+        with hm.ablate([(1, 2)]):
+            ablated = hm(batch)
+    torch.testing.assert_close(patched, ablated)
+    with pytest.raises(ValueError, match="returned shape"):
+        with torch.no_grad(), hm.patch_z(lambda l, z: z[..., :1]):
+            hm(batch)
+    with pytest.raises(ValueError, match="invalid"):
+        with hm.patch_z(lambda l, z: z, layers=[7]):
+            pass
+    assert hook_count(hm.model) == 0
+
+
+def test_patch_pattern_only_where_the_pattern_is_used():
+    hm = make_model("headlab")
+    batch = random_batch(hm)
+
+    def uniform_causal(layer, pattern):
+        n = pattern.shape[-1]
+        tri = torch.tril(torch.ones(n, n))
+        return (tri / tri.sum(-1, keepdim=True)).expand_as(pattern)
+
+    with torch.no_grad():
+        clean = hm(batch)
+        with hm.patch_pattern(uniform_causal, layers=[0]):
+            out = hm(batch)
+    assert (out - clean).abs().max() > 1e-4
+    with hm.patch_pattern(uniform_causal, layers=[0]):
+        _, patched_cache = hm.run_with_cache(batch)
+    torch.testing.assert_close(patched_cache.pattern(0)[0, 0, 3, :4], torch.full((4,), 0.25))
+    with pytest.raises(NotImplementedError, match="patch_pattern"):
+        with make_model("gpt2").patch_pattern(uniform_causal):
+            pass
+    assert hook_count(hm.model) == 0

@@ -101,6 +101,23 @@ class _GateEdit(_Edit):
         return z * g + r * (1 - g)
 
 
+class _FunctionEdit(_Edit):
+    """``z <- fn(layer, z)`` on the given layers."""
+
+    def __init__(self, fn: Callable[[int, torch.Tensor], torch.Tensor], layers: frozenset[int]):
+        super().__init__()
+        self.fn, self.layers = fn, layers
+
+    def apply(self, layer: int, z: torch.Tensor) -> torch.Tensor:
+        if layer not in self.layers:
+            return z
+        new = self.fn(layer, z)
+        if new.shape != z.shape:
+            raise ValueError(f"patch_z: fn returned shape {tuple(new.shape)} for z of shape {tuple(z.shape)} "
+                             f"at layer {layer}")
+        return new
+
+
 # ------------------------------------------------------------------------- capture
 
 
@@ -469,6 +486,62 @@ class HeadModel:
         w = self._out_projs[layer].weight.detach()
         w = w if self.arch.conv1d else w.T  # (n_heads * d_head, d_model)
         return w.reshape(self.n_heads, self.d_head, self.d_model)
+
+    # --------------------------------------------------------- custom patches
+    @contextlib.contextmanager
+    def patch_z(self, fn: Callable[[int, torch.Tensor], torch.Tensor],
+                layers: Iterable[int] | None = None) -> Iterator["HeadModel"]:
+        """Inside the block, layer ``l``'s head outputs ``z`` ``(batch, pos, head, d_head)`` are
+        replaced by ``fn(l, z)`` (same shape) before ``W_O``, for ``l`` in ``layers`` (default: all).
+
+        The general form of every intervention at the gate: e.g. replacing a layer's heads by their
+        mean, or ``z`` by a sparse autoencoder's reconstruction. Nests with :meth:`ablate` and
+        :meth:`capture` in entering order; fails loudly if a forward pass never reaches a gate.
+        """
+        layers = frozenset(range(self.n_layers) if layers is None else layers)
+        bad = sorted(l for l in layers if not 0 <= l < self.n_layers)
+        if bad or not layers:
+            raise ValueError(f"layers {bad or '[]'} invalid: give layers in 0..{self.n_layers - 1}")
+        edit = _FunctionEdit(fn, layers)
+        before = self._state.forwards
+        with self._active(edit=edit):
+            yield self
+            self._check_reached(edit, before)
+
+    @contextlib.contextmanager
+    def patch_pattern(self, fn: Callable[[int, torch.Tensor], torch.Tensor],
+                      layers: Iterable[int] | None = None) -> Iterator["HeadModel"]:
+        """Inside the block, layer ``l``'s attention pattern ``(batch, head, q_pos, k_pos)`` is
+        replaced by ``fn(l, pattern)`` before it weighs the values (e.g. every head given its
+        layer's mean pattern). Only the book's own GPT exposes the pattern before it is used
+        (``hook_pattern``); Hugging Face attention computes its output internally, so other
+        architectures raise ``NotImplementedError``."""
+        if self.arch.name != "headlab":
+            raise NotImplementedError(
+                f"patch_pattern needs the pattern before it is applied to the values; {self.name} "
+                f"({self.arch.name}) computes it inside its attention kernel. Use patch_z to intervene "
+                "on head outputs, or a headlab organism.")
+        layers = sorted(range(self.n_layers) if layers is None else layers)
+        if not layers or any(not 0 <= l < self.n_layers for l in layers):
+            raise ValueError(f"layers {layers} invalid: give layers in 0..{self.n_layers - 1}")
+        level = self._state.level
+
+        def make_hook(layer):
+            def hook(module, args, output):
+                if self._state.level != level:
+                    return None
+                new = fn(layer, output)
+                if new.shape != output.shape:
+                    raise ValueError(f"patch_pattern: fn returned shape {tuple(new.shape)} for a pattern "
+                                     f"of shape {tuple(output.shape)}")
+                return new
+            return hook
+
+        with contextlib.ExitStack() as stack:
+            for layer in layers:
+                module = self.arch.pattern_module(self._blocks[layer])
+                stack.callback(module.register_forward_hook(make_hook(layer)).remove)
+            yield self
 
     # ---------------------------------------------------------------- ablation
     @contextlib.contextmanager

@@ -46,8 +46,9 @@ class GPTConfig:
     ``layer_norm=False`` replaces every LayerNorm by the identity.
     ``init_std`` (the std of every weight at initialisation) defaults to
     ``0.8 / sqrt(d_model)``, TransformerLens's width-aware version of GPT-2's
-    0.02: at d_model=64 GPT-2's 0.02 leaves attention uniform for thousands of
-    steps (measured: no induction head in 3000 steps), at 0.1 one forms.
+    0.02. Measured on attn-only-2l's data (d_model=64): with 0.02 attention
+    stayed uniform and no induction head formed in 3000 steps; with 0.1 the
+    induction phase change comes at step ~800.
     """
 
     d_vocab: int
@@ -273,6 +274,25 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def save_checkpoint(out: str | Path, model: GPT, tokenizer: Any, provenance: dict[str, Any]) -> dict[str, Any]:
+    """Write ``model.safetensors`` (float32), the tokenizer files and ``provenance.json`` to ``out``.
+
+    The provenance written is ``provenance`` plus the sha256 of the weights
+    (``sha256``) and of every verified file (``files``); it is returned.
+    """
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(out / "model.safetensors"))
+    tokenizer.save_pretrained(str(out))
+    files = {f: sha256_file(out / f) for f in ("model.safetensors", "tokenizer.json")}
+    provenance = {**provenance, "sha256": files["model.safetensors"], "files": files}
+    (out / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
+    return provenance
 
 
 def available_organisms(checkpoint_dir: str | Path | None = None) -> list[str]:

@@ -1,0 +1,163 @@
+"""Checks for chapter 03, "What heads do".
+
+Every known answer is built by hand: attention patterns whose rows are set entry by entry,
+so the right score, sink or accuracy can be read off the construction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from headlab.exercises._core import Case, run_cases
+
+__all__ = ["check_punctuation_score", "check_find_sink", "check_relation_vs_offset"]
+
+
+def _rows(pos: int, targets: dict[int, dict[int, float]], causal: bool = True) -> np.ndarray:
+    """A ``(pos, pos)`` pattern: row ``i`` puts ``targets[i]`` where given and spreads the rest
+    of its weight evenly over the keys it may see (``j <= i`` when causal)."""
+    p = np.zeros((pos, pos))
+    for i in range(pos):
+        keys = list(range(i + 1)) if causal else list(range(pos))
+        row = targets.get(i, {})
+        rest = [j for j in keys if j not in row]
+        for j, w in row.items():
+            p[i, j] = w
+        left = 1.0 - sum(row.values())
+        if rest:
+            p[i, rest] = left / len(rest)
+        elif abs(left) > 1e-12:
+            raise ValueError("a row's weights must sum to 1")
+    return p
+
+
+def _close(got, expected) -> str | None:
+    try:
+        value = float(np.asarray(got, dtype=float))
+    except (TypeError, ValueError):
+        return f"expected one number, got {type(got).__name__}"
+    if math.isnan(value):
+        return "got NaN"
+    if not math.isclose(value, expected, rel_tol=1e-6, abs_tol=1e-6):
+        return f"expected {expected:.6g}, got {value:.6g}"
+    return None
+
+
+# -------------------------------------------------------------------- a punctuation detector
+
+
+def _punctuation_cases() -> list[Case]:
+    #         <bos>  the   cat   sat    ,     it    slept  .
+    punct = np.array([0, 0, 0, 0, 1, 0, 0, 1], dtype=bool)
+    on_comma = _rows(8, {4: {4: 1.0}, 5: {4: 1.0}, 6: {4: 1.0}, 7: {4: 1.0}})
+    half = _rows(8, {4: {4: 0.5}, 5: {4: 0.5}, 6: {4: 0.5}, 7: {4: 0.25, 7: 0.25}})
+    previous = _rows(8, {i: {i - 1: 1.0} for i in range(1, 8)})
+    uniform = _rows(8, {})
+    return [
+        Case("every query that can see the comma looks only at it", args=(on_comma, punct), expected=1.0,
+             hint="sum the weight on punctuation keys, then average over the queries that can see one."),
+        Case("half of each eligible row on punctuation", args=(half, punct), expected=0.5,
+             hint="a row's score is its *total* weight on all punctuation keys it can see."),
+        Case("a previous-token head: only the query after the comma looks at it",
+             args=(previous, punct), expected=(0 + 1 + 0 + 0) / 4,
+             hint="queries 0-3 cannot see any punctuation (a causal row sees keys j <= i): leave them out."),
+        Case("uniform causal attention", args=(uniform, punct),
+             expected=(1 / 5 + 1 / 6 + 1 / 7 + 2 / 8) / 4,
+             hint="uniform attention is the chance level: row i puts 1/(i+1) on each key it sees."),
+    ]
+
+
+def check_punctuation_score(fn: Callable[[np.ndarray, np.ndarray], float]) -> None:
+    """Check ``fn(pattern, is_punct)``: a causal head's punctuation score on one sequence.
+
+    ``pattern`` ``(pos, pos)``, ``is_punct`` ``(pos,)`` bool; the answer is one number.
+    """
+    run_cases(fn, _punctuation_cases(), compare=_close)
+
+
+# ------------------------------------------------------------------------------- the sink
+
+
+def _sink_cases() -> list[Case]:
+    pos = 6  # an encoder: every row may see every key
+    cls = _rows(pos, {i: {0: 0.9} for i in range(pos)}, causal=False)
+    sep = _rows(pos, {i: {5: 0.7} for i in range(pos)}, causal=False)
+    diag = np.eye(pos)
+    previous = _rows(pos, {i: {max(i - 1, 0): 1.0} for i in range(pos)}, causal=False)
+    one_sharp = _rows(pos, {0: {3: 1.0}}, causal=False)  # one row all on key 3, the rest uniform
+    return [
+        Case("one layer, two heads, both parking 0.9 of every row on [CLS] (position 0)",
+             args=(np.array([[cls, cls]]),), expected=0, hint="sum the weight each key receives."),
+        Case("two layers: the first looks at itself and the previous token, the second parks 0.7 on "
+             "[SEP] (position 5)", args=(np.array([[diag, previous], [sep, sep]]),), expected=5,
+             hint="add up over every layer, head and query."),
+        Case("one sharp row on key 3 against many mildly [SEP]-leaning rows",
+             args=(np.array([[one_sharp, sep], [sep, sep]]),), expected=5,
+             hint="the sink is where the total weight goes, not where one row is sharpest."),
+    ]
+
+
+def _same_position(got, expected) -> str | None:
+    try:
+        value = int(got)
+    except (TypeError, ValueError):
+        return f"expected a position (an int), got {got!r}"
+    return None if value == expected else f"expected position {expected}, got {value}"
+
+
+def check_find_sink(fn: Callable[[np.ndarray], int]) -> None:
+    """Check ``fn(patterns)``: the key position that receives the most attention, summed over
+    every layer, head and query of ``patterns`` ``(n_layers, n_heads, pos, pos)``."""
+    run_cases(fn, _sink_cases(), compare=_same_position)
+
+
+# ------------------------------------------------------------- a syntactic head vs the offset
+
+
+def _relation_cases() -> list[Case]:
+    # Two sentences of 6 tokens; pointers: verb -> subject, -1 elsewhere. The subject is
+    # right before the verb (offset -1) in sentence 0, two tokens before (offset -2) for
+    # both verbs of sentence 1.
+    targets = np.array([[-1, -1, -1, 2, -1, -1],
+                        [-1, -1, -1, 1, -1, 3]])
+    n = 3  # annotated queries: (0, 3), (1, 3), (1, 5)
+    perfect = np.stack([_rows(6, {3: {2: 1.0}}), _rows(6, {3: {1: 1.0}, 5: {3: 1.0}})])
+    previous = np.stack([_rows(6, {i: {i - 1: 1.0} for i in range(1, 6)})] * 2)
+    tie = np.stack([_rows(6, {3: {2: 0.4, 1: 0.4}}), _rows(6, {3: {1: 0.9}, 5: {3: 0.5}})])
+    return [
+        Case("a head that always points at the subject", args=(perfect, targets),
+             expected=(1.0, -2, 2 / n),
+             hint="return (head accuracy, best offset, offset accuracy); offset -2 is right on 2 of 3 items."),
+        Case("a previous-token head", args=(previous, targets), expected=(1 / n, -2, 2 / n),
+             hint="the head's argmax must be the target; here it is only for the first sentence."),
+        Case("a head whose largest weight is shared by the subject and another key", args=(tie, targets),
+             expected=(2 / n, -2, 2 / n),
+             hint="a tie is a miss: the weight on the target must be strictly larger than on any other key."),
+    ]
+
+
+def _relation_compare(got, expected) -> str | None:
+    try:
+        accuracy, offset, offset_accuracy = got
+        accuracy, offset_accuracy, offset = float(accuracy), float(offset_accuracy), int(offset)
+    except (TypeError, ValueError):
+        return f"expected a tuple (head accuracy, best offset, offset accuracy), got {got!r}"
+    if not math.isclose(accuracy, expected[0], abs_tol=1e-9):
+        return f"head accuracy: expected {expected[0]:.4f}, got {accuracy:.4f}"
+    if offset != expected[1]:
+        return f"best offset: expected {expected[1]}, got {offset}"
+    if not math.isclose(offset_accuracy, expected[2], abs_tol=1e-9):
+        return f"offset accuracy: expected {expected[2]:.4f}, got {offset_accuracy:.4f}"
+    return None
+
+
+def check_relation_vs_offset(fn: Callable[[np.ndarray, np.ndarray], tuple[float, int, float]]) -> None:
+    """Check ``fn(patterns, targets)``: a head's relation accuracy beside the best fixed offset.
+
+    ``patterns`` ``(batch, pos, pos)``: one head on ``batch`` sequences; ``targets``
+    ``(batch, pos)``: the target position of each annotated query, -1 elsewhere.
+    """
+    run_cases(fn, _relation_cases(), compare=_relation_compare)

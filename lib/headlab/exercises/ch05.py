@@ -1,0 +1,93 @@
+"""Checks for chapter 5, "The uneven division of work"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from headlab.exercises._core import Case, ExerciseFailed, call_reader, compare_arrays, run_cases, to_numpy
+
+__all__ = ["check_mean_ablation", "check_most_redundant_pair", "check_gini"]
+
+
+def _mean_ablation_cases() -> list[Case]:
+    z = np.arange(2 * 3 * 2 * 2, dtype=float).reshape(2, 3, 2, 2)  # (batch, pos, head, d_head)
+    ref = np.array([[[1.0, 3.0], [10.0, 10.0]],
+                    [[3.0, 5.0], [20.0, 30.0]]])  # (n_tokens, head, d_head): head 0 mean [2, 4]
+    out0 = z.copy()
+    out0[:, :, 0, :] = [2.0, 4.0]
+    out1 = z.copy()
+    out1[:, :, 1, :] = [15.0, 20.0]
+    return [
+        Case("head 0 of a 2-head layer", args=(z, ref, 0), expected=out0,
+             hint="replace z[:, :, head, :] by the mean of reference[:, head, :] over the reference tokens."),
+        Case("head 1, the other heads untouched", args=(z, ref, 1), expected=out1,
+             hint="only the ablated head's slice changes; every other head keeps its own output."),
+    ]
+
+
+def check_mean_ablation(fn: Callable) -> None:
+    """``fn(z, reference, head)``: ``z`` ``(batch, pos, n_heads, d_head)``, ``reference``
+    ``(n_tokens, n_heads, d_head)`` (the head outputs on every real token of a reference set);
+    returns a new ``z`` whose ``head`` slice is the reference mean, and must not modify ``z``."""
+    run_cases(fn, _mean_ablation_cases())
+    z = np.zeros((1, 2, 2, 2))
+    before = z.copy()
+    call_reader(fn, z, np.ones((3, 2, 2)), 1, case="a zero input")
+    if not np.array_equal(z, before):
+        raise ExerciseFailed("mean_ablation modified its input z in place; return a new array "
+                             "(z.copy() first), so the clean activations survive the ablation.")
+
+
+def _pair_cases() -> list[Case]:
+    a, b, c, d = (0, 0), (0, 1), (1, 0), (1, 1)
+    singles = {a: 0.5, b: 0.1, c: 0.3, d: 0.0}
+    pairs = {(a, b): 0.6, (a, c): 0.7, (b, d): 0.9, (c, d): 0.3}
+    # interactions: (a,b) 0.0, (a,c) -0.1, (b,d) 0.8, (c,d) 0.0
+    singles2 = {a: 1.0, b: 1.0, c: 0.2}
+    pairs2 = {(a, b): 2.5, (a, c): 1.0, (b, c): 1.3}  # 0.5, -0.2, 0.1
+    return [
+        Case("two heads that do little alone but much together", args=(singles, pairs), expected=(b, d),
+             hint="interaction = effect(pair) - effect(a) - effect(b); take the largest, not the largest "
+                  "pair effect."),
+        Case("the largest pair effect is not the most redundant pair", args=(singles2, pairs2), expected=(a, b),
+             hint="(a, b) removes 2.5 against 1.0 + 1.0 alone: interaction 0.5."),
+    ]
+
+
+def check_most_redundant_pair(fn: Callable) -> None:
+    """``fn(singles, pairs)``: ``singles`` maps each head to its single-ablation effect, ``pairs``
+    maps ``(a, b)`` to the effect of ablating both; returns the pair with the largest interaction
+    ``effect(a+b) - effect(a) - effect(b)``."""
+    def compare(got, expected):
+        got = tuple(tuple(int(x) for x in h) for h in got) if got is not None else None
+        if got == expected or got == expected[::-1]:
+            return None
+        return f"expected the pair {expected}, got {got}"
+
+    run_cases(fn, _pair_cases(), compare=compare)
+
+
+def _gini_cases() -> list[Case]:
+    return [
+        Case("every head equally important", args=(np.array([1.0, 1.0, 1.0, 1.0]),), expected=0.0,
+             hint="equal shares: the Lorenz curve is the diagonal, Gini 0."),
+        Case("one head does everything (n = 4)", args=(np.array([0.0, 0.0, 0.0, 5.0]),), expected=0.75,
+             hint="the maximum for n heads is 1 - 1/n."),
+        Case("two heads, effects 1 and 3", args=(np.array([3.0, 1.0]),), expected=0.25,
+             hint="Gini = sum_i sum_j |x_i - x_j| / (2 n^2 mean)."),
+        Case("negative effects carry no share", args=(np.array([-2.0, 0.0, 4.0]),), expected=2.0 / 3.0,
+             hint="clip negative effects to 0 first: a head whose removal helps does none of the work."),
+    ]
+
+
+def check_gini(fn: Callable) -> None:
+    """``fn(effects)``: the Gini coefficient of the positive parts of a 1-d array of head effects."""
+    def compare(got, expected):
+        value = to_numpy(got)
+        if value.shape not in ((), (1,)):
+            return f"expected one number, got an array of shape {value.shape}"
+        return compare_arrays(float(value.reshape(())), expected, atol=1e-9, rtol=1e-9)
+
+    run_cases(fn, _gini_cases(), compare=compare)

@@ -1,0 +1,199 @@
+"""Checks for chapter 08, "The checklist".
+
+Every case is built so that its answer is known by construction: hand-written tables of
+per-input ablation deltas, pair effects and write norms, and the planted model of
+:mod:`headlab.detect.planted`, whose induction head finds its key only through the
+previous-token head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from headlab.exercises._core import Case, run_cases
+
+__all__ = ["check_keep_list", "check_is_redundant", "check_find_orphans", "check_induction_drop"]
+
+
+def _compare_heads(got, expected) -> str | None:
+    """A sorted list of distinct ``(layer, head)`` pairs, compared exactly."""
+    try:
+        heads = [(int(h[0]), int(h[1])) for h in got]
+        if any(len(h) != 2 for h in got):
+            raise ValueError
+    except (TypeError, ValueError, IndexError):
+        return f"expected a list of (layer, head) pairs, got {got!r}"
+    if len(set(heads)) != len(heads):
+        return "a head is listed twice: each head must appear once (whatever its number of reasons)"
+    if heads != sorted(heads):
+        return "the heads must be sorted by (layer, head)"
+    if heads != expected:
+        missing = sorted(set(expected) - set(heads))
+        extra = sorted(set(heads) - set(expected))
+        return f"missing {missing}, should not be there {extra}"
+    return None
+
+
+def _compare_bool(got, expected) -> str | None:
+    if not isinstance(got, (bool, np.bool_)):
+        return f"expected True or False, got {type(got).__name__} {got!r}"
+    return None if bool(got) == expected else f"expected {expected}, got {bool(got)}"
+
+
+def _effects(*rows) -> np.ndarray:
+    """One layer per argument; each argument lists its heads' per-input deltas."""
+    return np.array(rows, dtype=float)  # (n_layers, n_heads, n_inputs)
+
+
+def check_keep_list(fn: Callable) -> None:
+    """Check ``keep_list(effects, circuit_heads, backup_pairs, factor=1.0)``.
+
+    It must return the sorted, distinct heads whose worst case (largest effect on one input) is
+    at least ``factor`` times the largest mean effect of any head, plus every circuit member,
+    plus both heads of every backup pair.
+    """
+    one_layer = _effects([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 2.0, 0.0], [0.1, 0.1, 0.1, 0.1]])
+    two_layers = _effects([[0.4, 0.4], [0.0, 0.0]], [[0.0, 0.0], [0.1, 0.3]])
+    run_cases(fn, [
+        Case("one head matters on every input, the others never",
+             args=(_effects([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]), [], []), expected=[(0, 0)],
+             hint="the head with the largest mean has a worst case at least as large: it is always kept."),
+        Case("0.1 does nothing on average (mean 0.5) but 2.0 on input 2",
+             args=(one_layer, [], []), expected=[(0, 0), (0, 1)],
+             hint="compare each head's worst case (max over inputs) with the largest *mean* of any head."),
+        Case("circuit members are kept whatever their effects",
+             args=(two_layers, [(1, 0), (0, 1)], []), expected=[(0, 0), (0, 1), (1, 0)],
+             hint="add every head of circuit_heads to the list."),
+        Case("both heads of a backup pair are kept",
+             args=(two_layers, [], [((0, 1), (1, 0))]), expected=[(0, 0), (0, 1), (1, 0)],
+             hint="a backup pair is (removed, backup): keep both."),
+        Case("a head whose removal helps (negative effects) is not kept",
+             args=(_effects([[-1.0, -3.0], [0.5, 0.5]]), [], []), expected=[(0, 1)],
+             hint="use signed effects: the largest mean is 0.5, and -1 is not a large worst case."),
+        Case("factor=0.5 keeps heads whose worst case reaches half the largest mean",
+             args=(two_layers, [], []), kwargs={"factor": 0.5}, expected=[(0, 0), (1, 1)],
+             hint="the threshold is factor * (largest mean effect): 0.5 * 0.4 = 0.2 here; 1.1 reaches 0.3."),
+        Case("a head with several reasons appears once",
+             args=(one_layer, [(0, 0), (0, 1)], [((0, 0), (0, 1))]), expected=[(0, 0), (0, 1)],
+             hint="collect the heads in a set, then sort them."),
+    ], compare=_compare_heads, what="the heads a pruning plan must keep")
+
+
+def check_is_redundant(fn: Callable) -> None:
+    """Check ``is_redundant(single_a, single_b, pair, margin=0.1)`` on per-input effects.
+
+    Redundant: the mean effect of removing both exceeds the sum of the mean single effects by
+    more than ``margin`` times the absolute value of that sum.
+    """
+    def arr(*x):
+        return np.array(x, dtype=float)
+
+    run_cases(fn, [
+        Case("additive heads: 1 + 1 = 2", args=(arr(1.0, 1.0), arr(1.0, 1.0), arr(2.0, 2.0)), expected=False,
+             hint="when the pair costs exactly the sum of the singles, nothing is redundant."),
+        Case("a backup pair: 0.1 + 0.1 alone, 1.0 together", args=(arr(0.1, 0.1), arr(0.1, 0.1), arr(1.0, 1.0)),
+             expected=True, hint="the pair costs far more than the sum: each head covers for the other."),
+        Case("overlapping heads: 1 + 1 alone, 1.2 together", args=(arr(1.0), arr(1.0), arr(1.2)), expected=False,
+             hint="a pair that costs *less* than the sum is not redundant in this sense (the effects overlap)."),
+        Case("inside the margin: 1 + 1 alone, 2.1 together", args=(arr(1.0), arr(1.0), arr(2.1)), expected=False,
+             hint="2.1 - 2 = 0.1 is not more than margin * 2 = 0.2."),
+        Case("the same, with margin=0.01", args=(arr(1.0), arr(1.0), arr(2.1)), kwargs={"margin": 0.01},
+             expected=True, hint="0.1 is more than 0.01 * 2 = 0.02."),
+        Case("invisible alone: 0 + 0, but 0.5 together", args=(arr(0.0, 0.0), arr(0.0, 0.0), arr(0.5, 0.5)),
+             expected=True, hint="a sum of 0 gives a margin of 0: any positive pair effect is more."),
+        Case("nothing at all: 0, 0 and 0", args=(arr(0.0), arr(0.0), arr(0.0)), expected=False,
+             hint="'more than' is strict: 0 is not more than 0."),
+        Case("means over inputs: a = [0, 2], b = [2, 0], pair = [2.5, 2.5]",
+             args=(arr(0.0, 2.0), arr(2.0, 0.0), arr(2.5, 2.5)), expected=True,
+             hint="compare means over inputs: 2.5 against 1 + 1."),
+    ], compare=_compare_bool, what="is a pair redundant")
+
+
+def check_find_orphans(fn: Callable) -> None:
+    """Check ``find_orphans(entropy, write_norm, diffuse=0.8, factor=1.5)``.
+
+    Orphans: heads whose normalised entropy is at least ``diffuse`` and whose write norm is
+    positive and at least ``factor`` times the median write norm over all heads; sorted.
+    """
+    entropy = np.array([[0.95, 0.10], [0.90, 0.30]])
+    writes = np.array([[3.0, 3.0], [1.0, 1.0]])  # median 2.0
+    run_cases(fn, [
+        Case("a diffuse head that writes a lot, among sharp ones", args=(entropy, writes), expected=[(0, 0)],
+             hint="0.0 is diffuse (0.95 >= 0.8) and writes 3.0 >= 1.5 * median 2.0; 1.0 is diffuse but writes 1.0."),
+        Case("a sharp head that writes a lot is not an orphan", args=(np.array([[0.2, 0.9]]), np.array([[9.0, 1.0]])),
+             expected=[], hint="an orphan needs a diffuse pattern: entropy >= diffuse."),
+        Case("entropy exactly at the threshold counts",
+             args=(np.array([[0.8, 0.1, 0.1]]), np.array([[3.0, 1.0, 2.0]])), expected=[(0, 0)],
+             hint="use >= diffuse (and >= factor * median)."),
+        Case("no head writes anything", args=(np.full((2, 2), 0.9), np.zeros((2, 2))), expected=[],
+             hint="a head that writes nothing cannot matter, even when 0 >= 1.5 * 0."),
+        Case("factor=1.0: half the diffuse heads reach the median",
+             args=(np.full((1, 4), 0.9), np.array([[1.0, 2.0, 3.0, 4.0]])), kwargs={"factor": 1.0},
+             expected=[(0, 2), (0, 3)], hint="the median of [1, 2, 3, 4] is 2.5 (np.median)."),
+        Case("one huge writer does not raise the bar: writes [1, 1, 1, 2, 10]",
+             args=(np.full((1, 5), 0.9), np.array([[1.0, 1.0, 1.0, 2.0, 10.0]])), expected=[(0, 3), (0, 4)],
+             hint="compare with the median (1.0), not the mean (3.0): 2.0 >= 1.5 * 1.0."),
+        Case("diffuse=0.5, factor=1.0, two layers",
+             args=(np.array([[0.6, 0.4], [0.7, 0.9]]), np.array([[6.0, 9.0], [1.0, 6.0]])),
+             kwargs={"diffuse": 0.5, "factor": 1.0}, expected=[(0, 0), (1, 1)],
+             hint="the median write norm is 6.0; 0.1 writes 9.0 but its entropy 0.4 is below diffuse=0.5."),
+    ], compare=_compare_heads, what="diffuse heads that write a lot")
+
+
+def _planted_batch(span: int, n: int = 2, seed: int = 0) -> dict:
+    """``<token 0>`` then ``span`` distinct tokens from 1..19, then the same again; ``n`` rows."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    rows = []
+    for _ in range(n):
+        tokens = (torch.randperm(19, generator=gen)[:span] + 1).tolist()
+        rows.append([0] + tokens + tokens)
+    ids = torch.tensor(rows)
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def _uniform_drop(span: int) -> float:
+    """With 0.0 ablated, the planted induction head attends uniformly: weight 1/(i+1) on the right key.
+
+    The eligible queries are the second copy, positions span+1 .. 2*span; clean, the weight is 1
+    (up to (i) e^-20)."""
+    return 1.0 - float(np.mean([1.0 / (i + 1) for i in range(span + 1, 2 * span + 1)]))
+
+
+def check_induction_drop(fn: Callable) -> None:
+    """Check ``induction_drop(hm, prev_head, induction_head, batch)`` on the planted model.
+
+    It must return the induction score of ``induction_head`` on ``batch`` (mean over inputs of
+    :func:`headlab.detect.induction_score`) minus the same score with ``prev_head`` zero-ablated.
+    """
+    from headlab.detect.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
+
+    hm = planted_model()
+    cases = []
+    for span in (5, 12):
+        batch = _planted_batch(span)
+        cases.append(Case(f"planted 0.0 -> 1.0 on a span of {span} tokens repeated",
+                          args=(hm, PREVIOUS_TOKEN_HEAD, INDUCTION_HEAD, batch), expected=_uniform_drop(span),
+                          hint="without 0.0 the induction head's keys are all equal, so it attends uniformly: "
+                               "its score falls from 1 to the mean of 1/(i+1)."))
+    cases.append(Case("ablating the first-token head 0.1, which writes nothing",
+                      args=(hm, FIRST_TOKEN_HEAD, INDUCTION_HEAD, _planted_batch(8)), expected=0.0,
+                      hint="0.1's output is zero anyway: ablating it changes nothing, the drop is 0."))
+    cases.append(Case("the induction head's own score on a span of 8, but measured on head 1.1",
+                      args=(hm, PREVIOUS_TOKEN_HEAD, (1, 1), _planted_batch(8)), expected=0.0,
+                      hint="1.1 attends uniformly with or without 0.0: read the score of induction_head, "
+                           "in its own layer."))
+    run_cases(fn, cases, compare=lambda got, exp: _close(got, exp), what="a circuit checked by ablation")
+
+
+def _close(got, expected: float) -> str | None:
+    try:
+        value = float(got)
+    except (TypeError, ValueError):
+        return f"expected a number, got {got!r}"
+    if not np.isfinite(value):
+        return f"got {value}: the drop must be a finite number"
+    return None if abs(value - expected) <= 1e-4 else f"expected {expected:.5f}, got {value:.5f}"

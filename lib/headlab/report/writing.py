@@ -1,0 +1,231 @@
+"""Writing a checklist report: its figures (PNG), its Markdown, and the folder that holds them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .checks import TOP_K, UNDERESTIMATE_MARGIN
+
+__all__ = ["draw_figures", "render_markdown", "write_report"]
+
+
+def _tuple(head) -> tuple[int, int]:
+    return int(head[0]), int(head[1])
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str]:
+    """Draw the report's figures from its JSON alone into ``out``; returns {name: file name}."""
+    from ..atlas import plot_atlas
+    from ..plotting import (plot_circuit_drops, plot_head_grid, plot_keep_map, plot_mean_vs_worst,
+                           plot_pair_interactions, plot_score_vs_effect)
+
+    out = Path(out)
+    L, H = report["n_layers"], report["n_heads"]
+    grid_w, grid_h = min(1.6 + 0.55 * H, 6.0), 1.0 + 0.42 * L  # inches of one layers x heads grid
+    numbers = H <= 8  # write the value in each cell only while the cells are wide enough to read it
+    files: dict[str, str] = {}
+
+    def save(fig, name: str) -> None:
+        fig.savefig(out / f"{name}.png", dpi=dpi)
+        files[name] = f"{name}.png"
+
+    a = report["ablation"]
+    fig = _figure(grid_w + 4.4, max(2 * grid_h, 4.0))
+    spec = fig.add_gridspec(2, 2, width_ratios=[grid_w, 4.4])
+    mean, worst = np.array(a["mean"], dtype=float), np.array(a["worst"], dtype=float)
+    vmax = float(np.nanmax(worst))
+    plot_head_grid(fig.add_subplot(spec[0, 0]), mean, title="mean effect over texts", fmt="{:.3f}", vmin=0,
+                   vmax=vmax, annotate=numbers)
+    plot_head_grid(fig.add_subplot(spec[1, 0]), worst, title="worst case (largest effect on one text)", fmt="{:.3f}",
+                   vmin=0, vmax=vmax, annotate=numbers)
+    tail = {_tuple(r["head"]): "hidden in the tail" for r in a["hidden_in_the_tail"]}
+    plot_mean_vs_worst(fig.add_subplot(spec[:, 1]), mean, worst, highlight=tail)
+    save(fig, "effects")
+
+    c = report["circuits"]
+    fig = _figure(2 * grid_w, grid_h + 0.6 + (3.2 if c["pairs"] else 0.0))
+    spec = fig.add_gridspec(2 if c["pairs"] else 1, 2, height_ratios=[grid_h + 0.6, 3.2] if c["pairs"] else None)
+    plot_head_grid(fig.add_subplot(spec[0, 0]), c["previous_token"], title="previous-token score (repeated sequences)",
+                   vmin=0, vmax=1, annotate=numbers)
+    plot_head_grid(fig.add_subplot(spec[0, 1]), c["induction"], title="induction score (repeated sequences)",
+                   vmin=0, vmax=1, annotate=numbers)
+    if c["pairs"]:
+        ax = fig.add_subplot(spec[1, :])
+        plot_circuit_drops(ax, c["pairs"])
+        ax.set_title("candidate pairs: the later head's induction score, clean and without the "
+                     "previous-token head (✓ verified)", fontsize=9)
+    save(fig, "circuits")
+
+    r = report["redundancy"]
+    fig = _figure(5.0, 4.0)
+    ax = fig.add_subplot()
+    order = sorted(range(len(r["pairs"])), key=lambda i: -r["pairs"][i]["interaction"])[:TOP_K]
+    plot_pair_interactions(ax, [p["pair"] for p in r["pairs"]], [p["sum_of_singles"] for p in r["pairs"]],
+                           margin=UNDERESTIMATE_MARGIN, highlight=order)
+    ax.set_title(f"{r['n_pairs']} pairs ({r['scope']} scope): removing both vs the sum of singles", fontsize=9)
+    save(fig, "redundancy")
+
+    p = report["patterns_vs_writes"]
+    marks = {_tuple(o["head"]): "orphan that matters" for o in p["orphans_that_matter"]}
+    marks.update({_tuple(o["head"]): "sharp but idle" for o in p["sharp_but_idle"]})
+    fig = _figure(10.0, 4.0)
+    left, right = fig.subplots(1, 2)
+    plot_score_vs_effect(left, p["entropy"], p["abs_effect"], "normalised attention entropy (1 = uniform)",
+                         size=p["write_norm"], highlight=marks)
+    left.set_xlim(0, 1.02)
+    plot_score_vs_effect(right, p["write_norm"], p["abs_effect"], "mean norm of the head's write (cache.result)",
+                         highlight=marks)
+    save(fig, "patterns")
+
+    atlas = {"model": report["model"], "n_layers": L, "n_heads": H, "n_texts": report["inputs"]["n_texts"],
+             "effect": {"kind": "ablation"}, "heads": [], "label_counts": {}}
+    for l in range(L):
+        for h in range(H):
+            label = p["labels"][l][h]
+            atlas["heads"].append({"layer": l, "head": h, "label": label, "strength": p["strength"][l][h]})
+            atlas["label_counts"][label] = atlas["label_counts"].get(label, 0) + 1
+    save(plot_atlas(atlas), "labels")
+
+    k = report["keep"]
+    fig = _figure(grid_w + 2.6, max(grid_h + 0.3, 2.4))
+    ax = fig.add_subplot()
+    plot_keep_map(ax, L, H, {_tuple(e["head"]): e["reasons"] for e in k["heads"]})
+    ax.set_title(f"{k['n_keep']} heads to keep", fontsize=9)
+    save(fig, "keep")
+    return files
+
+
+def _name(head) -> str:
+    return f"{int(head[0])}.{int(head[1])}"
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    if not rows:
+        return ["*(none)*", ""]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(x) for x in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def _fmt(x, spec: str = ".4f") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def _short(text: str, limit: int = 90) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def render_markdown(report: dict) -> str:
+    """The report as Markdown: one section per checklist item, tables, the figures it embeds."""
+    a, c, r = report["ablation"], report["circuits"], report["redundancy"]
+    p, k, t, figs = report["patterns_vs_writes"], report["keep"], report["thresholds"], report["figures"]
+    peak = max(x for row in a["mean"] for x in row)
+    out = [f"# Checklist report: {report['model']}", "",
+           f"{report['model']}: {report['kind']}, {report['n_layers']} layers x {report['n_heads']} heads. "
+           f"Inputs: {report['inputs']['source']} ({report['inputs']['n_texts']} texts). Effect of a head: "
+           f"{report['metric']['definition']} ({report['metric']['mode']} ablation; positive = the head helps). "
+           f"Computed in {report['seconds']['total']:.0f} s.", ""]
+
+    def figure(name: str, caption: str) -> None:
+        if name in figs:
+            out.extend([f"![{caption}]({figs[name]})", ""])
+
+    out += ["## 1. Ablation deltas per head, not attention entropy", "",
+            f"Mean, worst case and {a['q']:g} quantile of each head's effect over the texts. Largest mean effect: "
+            f"{peak:.4g}. Rank correlation of mean and worst case: {_fmt(a['spearman_mean_worst'], '.3f')}.", ""]
+    rows = [[i + 1, _name(m["head"]), _fmt(m["mean"]), _name(w["head"]), _fmt(w["worst"]), _name(q["head"]),
+             _fmt(q["quantile"])] for i, (m, w, q) in enumerate(zip(a["top_by_mean"], a["top_by_worst"],
+                                                                      a["top_by_quantile"]))]
+    out += _table(["rank", "by mean", "mean", "by worst case", "worst", f"by q{round(a['q'] * 100)}", "quantile"], rows)
+    out += [f"**Hidden in the tail** (mean < {t['TAIL_MEAN_BELOW']:g} x the largest mean, worst case > "
+            f"{t['TAIL_WORST_ABOVE']:g} x the largest mean): {len(a['hidden_in_the_tail'])} heads.", ""]
+    out += _table(["head", "mean", "worst", "the text that makes it critical"],
+                  [[_name(h["head"]), _fmt(h["mean"]), _fmt(h["worst"]), _short(h["text"])]
+                   for h in a["hidden_in_the_tail"]])
+    figure("effects", "Mean and worst-case ablation effect of every head")
+
+    out += ["## 2. Circuits before pruning: previous-token → induction", "",
+            f"On {c['inputs']}. Candidates: lift over uniform attention >= {t['CANDIDATE_LIFT']:g} (at most "
+            f"{t['MAX_CANDIDATES']} each). A pair is verified when ablating the previous-token head lowers the "
+            f"induction head's score by >= {t['CIRCUIT_MIN_DROP']:g} and by >= "
+            f"{t['CIRCUIT_MIN_RELATIVE_DROP']:.0%} of its clean score.", "",
+            "Previous-token candidates: " + (", ".join(f"{_name(x['head'])} ({x['score']:.2f})"
+                                                      for x in c["previous_token_candidates"]) or "none") + ". "
+            "Induction candidates: " + (", ".join(f"{_name(x['head'])} ({x['score']:.2f})"
+                                                 for x in c["induction_candidates"]) or "none") + ".", ""]
+    out += _table(["previous-token head", "induction head", "clean score", "ablated", "drop", "relative drop",
+                   "verified"],
+                  [[_name(x["previous_token"]), _name(x["induction"]), _fmt(x["clean"], ".3f"),
+                    _fmt(x["ablated"], ".3f"), _fmt(x["drop"], ".3f"), _fmt(x["relative_drop"], ".0%"),
+                    "yes" if x["verified"] else "no"] for x in c["pairs"]])
+    out += [f"Verified circuits: {len(c['verified'])}.", ""]
+    figure("circuits", "Previous-token and induction scores on repeated sequences, and the ablation check")
+
+    out += ["## 3. Group ablations and redundancy", "",
+            f"{r['n_pairs']} pairs ({'every pair within a layer' if r['scope'] == 'layer' else 'every pair among the heads with the largest worst case'}); "
+            f"{r['counted']} have a pair effect above {t['PAIR_MIN_EFFECT']:g} x the largest single mean and are counted. "
+            f"Single ablations underestimate removing the pair in {_fmt(r['fraction_underestimated'], '.0%')} of them, "
+            f"by more than {t['UNDERESTIMATE_MARGIN']:.0%} in {_fmt(r['fraction_clearly_underestimated'], '.0%')}; "
+            f"median ratio pair / sum of singles: {_fmt(r['median_ratio'], '.3f')}.", ""]
+    out += _table(["pair", "effect of the pair", "sum of singles", "interaction"],
+                  [[" + ".join(_name(h) for h in x["heads"]), _fmt(x["pair"]), _fmt(x["sum_of_singles"]),
+                    _fmt(x["interaction"], "+.4f")] for x in r["top_interactions"]])
+    out += [f"**Backup heads** (effect once the partner is removed > {t['BACKUP_FACTOR']:g} x its own, and > "
+            f"{t['BACKUP_MIN_EFFECT']:g} x the largest single mean): {len(r['backups'])}.", ""]
+    out += _table(["removed", "backup", "backup's effect alone", "once the other is removed"],
+                  [[_name(x["removed"]), _name(x["backup"]), _fmt(x["alone"]), _fmt(x["given_removed"])]
+                   for x in r["backups"]])
+    figure("redundancy", "Pair ablations against the sum of single ablations")
+
+    out += ["## 4. Value and output writes, not only attention weights", "",
+            f"Rank correlation with the mean |effect|: attention entropy {_fmt(p['spearman_entropy_effect'], '.3f')}, "
+            f"write norm {_fmt(p['spearman_write_norm_effect'], '.3f')}.", "",
+            f"**Orphans that matter** (entropy >= {t['DIFFUSE_ENTROPY']:g}, and mean |effect| >= "
+            f"{t['ORPHAN_EFFECT']:g} x the average head or write norm >= {t['ORPHAN_WRITE_NORM']:g} x the median head's):", ""]
+    head_rows = lambda rows: [[_name(x["head"]), _fmt(x["entropy"], ".3f"), _fmt(x["write_norm"], ".3f"),  # noqa: E731
+                               _fmt(x["abs_effect"])] for x in rows]
+    out += _table(["head", "entropy", "write norm", "mean abs effect"], head_rows(p["orphans_that_matter"]))
+    out += [f"**Sharp but idle** (entropy <= {t['SHARP_ENTROPY']:g}, mean |effect| < {t['IDLE_EFFECT']:g} x the "
+            "average head): a crisp pattern is no proof of importance.", ""]
+    out += _table(["head", "entropy", "write norm", "mean abs effect"], head_rows(p["sharp_but_idle"]))
+    figure("patterns", "Attention entropy and write norm against the ablation effect")
+    figure("labels", "Pattern labels of every head (the atlas rule, with ablation effects)")
+
+    out += ["## 5. What a pruning or distillation plan must keep", "",
+            f"{k['n_keep']} heads: large worst case, circuit members, backups and the heads they back up, and "
+            "orphans that matter.", ""]
+    out += _table(["head", "mean", "worst", "reasons"],
+                  [[_name(x["head"]), _fmt(x["mean"]), _fmt(x["worst"]), "; ".join(x["reasons"])] for x in k["heads"]])
+    dropped = ", ".join(_name(h) for h in k["mean_ranking_would_drop"]) or "none"
+    out += [f"A plan that keeps the {k['n_keep']} heads with the largest mean effect would drop: {dropped}.", "",
+            k["distillation"], ""]
+    figure("keep", "The heads to keep, coloured by their first reason")
+
+    out += ["## Thresholds", ""] + _table(["name", "value"], [[name, value] for name, value in t.items()])
+    return "\n".join(out)
+
+
+def write_report(report: dict, out: str | Path, figures: bool = True) -> Path:
+    """Write ``report.json``, the figures and ``report.md`` into the folder ``out`` (created if needed)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; give a folder for the report")
+    out.mkdir(parents=True, exist_ok=True)
+    if figures:
+        report["figures"] = draw_figures(report, out)
+    (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / "report.md").write_text(render_markdown(report) + "\n", encoding="utf-8")
+    return out / "report.md"

@@ -1,0 +1,234 @@
+"""headlab.circuits: head matrices, composition scores, and the induction circuit found by ablation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from headlab.circuits import (
+    HeadWeights, composition, composition_score, composition_scores, head_weights, induction_circuit,
+    pattern_change, random_composition_baseline,
+)
+from headlab.detect import induction_score, uniform_pattern
+from headlab.detect.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
+from headlab.model import HeadModel
+from tiny_models import make_model
+
+
+# --------------------------------------------------------------------------- composition_score
+
+
+def test_aligned_rank_one_matrices_compose_fully() -> None:
+    u, v, w = torch.tensor([1.0, 2.0, 0.0]), torch.tensor([0.0, 3.0, 4.0]), torch.tensor([2.0, -1.0, 1.0])
+    assert composition_score(torch.outer(u, v), torch.outer(v, w)) == pytest.approx(1.0)
+
+
+def test_orthogonal_subspaces_do_not_compose() -> None:
+    left = torch.zeros(4, 4)
+    left[0, 0] = left[1, 1] = 1.0  # writes into coordinates 0, 1
+    right = torch.zeros(4, 4)
+    right[2, 2] = right[3, 3] = 5.0  # reads coordinates 2, 3
+    assert composition_score(left, right) == 0.0
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_a_rank_k_projection_with_itself_scores_one_over_sqrt_k(k: int) -> None:
+    P = torch.zeros(10, 10)
+    P[:k, :k] = torch.eye(k)
+    assert composition_score(P, P) == pytest.approx(1 / math.sqrt(k))
+
+
+def test_score_ignores_scale_and_zero_matrices_score_zero() -> None:
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(6, 5, generator=g), torch.randn(5, 7, generator=g)
+    assert composition_score(3.0 * a, 0.1 * b) == pytest.approx(composition_score(a, b))
+    assert 0.0 < composition_score(a, b) < 1.0
+    assert composition_score(torch.zeros(6, 5), b) == 0.0
+    with pytest.raises(ValueError, match="product is defined"):
+        composition_score(a, a)
+
+
+def test_the_three_compositions_multiply_different_matrices() -> None:
+    # the earlier head writes coordinate 1 from coordinate 0; the later head's query reads
+    # coordinate 2 and its key coordinate 1; its value reads coordinate 3.
+    e = torch.eye(4)
+    earlier = HeadWeights(W_Q=e[:, :1] * 0, W_K=e[:, :1] * 0, W_V=e[:, [0]], W_O=e[[1]])
+    later = HeadWeights(W_Q=e[:, [2]], W_K=e[:, [1]], W_V=e[:, [3]], W_O=e[[0]])
+    assert composition("K", earlier, later) == pytest.approx(1.0)
+    assert composition("Q", earlier, later) == 0.0
+    assert composition("V", earlier, later) == 0.0
+    with pytest.raises(ValueError, match="unknown composition"):
+        composition("X", earlier, later)
+
+
+# ------------------------------------------------------------------------------ head_weights
+
+
+def test_planted_induction_head_k_composes_with_the_previous_token_head() -> None:
+    d_vocab = 12
+    hm = planted_model(d_vocab=d_vocab, n_ctx=16)
+    (e, l) = PREVIOUS_TOKEN_HEAD[1], INDUCTION_HEAD[1]
+    K = composition_scores(hm, "K", 0, 1)
+    # W_QK of 1.0 maps the token block to the previous-token block, W_OV of 0.0 copies the
+    # token block there: the product is c times the identity on d_vocab coordinates.
+    assert K[e, l] == pytest.approx(1 / math.sqrt(d_vocab), rel=1e-6)
+    assert float(K.sum() - K[e, l]) == 0.0  # 0.1 and 1.1 write nothing / read nothing
+    assert float(composition_scores(hm, "Q", 0, 1).abs().sum()) == 0.0
+    assert float(composition_scores(hm, "V", 0, 1).abs().sum()) == 0.0
+    with pytest.raises(ValueError, match="earlier_layer < later_layer"):
+        composition_scores(hm, "K", 1, 1)
+
+
+def _residual_into(hm: HeadModel, layer: int, batch: dict) -> torch.Tensor:
+    """The residual stream entering block ``layer`` (before its LayerNorm)."""
+    seen = []
+    handle = hm._blocks[layer].register_forward_pre_hook(lambda m, args: seen.append(args[0].detach()))
+    try:
+        hm.run_with_cache(batch, names=("pattern",))
+    finally:
+        handle.remove()
+    return seen[0]
+
+
+def _zero_biases(hm: HeadModel, seed: int = 0) -> None:
+    """Zero every bias (and LayerNorm shift); give LayerNorm scales random values to fold."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in hm.model.named_parameters():
+            if name.endswith("bias"):
+                p.zero_()
+            elif ("ln" in name) and name.endswith("weight"):
+                p.copy_(0.5 + torch.rand(p.shape, generator=g))
+
+
+@pytest.mark.parametrize("arch", ["headlab", "gpt2"])
+def test_folded_matrices_reproduce_the_pattern_and_the_write(arch: str) -> None:
+    """With biases zero, softmax(x_i W_QK x_j^T / (s_i s_j sqrt(d_head))) is the model's pattern and
+    sum_j p_ij x_j W_OV / s_j the head's write, where s is LayerNorm's per-position std."""
+    hm = make_model(arch)
+    _zero_biases(hm)
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(1, 61, (2, 9), generator=g)
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    layer = 1
+    x = _residual_into(hm, layer, batch).float()  # (batch, pos, d_model)
+    _, cache = hm.run_with_cache(batch)
+    eps = hm._blocks[layer].ln1.eps if arch == "headlab" else hm._blocks[layer].ln_1.eps
+    s = torch.sqrt(x.var(-1, unbiased=False) + eps)  # (batch, pos)
+    causal = torch.ones(9, 9, dtype=torch.bool).tril()
+    for head in range(hm.n_heads):
+        w = head_weights(hm, layer, head)
+        scores = x @ w.W_QK @ x.transpose(1, 2) / (s[:, :, None] * s[:, None, :] * math.sqrt(hm.d_head))
+        pattern = scores.masked_fill(~causal, float("-inf")).softmax(-1)  # (batch, q_pos, k_pos)
+        torch.testing.assert_close(pattern, cache.pattern(layer)[:, head].float(), atol=1e-5, rtol=1e-4)
+        write = pattern @ ((x @ w.W_OV) / s[..., None])  # (batch, pos, d_model)
+        torch.testing.assert_close(write, cache.result(layer)[:, :, head].float(), atol=1e-5, rtol=1e-4)
+
+
+def test_unfolded_matrices_are_the_raw_slices() -> None:
+    hm = make_model("headlab")
+    w = head_weights(hm, 0, 2, fold_ln=False)
+    attn = hm.model.blocks[0].attn
+    dh = hm.d_head
+    assert torch.equal(w.W_Q, attn.W_Q.weight.detach()[2 * dh:3 * dh].T)
+    assert torch.equal(w.W_O, attn.W_O.weight.detach()[:, 2 * dh:3 * dh].T)
+    assert w.W_QK.shape == (hm.d_model, hm.d_model) and w.W_OV.shape == (hm.d_model, hm.d_model)
+
+
+def test_unsupported_architectures_are_refused() -> None:
+    with pytest.raises(ValueError, match="GPT organisms and GPT-2"):
+        head_weights(make_model("bert"), 0, 0)
+    with pytest.raises(ValueError, match="out of range"):
+        head_weights(make_model("gpt2"), 5, 0)
+
+
+def test_random_baseline_is_seeded_and_inside_0_1() -> None:
+    a = random_composition_baseline(16, 4, "K", n=20, seed=3)
+    assert torch.equal(a, random_composition_baseline(16, 4, "K", n=20, seed=3))
+    assert not torch.equal(a, random_composition_baseline(16, 4, "K", n=20, seed=4))
+    assert a.shape == (20,) and bool(((a > 0) & (a < 1)).all())
+    with pytest.raises(ValueError, match="unknown composition"):
+        random_composition_baseline(16, 4, "W")
+
+
+# ------------------------------------------------------------------------- induction_circuit
+
+
+def _planted_inputs(d_vocab: int, span: int, n: int = 3, seed: int = 0) -> torch.Tensor:
+    """Token 0, then ``span`` distinct tokens from 1..d_vocab-1, then the same span again."""
+    g = torch.Generator().manual_seed(seed)
+    rows = []
+    for _ in range(n):
+        s = torch.randperm(d_vocab - 1, generator=g)[:span] + 1
+        rows.append(torch.cat([torch.tensor([0]), s, s]))
+    return torch.stack(rows)
+
+
+def test_induction_circuit_of_the_planted_model() -> None:
+    hm = planted_model(d_vocab=20, n_ctx=32)
+    ids = _planted_inputs(20, 12)
+    circuit = induction_circuit(hm, ids)
+    assert circuit.induction_head == INDUCTION_HEAD
+    assert circuit.candidates == [(0, 0), (0, 1)]
+    assert circuit.feeding_head == PREVIOUS_TOKEN_HEAD
+    assert circuit.mean("induction")[INDUCTION_HEAD] == pytest.approx(1.0, abs=1e-4)
+    assert circuit.top_heads("previous_token", 1)[0][0] == PREVIOUS_TOKEN_HEAD
+    # without the previous-token head, the induction head's keys all look alike: it attends
+    # uniformly, and its score is exactly that of uniform attention
+    uniform = induction_score(uniform_pattern(torch.ones_like(ids), causal=True), ids)[:, 0]
+    torch.testing.assert_close(circuit.ablated_induction[0, :, 1, 0], uniform, atol=1e-5, rtol=0)
+    # the first-token head writes nothing: ablating it changes nothing
+    torch.testing.assert_close(circuit.ablated_induction[1], circuit.induction)
+    assert circuit.drop[0] == pytest.approx(1.0 - float(uniform.mean()), abs=1e-4)
+
+
+def test_induction_circuit_runs_on_gpt2_with_its_default_inputs() -> None:
+    hm = make_model("gpt2")
+    circuit = induction_circuit(hm, n=3, length=6, seed=1)
+    n = circuit.inputs["input_ids"].shape[0]
+    assert n == 3 and circuit.induction.shape == (3, 2, 4) == circuit.previous_token.shape
+    assert circuit.induction_head[0] == 1 and len(circuit.candidates) == 4
+    assert circuit.ablated_induction.shape == (4, 3, 2, 4)
+    # an ablation in layer 0 cannot change layer 0's own patterns
+    torch.testing.assert_close(circuit.ablated_induction[:, :, 0], circuit.induction[None, :, 0].expand(4, -1, -1))
+
+
+def test_a_one_layer_model_has_no_induction_circuit() -> None:
+    from headlab.organisms import GPT, GPTConfig
+
+    one = HeadModel(GPT(GPTConfig(d_vocab=10, n_ctx=8, d_model=8, n_layers=1, n_heads=2, d_mlp=0)), name="one")
+    with pytest.raises(ValueError, match="one layer"):
+        induction_circuit(one, torch.zeros(1, 4, dtype=torch.long))
+
+
+# ---------------------------------------------------------------------------- pattern_change
+
+
+def test_pattern_change_of_the_planted_induction_head() -> None:
+    """Without the previous-token head, the induction head goes from (almost) one-hot on j + 1
+    to uniform at every eligible query i: total variation i / (i + 1); elsewhere it was already
+    uniform. Nothing else moves."""
+    hm = planted_model(d_vocab=20, n_ctx=32)
+    span = 12
+    ids = _planted_inputs(20, span)
+    change = pattern_change(hm, ids, [PREVIOUS_TOKEN_HEAD])
+    pos = ids.shape[1]
+    expected = sum(i / (i + 1) for i in range(span + 1, 2 * span + 1)) / pos
+    torch.testing.assert_close(change[:, 1, 0], torch.full((3,), expected), atol=1e-4, rtol=0)
+    assert float(change[:, 0].abs().max()) == 0.0  # layer 0 cannot move
+    assert float(change[:, 1, 1].abs().max()) < 1e-6  # the uniform head reads nothing
+    assert float(pattern_change(hm, ids, [(0, 1)]).abs().max()) < 1e-6  # 0.1 writes nothing
+
+
+def test_pattern_change_ignores_padding() -> None:
+    hm = make_model("gpt2")
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, 61, (2, 8), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    padded = pattern_change(hm, {"input_ids": ids, "attention_mask": mask}, [(0, 1)])
+    alone = pattern_change(hm, {"input_ids": ids[1:, :5], "attention_mask": mask[1:, :5]}, [(0, 1)])
+    torch.testing.assert_close(padded[1], alone[0], atol=1e-5, rtol=1e-4)
+    assert float(padded[:, 1].sum()) > 0  # a random layer 1 does read layer 0

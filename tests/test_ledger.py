@@ -1,0 +1,145 @@
+"""The claims ledger: every recorded verdict is valid and agrees with the table its chapter shows,
+and the ledger page lists every claim and every recorded row (with any subset of chapters)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import CHAPTERS, chapter_notebooks
+
+from headlab.claims import CLAIMS, Verdict, _markdown
+
+CLAIMS_DIR = CHAPTERS / "claims"
+LEDGER = CHAPTERS / "09_ledger" / "09_ledger.ipynb"
+TABLE_HEADER = "| claim | models | measured | verdict |"
+REPORT_CALL = re.compile(r"""report\(\s*["'](ch\d\d)["']""")
+SKIP_TAG = "skip-execution"
+
+
+def _claim_files() -> list[Path]:
+    return sorted(CLAIMS_DIR.glob("*.json"))
+
+
+def _markdown_outputs(cell) -> list[str]:
+    return [out["data"]["text/markdown"] for out in cell.get("outputs", [])
+            if "data" in out and "text/markdown" in out["data"]]
+
+
+def _shown_tables(nb) -> dict[str, list[str]]:
+    """chapter id -> the claims tables shown by the cells that call ``report("chNN", ...)``."""
+    tables: dict[str, list[str]] = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for chapter in REPORT_CALL.findall(cell.source):
+            tables.setdefault(chapter, []).extend(
+                text for text in _markdown_outputs(cell) if text.startswith(TABLE_HEADER))
+    return tables
+
+
+def _notebook_of(chapter: str) -> Path | None:
+    number = chapter.removeprefix("ch")
+    found = [p for p in chapter_notebooks() if p.parent.name.startswith(f"{number}_")]
+    return found[0] if len(found) == 1 else None
+
+
+@pytest.mark.parametrize("path", _claim_files(), ids=lambda p: p.name)
+def test_every_row_is_valid(path: Path) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["chapter"] == path.stem, f"{path.name} says it is chapter {data['chapter']!r}"
+    assert data["rows"], f"{path.name} records no verdict"
+    for row in data["rows"]:
+        assert set(row) == {"claim", "models", "measured", "verdict", "note"}, row
+        Verdict(**row)  # raises on an unknown claim id or verdict
+        assert row["models"].strip() and row["measured"].strip(), f"{path.name}: empty models or measured in {row}"
+        for key in ("models", "measured", "note"):
+            assert "|" not in row[key], f"{path.name}: a '|' in {key} breaks the Markdown tables: {row[key]!r}"
+
+
+@pytest.mark.parametrize("path", _claim_files(), ids=lambda p: p.name)
+def test_each_file_agrees_with_the_table_its_chapter_shows(path: Path) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    chapter = data["chapter"]
+    notebook = _notebook_of(chapter)
+    assert notebook is not None, f"{path.name}: no single chapter notebook chapters/{chapter[2:]}_*/ shows it"
+    tables = _shown_tables(nbformat.read(notebook, as_version=4)).get(chapter, [])
+    assert len(tables) == 1, (f"{notebook.name} should show its claims table exactly once (a cell calling "
+                              f"headlab.claims.report({chapter!r}, ...) with its output stored); found {len(tables)}")
+    expected = _markdown(chapter, [Verdict(**row) for row in data["rows"]])
+    assert tables[0] == expected, (f"{path.name} and the table stored in {notebook.name} differ: re-execute the "
+                                   "chapter with scripts/execute_notebooks.py and commit both")
+
+
+def test_every_chapter_that_reports_has_recorded_its_rows() -> None:
+    for notebook in chapter_notebooks():
+        for chapter, tables in _shown_tables(nbformat.read(notebook, as_version=4)).items():
+            if tables:
+                assert (CLAIMS_DIR / f"{chapter}.json").is_file(), (
+                    f"{notebook.name} shows a claims table for {chapter} but chapters/claims/{chapter}.json is missing")
+
+
+def _ledger_text() -> str:
+    nb = nbformat.read(LEDGER, as_version=4)
+    return "\n".join(text for cell in nb.cells if cell.cell_type == "code" for text in _markdown_outputs(cell))
+
+
+def test_the_ledger_lists_every_claim_and_every_recorded_row() -> None:
+    text = _ledger_text()
+    for claim, statement in CLAIMS.items():
+        assert f"| **{claim}** {statement} |" in text, f"the ledger's stored table does not list {claim}"
+    stale = "re-execute chapters/09_ledger/09_ledger.ipynb with scripts/execute_notebooks.py"
+    for path in _claim_files():
+        for row in json.loads(path.read_text(encoding="utf-8"))["rows"]:
+            assert f"| {row['measured']} | *{row['verdict']}*" in text, f"{path.name} row {row['claim']} is missing: {stale}"
+    measured = {row["claim"] for path in _claim_files() for row in json.loads(path.read_text(encoding="utf-8"))["rows"]}
+    for claim in sorted(set(CLAIMS) - measured):
+        assert f"| **{claim}** {CLAIMS[claim]} | — | — | — | not measured yet |" in text, f"{claim}: {stale}"
+
+
+def _run_ledger(repo: Path, monkeypatch, capsys) -> tuple[str, str]:
+    """Execute the ledger's code cells inside ``repo``; return (stdout, the generated Markdown)."""
+    shown: list[str] = []
+    import IPython.display
+
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(getattr(obj, "data", str(obj))))
+    monkeypatch.chdir(repo / "chapters")
+    namespace: dict = {"__name__": "__ledger__"}
+    nb = nbformat.read(LEDGER, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and SKIP_TAG not in cell.metadata.get("tags", []):
+            exec(compile(cell.source, str(LEDGER), "exec"), namespace)  # noqa: S102 (the book's own notebook)
+    return capsys.readouterr().out, "\n".join(shown)
+
+
+def _repo(tmp_path: Path, toc: str, files: dict[str, list[Verdict]]) -> Path:
+    (tmp_path / "_toc.yml").write_text(toc, encoding="utf-8")
+    (tmp_path / "chapters" / "claims").mkdir(parents=True)
+    for chapter, rows in files.items():
+        payload = {"chapter": chapter, "rows": [vars(r) for r in rows]}
+        (tmp_path / "chapters" / "claims" / f"{chapter}.json").write_text(json.dumps(payload), encoding="utf-8")
+    return tmp_path
+
+
+def test_the_ledger_works_with_no_chapter(tmp_path, monkeypatch, capsys) -> None:
+    out, table = _run_ledger(_repo(tmp_path, "root: intro\n", {}), monkeypatch, capsys)
+    assert "0 chapters have recorded verdicts: none yet" in out
+    assert "0 verdicts on 0 of 20 claims" in out
+    assert table.count("not measured yet") == len(CLAIMS)
+
+
+def test_the_ledger_links_only_pages_in_the_toc(tmp_path, monkeypatch, capsys) -> None:
+    toc = "root: intro\nchapters:\n  - file: chapters/03_heads/heads\n"
+    rows = {"ch03": [Verdict("C3", "organism", "prev 0.9", "holds")],
+            "ch11": [Verdict("C3", "minilm", "prev 0.3", "does not hold here", "only one head"),
+                     Verdict("C8", "minilm", "Gini 0.6", "holds with conditions")]}
+    out, table = _run_ledger(_repo(tmp_path, toc, rows), monkeypatch, capsys)
+    assert "| 3 · {doc}`/chapters/03_heads/heads` | organism | prev 0.9 | *holds* |" in table
+    assert "| chapter 11 | minilm | prev 0.3 | *does not hold here* — only one head |" in table
+    assert "3 verdicts on 2 of 20 claims" in out
+    assert "claims with different verdicts in different places: C3" in out
+    assert table.count("not measured yet") == len(CLAIMS) - 2

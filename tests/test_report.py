@@ -1,0 +1,168 @@
+"""The checklist report: the planted circuit is found and kept, the JSON has its documented keys,
+the Markdown embeds figures that exist, attn-only-2l's induction circuit is found, clear errors."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+
+import headlab.__main__ as entry
+import headlab.report as report_module
+from headlab.detect.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
+from headlab.importance import Importance
+from headlab.report import JSON_KEYS, THRESHOLDS, checklist, render_markdown, write_report
+from headlab.report.checks import TAIL_MEAN_BELOW, TAIL_WORST_ABOVE, _ablation, _keep
+
+from tiny_models import make_model
+
+
+@pytest.fixture(scope="module")
+def planted_report() -> dict:
+    torch.manual_seed(0)
+    return checklist(planted_model(), n_texts=12)
+
+
+@pytest.fixture
+def cli(monkeypatch):
+    """``python -m headlab`` in-process, with the report command registered."""
+    if "headlab.report" not in entry.COMMAND_MODULES:
+        monkeypatch.setattr(entry, "COMMAND_MODULES", [*entry.COMMAND_MODULES, "headlab.report"])
+    return entry.main
+
+
+def test_planted_circuit_is_verified_and_kept(planted_report):
+    circuits = planted_report["circuits"]
+    assert [c["head"] for c in circuits["previous_token_candidates"]] == [list(PREVIOUS_TOKEN_HEAD)]
+    assert [c["head"] for c in circuits["induction_candidates"]] == [list(INDUCTION_HEAD)]
+    (pair,) = circuits["verified"]
+    assert (pair["previous_token"], pair["induction"]) == (list(PREVIOUS_TOKEN_HEAD), list(INDUCTION_HEAD))
+    # by construction the induction head finds its key only through the previous-token head
+    assert pair["clean"] > 0.9 and pair["ablated"] < 0.1 and pair["drop"] == pytest.approx(pair["clean"] - pair["ablated"], abs=1e-3)
+    kept = {tuple(k["head"]): k["reasons"] for k in planted_report["keep"]["heads"]}
+    assert PREVIOUS_TOKEN_HEAD in kept and INDUCTION_HEAD in kept
+    assert any(r.startswith("circuit") for r in kept[PREVIOUS_TOKEN_HEAD])
+    assert any(r.startswith("circuit") for r in kept[INDUCTION_HEAD])
+    # the first-token head 0.1 writes nothing: a sharp pattern, no effect, not kept
+    assert (0, 1) not in kept
+    assert [0, 1] in [row["head"] for row in planted_report["patterns_vs_writes"]["sharp_but_idle"]]
+
+
+def test_json_has_every_documented_key_and_no_nan(planted_report):
+    assert set(planted_report) == set(JSON_KEYS[""])
+    for section, keys in JSON_KEYS.items():
+        if section:
+            assert set(planted_report[section]) == set(keys), section
+    doc = report_module.__doc__
+    for key in {k for keys in JSON_KEYS.values() for k in keys}:
+        assert f"``{key}``" in doc, f"report.json key {key!r} is not documented in headlab.report's docstring"
+    for name in THRESHOLDS:
+        assert f"``{name}``" in doc, f"threshold {name} is not documented in headlab.report's docstring"
+    assert planted_report["thresholds"] == THRESHOLDS
+    json.dumps(planted_report, allow_nan=False)  # a NaN would raise: nothing is silently NaN
+    per_text = planted_report["ablation"]["per_text"]
+    assert len(per_text) == 2 and len(per_text[0]) == 2 and len(per_text[0][0]) == planted_report["inputs"]["n_texts"]
+
+
+def test_markdown_embeds_the_figures_it_writes(planted_report, tmp_path):
+    report = json.loads(json.dumps(planted_report))
+    md_path = write_report(report, tmp_path / "out")
+    text = md_path.read_text(encoding="utf-8")
+    embedded = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert sorted(embedded) == sorted(report["figures"].values())
+    assert set(report["figures"]) == {"effects", "circuits", "redundancy", "patterns", "labels", "keep"}
+    for name in embedded:
+        data = (tmp_path / "out" / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000, name
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["figures"] == report["figures"]
+    for section in ("## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## Thresholds"):
+        assert section in text
+    assert "| 0.0 | 1.0 |" in text  # the verified pair's row in the circuits table
+
+
+def test_attn_only_2l_finds_a_previous_token_induction_pair():
+    import headlab
+
+    report = checklist(headlab.load("attn-only-2l"), n_texts=12, scope="top", top_k=4)
+    verified = report["circuits"]["verified"]
+    assert verified, report["circuits"]["pairs"]
+    for pair in verified:
+        assert pair["previous_token"][0] == 0 and pair["induction"][0] == 1
+        assert pair["drop"] >= THRESHOLDS["CIRCUIT_MIN_DROP"]
+    kept = [tuple(k["head"]) for k in report["keep"]["heads"]]
+    assert all(tuple(p["previous_token"]) in kept and tuple(p["induction"]) in kept for p in verified)
+    assert report["redundancy"]["scope"] == "top" and report["redundancy"]["n_pairs"] == 6
+
+
+def test_an_encoder_without_tokenizer_runs_on_random_tokens():
+    hm = make_model("bert")
+    report = checklist(hm, n_texts=6, scope="layer")
+    assert report["kind"] == "encoder" and report["metric"]["kind"] == "cosine"
+    assert report["redundancy"]["n_pairs"] == 2 * 6  # C(4, 2) pairs in each of 2 layers
+    json.dumps(report, allow_nan=False)
+    assert "# Checklist report: bert" in render_markdown(report)
+
+
+def _importance(effects) -> Importance:
+    return Importance(torch.tensor(effects, dtype=torch.float32), "zero", "loss")
+
+
+def test_hidden_in_the_tail_names_the_text_that_makes_a_head_critical():
+    # 1 layer x 3 heads x 5 texts: 0.0 matters everywhere, 0.1 only on text 2, 0.2 barely
+    imp = _importance([[[1.0] * 5, [0.0, 0.0, 1.2, 0.0, 0.0], [0.01, 0.0, 0.0, 0.02, 0.0]]])
+    section = _ablation(imp, ["a", "b", "c", "d", "e"])
+    assert TAIL_MEAN_BELOW * 1.0 > 0.24 and TAIL_WORST_ABOVE * 1.0 < 1.2  # the constants this case relies on
+    (row,) = section["hidden_in_the_tail"]
+    assert row["head"] == [0, 1] and row["text"] == "c" and row["worst"] == pytest.approx(1.2)
+    assert [r["head"] for r in section["top_by_worst"]][:2] == [[0, 1], [0, 0]]
+    assert [r["head"] for r in section["top_by_mean"]][0] == [0, 0]
+
+
+def test_keep_is_the_union_with_reasons():
+    imp = _importance([[[1.0, 1.0], [0.1, 0.1], [0.0, 1.5], [0.0, 0.0], [0.5, 0.5]]])  # 1 layer x 5 heads x 2 texts
+    circuits = {"verified": [{"previous_token": [0, 3], "induction": [0, 1], "drop": 0.5}]}
+    redundancy = {"backups": [{"removed": [0, 0], "backup": [0, 1], "alone": 0.1, "given_removed": 0.9}]}
+    patterns = {"orphans_that_matter": []}
+    keep = _keep(imp, circuits, redundancy, patterns)
+    reasons = {tuple(k["head"]): k["reasons"] for k in keep["heads"]}
+    assert set(reasons) == {(0, 0), (0, 1), (0, 2), (0, 3)}  # 0.4: mean 0.5, never critical, no role
+    assert reasons[(0, 2)][0].startswith("worst case")  # mean 0.75 < 1.0, but 1.5 on one text
+    assert [r.split(" ")[0] for r in reasons[(0, 0)]] == ["worst", "backed"]  # the largest mean is always kept
+    assert [r.split(":")[0] for r in reasons[(0, 1)]] == ["circuit", "backup"]
+    assert keep["mean_ranking_would_drop"] == [[0, 3]]
+
+
+def test_cli_writes_the_report(cli, tmp_path, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("t1 t2 t3 t4 t1 t2 t3 t4\nt5 t6 t7 t5 t6 t7\nt9 t8 t7 t6 t5\n", encoding="utf-8")
+    assert cli(["report", "--model", "attn-only-2l", "--texts", str(texts), "--out", str(tmp_path / "r"),
+                "--quiet", "--pairs", "top", "--top-k", "3"]) == 0
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["inputs"]["n_texts"] == 3 and report["inputs"]["texts"][0].startswith("t1 t2")
+    assert (tmp_path / "r" / "report.md").is_file()
+    assert "keep" in capsys.readouterr().out
+
+
+def test_cli_errors_are_clear(cli, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(SystemExit, match="no such file"):
+        cli(["report", "--model", "attn-only-2l", "--texts", str(tmp_path / "missing.txt"), "--out", str(tmp_path)])
+    (tmp_path / "a_file").write_text("x")
+    assert cli(["report", "--model", "attn-only-2l", "--out", str(tmp_path / "a_file")]) == 2
+    assert "is a file" in capsys.readouterr().err
+    assert cli(["report", "--model", "no-such-model", "--out", str(tmp_path / "r")]) == 2
+    assert "error: cannot load 'no-such-model'" in capsys.readouterr().err
+    assert cli(["report", "--model", "attn-only-2l", "--n-texts", "1", "--out", str(tmp_path / "r")]) == 2
+    assert "n_texts must be at least 2" in capsys.readouterr().err
+    english = tmp_path / "english.txt"
+    english.write_text("The cat sat.\nThe dog ran.\n", encoding="utf-8")
+    assert cli(["report", "--model", "attn-only-2l", "--texts", str(english), "--out", str(tmp_path / "r")]) == 2
+    assert "attn-only-2l cannot read the given texts" in capsys.readouterr().err
+    long = tmp_path / "long.txt"
+    long.write_text(" ".join(["t1"] * 80) + "\nt1 t2\n", encoding="utf-8")  # n_ctx is 64
+    assert cli(["report", "--model", "attn-only-2l", "--texts", str(long), "--out", str(tmp_path / "r")]) == 2
+    assert "more than attn-only-2l's maximum of 64" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="unknown pair scope"):
+        checklist(planted_model(), n_texts=4, scope="everything")
