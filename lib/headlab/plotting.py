@@ -558,3 +558,23 @@ def plot_grouped_bars(ax, groups: Sequence[str], series: dict, ylabel: str, titl
         ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, frameon=False, ncol=n, loc="upper center", bbox_to_anchor=(0.5, -0.25))
     return ax
+
+
+def plot_atlases(atlases: Sequence[dict], size: tuple[float, float] = (3.4, 2.4)):
+    """Several atlases side by side (e.g. one model trained from several seeds), each titled
+    with its model's name, and one colour key for all of them below; returns the figure."""
+    from matplotlib.patches import Patch
+
+    if not atlases:
+        raise ValueError("no atlases to draw")
+    fig, axes = new_axes(len(atlases), 1, size=size)
+    present = set()
+    for ax, atlas in zip(axes.flat, atlases):
+        plot_atlas(atlas, ax=ax)
+        ax.get_legend().remove()
+        ax.set_title(atlas["model"], fontsize=9)
+        present.update(atlas.get("label_counts", {}))
+    labels = [lab for lab in LABEL_COLOURS if lab in present]
+    fig.legend(handles=[Patch(facecolor=LABEL_COLOURS[lab], label=lab) for lab in labels],
+               loc="outside lower center", ncol=min(len(labels), 6), fontsize=7, frameon=False)
+    return fig
