@@ -84,121 +84,139 @@ def plot_lorenz(ax, x, y, label: str | None = None):
     return ax
 
 
-# ------------------------------------------------------------------ chapter 7: heads beside SAE features
+# ---------------------------------------------------------------------------- chapters 1 and 2
 
 
-def plot_top_units(ax, explained: dict, n_heads: int):
-    """Explained variance of a layer's write against the units kept per token, heads vs SAE
-    features (the dict of :func:`headlab.sae_analysis.write_explained_by_top`)."""
-    m = list(explained["m"])
-    ax.plot(m, explained["features"], "o-", color="tab:orange", label="SAE features (largest first)")
-    heads = [(x, y) for x, y in zip(m, explained["heads"]) if x <= n_heads]
-    ax.plot(*zip(*heads), "s-", color="tab:blue", label="heads (largest write first)")
-    ax.axvline(n_heads, color="0.6", lw=0.8, ls=":")
-    ax.set_xlabel("units kept per token")
-    ax.set_ylabel("explained variance of the layer's write")
-    ax.set_ylim(min(0.0, *explained["features"], *explained["heads"]), 1.02)
-    ax.legend(fontsize=8, loc="lower right")
-    return ax
+def plot_runs(ax, runs, ylabel: str, xlabel: str = "training step", title: str | None = None,
+              chance: float | None = None, ylim: tuple[float, float] | None = None):
+    """Training curves of several configurations, each over several seeds.
 
-
-def plot_feature_matches(ax, matches: Sequence, baseline: Sequence, thresholds: Sequence[float] = (0.7, 0.9)):
-    """Histogram of each feature's best cosine with the features of an SAE trained with another
-    seed, beside the same for random directions."""
-    bins = np.linspace(0, 1, 41)
-    ax.hist(_np(baseline), bins=bins, color="0.7", label="random directions")
-    ax.hist(_np(matches), bins=bins, color="tab:orange", alpha=0.85, label="SAE seed 0 vs seed 1")
-    for t in thresholds:
-        ax.axvline(t, color="k", lw=0.8, ls="--")
-    ax.set_xlabel("best cosine with a feature of the other SAE")
-    ax.set_ylabel("features")
-    ax.legend(fontsize=8, loc="upper left")
-    return ax
-
-
-def plot_alignment(ax, names: Sequence[str], series: dict):
-    """Horizontal bars: per ground-truth label, the AUROC of the best single unit of each
-    basis (``series``: ``{basis name: one value per label}``)."""
-    y = np.arange(len(names))
-    height = 0.8 / len(series)
-    colors = ["tab:orange", "tab:green", "tab:blue", "tab:red"]
-    for i, (label, values) in enumerate(series.items()):
-        ax.barh(y - 0.4 + (i + 0.5) * height, _np(values), height=height, color=colors[i % 4], label=label)
-    ax.set_yticks(y, list(names), fontsize=8)
-    ax.invert_yaxis()
-    ax.axvline(0.5, color="0.5", lw=0.8, ls=":")
-    ax.set_xlim(0.4, 1.0)
-    ax.set_xlabel("AUROC of the best single unit for the label")
-    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=1, frameon=False)
-    return ax
-
-
-def plot_head_features(ax, rows: Sequence[dict], class_names: Sequence[str], legend: bool = True):
-    """Per head, the SAE features that belong to it, stacked by the class they are about
-    (rows of :func:`headlab.sae_analysis.polysemantic_heads`); hatched: about no single class.
-    The legend (``legend=True``) goes to the right of the axes, outside the bars."""
+    ``runs`` maps a label to a list of curves, one per seed, each ``(steps, values)``. All
+    seeds of a label share its colour; the label appears once in the legend. ``chance``
+    draws a dotted horizontal reference line (e.g. a ceiling or chance level).
+    """
     import matplotlib.pyplot as plt
 
-    colors = plt.get_cmap("tab10")
-    heads = np.arange(len(rows))
-    bottom = np.zeros(len(rows))
-    for i, name in enumerate(class_names):
-        counts = np.array([r["classes"].get(name, 0) for r in rows], dtype=float)
-        if counts.any():
-            ax.bar(heads, counts, bottom=bottom, color=colors(i % 10), label=name)
-            bottom += counts
-    rest = np.array([r["features"] - r["labelled"] for r in rows], dtype=float)
-    ax.bar(heads, rest, bottom=bottom, color="white", edgecolor="0.5", hatch="//", label="no single class")
-    ax.set_xticks(heads, [str(r["head"]) for r in rows])
-    ax.set_xlabel("head")
-    ax.set_ylabel("SAE features that live in the head")
-    if legend:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (label, curves) in enumerate(runs.items()):
+        if not curves:
+            raise ValueError(f"no curves for {label!r}")
+        for k, (steps, values) in enumerate(curves):
+            if len(steps) != len(values):
+                raise ValueError(f"{label!r}: {len(steps)} steps but {len(values)} values")
+            ax.plot(steps, values, color=colors[i % len(colors)], lw=1.5, alpha=0.85,
+                    label=label if k == 0 else None)
+    if chance is not None:
+        ax.axhline(chance, color="0.4", lw=1, ls=":")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=9)
     return ax
 
 
-def plot_width_depth(axes, runs: Sequence[dict]):
-    """Three panels from the width/depth sweep's runs: validation loss against d_head (2 layers,
-    d_model fixed), accuracies against d_head, and validation loss against depth at equal
-    tokens and at equal FLOPs. One dot per seed, the line through the seed means."""
-    ax_loss, ax_acc, ax_depth = axes
-    width = sorted((r for r in runs if r["n_layers"] == 2 and not r["name"].endswith("-flops")),
-                   key=lambda r: r["d_head"])
+def plot_scaling(ax, x, series, xlabel: str, ylabel: str, title: str | None = None, loglog: bool = True,
+                 reference: tuple[float, str] | None = None, xticks: Sequence | None = None):
+    """Measured values against a size (``x``), one line with markers per series.
 
-    def mean_by(rows, key, value):
-        groups: dict = {}
-        for r in rows:
-            groups.setdefault(key(r), []).append(value(r))
-        xs = sorted(groups)
-        return xs, [float(np.mean(groups[x])) for x in xs]
+    ``series`` maps a label to values aligned with ``x``. With ``loglog`` both axes are
+    logarithmic; ``reference=(slope, label)`` adds a dashed line of that log-log slope
+    through the first point of the first series (e.g. ``(2, "n²")``).
+    """
+    x = np.asarray(x, dtype=float)
+    for label, values in series.items():
+        y = _np(values)
+        if y.shape != x.shape:
+            raise ValueError(f"{label!r}: {y.shape[0] if y.ndim else 0} values for {x.shape[0]} sizes")
+        ax.plot(x, y, marker="o", ms=4, lw=1.5, label=label)
+    if reference is not None:
+        slope, label = reference
+        y0 = _np(next(iter(series.values())))[0]
+        ax.plot(x, y0 * (x / x[0]) ** slope, color="0.5", ls="--", lw=1, label=label)
+    if loglog:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    if xticks is not None:
+        ax.set_xticks(list(xticks), [str(t) for t in xticks])
+        ax.minorticks_off()
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
 
-    def dots_and_line(ax, rows, key, value, **style):
-        ax.plot([key(r) for r in rows], [value(r) for r in rows], ".", color=style.get("color"), alpha=0.5)
-        ax.plot(*mean_by(rows, key, value), "-", marker=style.pop("marker", "o"), **style)
 
-    dots_and_line(ax_loss, width, lambda r: r["d_head"], lambda r: r["metrics"]["val_loss"], color="tab:blue")
-    for metric, color in (("agreement_acc", "tab:green"), ("pronoun_acc", "tab:red"), ("copy_acc", "tab:purple")):
-        dots_and_line(ax_acc, width, lambda r: r["d_head"], lambda r, m=metric: r["metrics"][m], color=color,
-                      label=metric.replace("_acc", ""))
-    for ax in (ax_loss, ax_acc):
-        ax.set_xscale("log", base=2)
-        ticks = sorted({r["d_head"] for r in width})
-        ax.set_xticks(ticks, [f"{d}\n({64 // d}h)" for d in ticks], fontsize=7)
-        ax.set_xlabel("d_head (number of heads), d_model = 64")
-    ax_loss.set_ylabel("validation loss (nats)")
-    ax_acc.set_ylabel("accuracy")
-    ax_acc.legend(fontsize=8)
-    same_tokens = [r for r in runs if r["n_heads"] == 4 and not r["name"].endswith("-flops")]
-    same_flops = [r for r in runs if r["n_heads"] == 4 and (r["name"].endswith("-flops") or r["n_layers"] == 2)]
-    dots_and_line(ax_depth, same_tokens, lambda r: r["n_layers"], lambda r: r["metrics"]["val_loss"],
-                  color="tab:blue", label="equal tokens")
-    dots_and_line(ax_depth, same_flops, lambda r: r["n_layers"], lambda r: r["metrics"]["val_loss"],
-                  color="tab:orange", marker="s", label="equal training FLOPs")
-    ax_depth.set_xticks([1, 2, 4])
-    ax_depth.set_xlabel("layers (4 heads of d_head 16)")
-    ax_depth.set_ylabel("validation loss (nats)")
-    ax_depth.legend(fontsize=8)
-    return axes
+def plot_singular_values(ax, values, cutoff: int | None = None, title: str | None = None):
+    """Singular values (descending) of one or more matrices on a log scale; ``values`` maps a
+    label to a 1-d array. ``cutoff`` marks an index (e.g. ``d_head``) with a vertical line."""
+    for label, s in values.items():
+        s = _np(s)
+        if s.ndim != 1:
+            raise ValueError(f"{label!r}: singular values must be 1-d, got shape {s.shape}")
+        ax.semilogy(np.arange(1, len(s) + 1), np.maximum(s, 1e-30), lw=1.5, label=label)
+    if cutoff is not None:
+        ax.axvline(cutoff + 0.5, color="0.4", ls=":", lw=1)
+    ax.set_xlabel("index of the singular value")
+    ax.set_ylabel("singular value")
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
+
+
+def plot_patterns_by_head_count(patterns, tokens: Sequence[str], layer: int, max_cols: int = 4,
+                                size: float = 2.4):
+    """The patterns ``(head, q_pos, k_pos)`` of every head of several models on one text.
+
+    ``patterns`` maps a head count to that model's pattern array for ``layer``. Models are
+    drawn in increasing head count, each on as many rows of ``max_cols`` panels as it
+    needs; every panel is labelled with the text's tokens. Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+
+    if not patterns:
+        raise ValueError("no patterns to draw")
+    counts = sorted(patterns)
+    rows_of = {h: -(-h // max_cols) for h in counts}
+    n_rows, n_cols = sum(rows_of.values()), min(max_cols, max(counts))
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(size * n_cols, size * n_rows), squeeze=False,
+                             constrained_layout=True)
+    row = 0
+    for n_heads in counts:
+        p = _np(patterns[n_heads])
+        if p.ndim != 3 or p.shape[0] != n_heads:
+            raise ValueError(f"the {n_heads}-head model's patterns must be (head={n_heads}, q_pos, k_pos), "
+                             f"got shape {p.shape}")
+        block = axes[row:row + rows_of[n_heads]].flat
+        for head, ax in enumerate(block):
+            if head >= n_heads:
+                ax.axis("off")
+                continue
+            plot_pattern(ax, p[head], tokens, title=f"{n_heads} head{'s' if n_heads > 1 else ''}: head {layer}.{head}")
+        row += rows_of[n_heads]
+    return fig
+
+
+def plot_labelled_points(ax, points, labels: Sequence[str], title: str | None = None):
+    """2-d points ``(n, 2)`` (e.g. a rank-2 head's value of each token), each with its label."""
+    p = _np(points)
+    if p.ndim != 2 or p.shape[1] != 2:
+        raise ValueError(f"points must be (n, 2), got shape {p.shape}")
+    if len(labels) != len(p):
+        raise ValueError(f"{len(labels)} labels for {len(p)} points")
+    ax.scatter(p[:, 0], p[:, 1], s=12)
+    for label, (x, y) in zip(labels, p):
+        ax.annotate(str(label), (x, y), fontsize=7, xytext=(2, 2), textcoords="offset points")
+    ax.axhline(0, color="0.85", lw=0.8, zorder=0)
+    ax.axvline(0, color="0.85", lw=0.8, zorder=0)
+    ax.set_aspect("equal", adjustable="datalim")
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
 
 
 # ------------------------------------------------------------ the checklist report's figures
@@ -540,3 +558,23 @@ def plot_grouped_bars(ax, groups: Sequence[str], series: dict, ylabel: str, titl
         ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, frameon=False, ncol=n, loc="upper center", bbox_to_anchor=(0.5, -0.25))
     return ax
+
+
+def plot_atlases(atlases: Sequence[dict], size: tuple[float, float] = (3.4, 2.4)):
+    """Several atlases side by side (e.g. one model trained from several seeds), each titled
+    with its model's name, and one colour key for all of them below; returns the figure."""
+    from matplotlib.patches import Patch
+
+    if not atlases:
+        raise ValueError("no atlases to draw")
+    fig, axes = new_axes(len(atlases), 1, size=size)
+    present = set()
+    for ax, atlas in zip(axes.flat, atlases):
+        plot_atlas(atlas, ax=ax)
+        ax.get_legend().remove()
+        ax.set_title(atlas["model"], fontsize=9)
+        present.update(atlas.get("label_counts", {}))
+    labels = [lab for lab in LABEL_COLOURS if lab in present]
+    fig.legend(handles=[Patch(facecolor=LABEL_COLOURS[lab], label=lab) for lab in labels],
+               loc="outside lower center", ncol=min(len(labels), 6), fontsize=7, frameon=False)
+    return fig
