@@ -169,6 +169,8 @@ def test_head_gradients_match_finite_differences(tiny):
             fd = (values[0] - values[1]) / (2 * eps)
             torch.testing.assert_close(grad[:, layer, head], fd, atol=2e-3, rtol=5e-2)
     assert all(p.grad is None for p in hm.model.parameters())
+    with torch.no_grad():  # a caller's no_grad (or a notebook's set_grad_enabled(False)) changes nothing
+        torch.testing.assert_close(hm.head_gradients(batch), grad)
 
 
 def test_random_nested_contexts_with_exceptions_leave_no_trace():

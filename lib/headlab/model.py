@@ -617,7 +617,7 @@ class HeadModel:
         n = batch["input_ids"].shape[0]
         gate = torch.ones(n, self.n_layers, self.n_heads, device=self.device, requires_grad=True)
         edit = _GateEdit(gate)
-        with self._active(edit=edit):
+        with torch.enable_grad(), self._active(edit=edit):  # also inside a caller's no_grad
             out = self.forward(batch)
             values = self.metric(out, batch, clean=clean, kind=kind, loss_mask=loss_mask)
             (grad,) = torch.autograd.grad(values.sum(), gate)
