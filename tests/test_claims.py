@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from headlab.claims import CLAIMS, Verdict, claims_dir, load_all, report
+from headlab.claims import CLAIMS, Verdict, claims_dir, load_all, markdown_table, report
 
 
 def test_twenty_claims():
@@ -24,8 +24,10 @@ def test_report_writes_rows_the_ledger_reads(tmp_path, monkeypatch):
     (tmp_path / "_toc.yml").write_text("root: intro\n")
     (tmp_path / "chapters").mkdir()
     monkeypatch.chdir(tmp_path / "chapters")
-    text = report("ch99", [Verdict("C8", "organism", "Gini 0.61", "holds"),
-                           Verdict("C9", "organism", "3 of 32 heads", "holds with conditions", "on agreement only")])
+    rows = [Verdict("C8", "organism", "Gini 0.61", "holds"),
+            Verdict("C9", "organism", "3 of 32 heads", "holds with conditions", "on agreement only")]
+    assert report("ch99", rows) is None  # it displays; a notebook cell shows the table once
+    text = markdown_table(rows)
     assert "| **C8**" in text and "*holds with conditions* — on agreement only" in text
     assert claims_dir() == tmp_path / "chapters" / "claims"
     data = json.loads((tmp_path / "chapters" / "claims" / "ch99.json").read_text())

@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["CLAIMS", "VERDICTS", "Verdict", "report", "load_all", "claims_dir"]
+__all__ = ["CLAIMS", "VERDICTS", "Verdict", "report", "markdown_table", "load_all", "claims_dir"]
 
 CLAIMS: dict[str, str] = {
     "C1": "One projection must serve every relation (a single head is a bottleneck)",
@@ -76,7 +76,8 @@ def claims_dir(start: str | Path | None = None) -> Path | None:
     return None
 
 
-def _markdown(chapter: str, rows: list[Verdict]) -> str:
+def markdown_table(rows: list[Verdict]) -> str:
+    """The verdict rows as the Markdown table :func:`report` shows."""
     lines = ["| claim | models | measured | verdict |", "|---|---|---|---|"]
     for r in rows:
         note = f" — {r.note}" if r.note else ""
@@ -84,11 +85,14 @@ def _markdown(chapter: str, rows: list[Verdict]) -> str:
     return "\n".join(lines)
 
 
-def report(chapter: str, rows: list[Verdict], write: bool = True):
-    """Show the chapter's verdict table and record it for the ledger. Returns the Markdown."""
+def report(chapter: str, rows: list[Verdict], write: bool = True) -> None:
+    """Show the chapter's verdict table and record it for the ledger.
+
+    Returns nothing, so that a notebook cell ending in this call shows the table once.
+    """
     if not rows:
         raise ValueError("a claims report needs at least one row")
-    text = _markdown(chapter, rows)
+    text = markdown_table(rows)
     folder = claims_dir() if write else None
     if folder is not None:
         folder.mkdir(exist_ok=True)
@@ -101,7 +105,6 @@ def report(chapter: str, rows: list[Verdict], write: bool = True):
         print(text)
     else:
         display(Markdown(text))
-    return text
 
 
 def load_all(folder: str | Path | None = None) -> dict[str, list[dict]]:
