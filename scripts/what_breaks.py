@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compute the experiments of chapter 6 ("What breaks when specialisation is ignored") on the organism.
 
-    OMP_NUM_THREADS=1 python scripts/what_breaks.py                 # all parts (about 15 min on 1 core)
+    OMP_NUM_THREADS=1 python scripts/what_breaks.py                 # all parts (about 10 min on a free core)
     OMP_NUM_THREADS=1 python scripts/what_breaks.py --parts pruning  # one part, others kept from the file
 
 Writes ``chapters/06_what_breaks/what_breaks.json``: for each part the settings, the measured
@@ -12,9 +12,9 @@ Parts:
 
 * ``pruning``: per-head loss effects on 32 selection windows (seed -3) give one-shot orders by
   mean and by worst-case (largest per-window) effect; an iterative order (mean, recomputed after
-  each removal, on 16 of those windows, for the first 16 heads); three random orders. Each order is
-  evaluated on the 64 held-out evaluation windows, every 2 heads, on the mean loss and on the tail
-  subsets' item accuracies (:func:`headlab.prune.pruning_curve_shared`).
+  each removal, on 8 of those windows, for the first 12 heads); three random orders. Each order is
+  evaluated on the first 48 held-out evaluation windows at 13 counts, on the mean loss and on the
+  tail subsets' item accuracies (:func:`headlab.prune.pruning_curve_shared`).
 * ``averaging``: every layer in turn with its heads' outputs replaced by the layer mean
   (``patch_z``), its heads given the layer's mean pattern (``patch_pattern``), zero-ablated, and
   8 random heads of the whole model zero-ablated (3 draws): loss and accuracies on the evaluation
@@ -27,6 +27,7 @@ Parts:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import shlex
@@ -38,7 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "chapters" / "06_what_breaks" / "what_breaks.json"
 MODEL = "organism"
 N_EVAL = 64
-COUNTS = list(range(0, 33, 2))
+COUNTS = list(range(0, 17, 2)) + [20, 24, 28, 32]
+N_PRUNE_EVAL = 48  # evaluation windows of the pruning curves (the first 48 of the 64)
 
 
 def _r(x, d=4):
@@ -89,19 +91,23 @@ def run_pruning(hm, task, data, vocab) -> dict:
     mean, worst = grid(effects.mean(1)), grid(effects.max(1).values)
     orders = {"mean (one-shot)": order_by(mean), "worst case (one-shot)": order_by(worst)}
     t0 = time.perf_counter()
-    orders["mean (iterative)"] = iterative_order(hm, sel_ids[:16], by="mean", kind="loss", stop_after=16)
+    orders["mean (iterative)"] = iterative_order(hm, sel_ids[:8], by="mean", kind="loss", stop_after=12)
     iterative_seconds = time.perf_counter() - t0
     for seed in range(3):
         orders[f"random (seed {seed})"] = random_order(hm, seed=seed)
-    metrics = eval_metrics(data, vocab)
+    sub = dataclasses.replace(data, windows=data.windows[:N_PRUNE_EVAL], ids=data.ids[:N_PRUNE_EVAL],
+                              **{k: [i for i in getattr(data, k) if i.doc < N_PRUNE_EVAL]
+                                 for k in ("agreement", "pronoun", "copy", "rare")})
+    metrics = eval_metrics(sub, vocab)
     curves = {}
     for name, order in orders.items():
-        curve = pruning_curve_shared(hm, order, data.ids, metrics, counts=COUNTS)
+        curve = pruning_curve_shared(hm, order, sub.ids, metrics, counts=COUNTS)
         curves[name] = {"order": [list(h) for h in order],
                         "mean": {k: [float(x) for x in curve.mean(k)] for k in metrics}}
-    return {"selection": {"n_windows": 32, "seed": -3, "iterative_windows": 16, "iterative_steps": 16},
+    return {"selection": {"n_windows": 32, "seed": -3, "iterative_windows": 8, "iterative_steps": 12},
+            "eval_windows": N_PRUNE_EVAL,
             "importance_mean": mean.tolist(), "importance_worst": worst.tolist(),
-            "iterative_seconds": iterative_seconds, "counts": COUNTS,
+            "iterative_seconds": iterative_seconds, "counts": COUNTS, "item_counts": item_counts(sub),
             "higher_is_better": {k: v[1] for k, v in metrics.items()}, "curves": curves}
 
 
@@ -148,21 +154,31 @@ def run_adversarial(hm, task, data, vocab, n_targets: int = 64) -> dict:
     from headlab.adversarial import (agreement_targets, copy_targets, detection_rates, flag_inputs, margins,
                                      query_rows, random_triggers, trigger_search)
 
+    from headlab.language import agreement_items, copy_items
+
     tok = hm.tokenizer
     sets = {"agreement": agreement_targets(data.windows, data.agreement, tok, k=3),
             "copy": copy_targets(data.windows, data.copy, tok, k=3)}
-    out = {}
-    for name, targets in sets.items():
+    # calibration inputs: the same kind of target, from other windows (seed -4), picked by the same rule
+    other = task.windows(2 * N_EVAL, seed=-4)
+    calibration = {"agreement": agreement_targets(other, agreement_items(other), tok, k=3),
+                   "copy": copy_targets(other, copy_items(other, task.lang), tok, k=3)}
+
+    def pick(targets):
+        """The targets predicted right, at most one per window first (then the rest)."""
         clean_m = margins(hm, targets)
         right = [t for t, m in zip(targets, clean_m) if m > 0]
-        # spread over windows: at most one target per window first, then the rest
         seen, first, rest = set(), [], []
         for t in right:
             key = (t.ids.shape[0], tuple(t.ids[:8].tolist()))  # the window
             (rest if key in seen else first).append(t)
             seen.add(key)
-        picked = first + rest
-        attacked_set, calib_set = picked[:n_targets], picked[n_targets:n_targets + 128]
+        return right, first + rest
+
+    out = {}
+    for name, targets in sets.items():
+        right, picked = pick(targets)
+        attacked_set, calib_set = picked[:n_targets], pick(calibration[name])[1][:2 * n_targets]
         t0 = time.perf_counter()
         search = trigger_search(hm, attacked_set, n_steps=6, top_k=4)
         search_seconds = time.perf_counter() - t0
@@ -196,7 +212,7 @@ def run_adversarial(hm, task, data, vocab, n_targets: int = 64) -> dict:
             res["trigger_weight_gain"] = g.tolist()
             res["captured_weight_on_trigger"] = {"clean": float(on_slots(clean_rows)[ok][:, l, h].mean()),
                                                  "attacked": float(on_slots(att_rows)[ok][:, l, h].mean())}
-        if len(calib_set) >= 16 and bool(ok.any()):
+        if len(calib_set) >= 16 and bool(ok.any()):  # calibration: other windows, same selection rule
             cq = torch.tensor([t.query for t in calib_set])
             L = max(t.query for t in calib_set) + 1
             calib_rows = query_rows(hm, torch.stack([t.ids[:L] for t in calib_set]), cq)
