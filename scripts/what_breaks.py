@@ -152,7 +152,7 @@ def run_adversarial(hm, task, data, vocab, n_targets: int = 64) -> dict:
     import torch
 
     from headlab.adversarial import (agreement_targets, copy_targets, detection_rates, flag_inputs, margins,
-                                     query_rows, random_triggers, trigger_search)
+                                     query_rows, random_triggers, rates_from_scores, trigger_search, weight_before)
 
     from headlab.language import agreement_items, copy_items
 
@@ -222,6 +222,14 @@ def run_adversarial(hm, task, data, vocab, n_targets: int = 64) -> dict:
             res["detection"] = {mode: detection_rates(calib_rows, c_rows, a_rows, mode=mode, calibration_rate=0.05)
                                 for mode in ("per_head", "mean")}
             res["detection"]["n_calibration"] = len(calib_set)
+            # "unusual position": the weight a head (or a layer's mean) puts before the query's sentence
+            before = lambda rows, ts: weight_before(rows, torch.tensor([max(t.slots) + 1 for t in ts]))  # noqa: E731
+            att_set = [t for t, s_ in zip(attacked_set, ok.tolist()) if s_]
+            scores = {"per_head": (before(calib_rows, calib_set), before(c_rows, attacked_set), before(a_rows, att_set)),
+                      "mean": tuple(before(r.mean(2), ts) for r, ts in ((calib_rows, calib_set), (c_rows, attacked_set),
+                                                                        (a_rows, att_set)))}
+            res["detection_before_sentence"] = {mode: rates_from_scores(*v, calibration_rate=0.05)
+                                                for mode, v in scores.items()}
             res["raw_threshold"] = {f"{mode} x={x}": {"clean": float(flag_inputs(c_rows, x, mode).float().mean()),
                                                       "attacked": float(flag_inputs(a_rows, x, mode).float().mean())}
                                     for mode in ("per_head", "mean") for x in (0.5, 0.8)}

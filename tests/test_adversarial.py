@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from headlab.adversarial import (Target, detection_rates, flag_inputs, margins, peak_weight, random_triggers,
+                                 rates_from_scores, weight_before,
                                  slots_before_sentence, suspicion, trigger_search)
 from headlab.model import HeadModel
 from headlab.organisms import GPT, GPTConfig
@@ -154,3 +155,25 @@ def test_calibrated_detection_rates():
         suspicion(attacked, calibration[:1])
     with pytest.raises(ValueError, match="calibration_rate"):
         detection_rates(calibration, clean, attacked, calibration_rate=1.5)
+
+
+def test_weight_before_the_sentence_and_rates_from_scores():
+    rows = torch.zeros(2, 1, 2, 6)  # (n, layer, head, pos)
+    rows[:, 0, 0] = torch.tensor([0.5, 0.1, 0.1, 0.1, 0.1, 0.1])
+    rows[:, 0, 1] = torch.tensor([0.0, 0.0, 0.0, 0.2, 0.3, 0.5])
+    out = weight_before(rows, torch.tensor([2, 4]))  # keys 1..2 and 1..4, the sink left out
+    assert torch.allclose(out[0, 0], torch.tensor([0.2, 0.0]))
+    assert torch.allclose(out[1, 0], torch.tensor([0.4, 0.5]))
+    with pytest.raises(ValueError, match="one position per input"):
+        weight_before(rows, torch.tensor([1]))
+    g = torch.Generator().manual_seed(0)
+    calibration = 0.1 + 0.01 * torch.rand(50, 4, generator=g)  # 4 units, all near 0.1
+    clean = 0.1 + 0.01 * torch.rand(20, 4, generator=g)
+    attacked = clean.clone()
+    attacked[:, 2] = 0.6  # one unit far outside its clean range
+    r = rates_from_scores(calibration, clean, attacked)
+    assert r["detection_rate"] == 1.0 and r["false_positive_rate"] <= 0.2
+    # the same shift averaged over the 4 units is a quarter as large, and the units' spreads add up
+    r_mean = rates_from_scores(calibration.mean(1, keepdim=True), clean.mean(1, keepdim=True),
+                               attacked.mean(1, keepdim=True))
+    assert r_mean["detection_rate"] == 1.0  # 0.125 is still far out here: averaging does not hide everything

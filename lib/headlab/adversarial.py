@@ -47,6 +47,7 @@ __all__ = [
     "Target", "AttackResult", "margins", "trigger_search", "random_triggers", "embedding_module",
     "agreement_targets", "copy_targets", "slots_before_sentence",
     "query_rows", "peak_weight", "flag_inputs", "suspicion", "detection_rates",
+    "weight_before", "rates_from_scores",
 ]
 
 
@@ -428,3 +429,36 @@ def detection_rates(calibration: torch.Tensor, clean: torch.Tensor, attacked: to
     return {"threshold": threshold,
             "false_positive_rate": float((suspicion(clean, calibration, mode, ignore) > threshold).float().mean()),
             "detection_rate": float((suspicion(attacked, calibration, mode, ignore) > threshold).float().mean())}
+
+
+def weight_before(rows: torch.Tensor, boundary: torch.Tensor, ignore: Sequence[int] = (0,)) -> torch.Tensor:
+    """The total weight each row puts on keys ``1 .. boundary[i]`` (e.g. everything before the
+    query's own sentence), leaving out the keys ``ignore``. ``rows``: ``(n, ..., pos)``,
+    ``boundary``: ``(n,)`` -> ``(n, ...)``."""
+    if boundary.shape != (rows.shape[0],):
+        raise ValueError(f"boundary must hold one position per input ({rows.shape[0]}), got {tuple(boundary.shape)}")
+    keys = torch.arange(rows.shape[-1])
+    mask = keys[None, :] <= boundary[:, None]  # (n, pos)
+    if len(ignore):
+        mask[:, list(ignore)] = False
+    mask = mask.view(rows.shape[0], *([1] * (rows.dim() - 2)), rows.shape[-1])
+    return (rows * mask).sum(-1)
+
+
+def rates_from_scores(calibration: torch.Tensor, clean: torch.Tensor, attacked: torch.Tensor,
+                      calibration_rate: float = 0.05) -> dict[str, float]:
+    """Detection and false-positive rates for any per-unit score ``(n, ...)`` (a unit: a head, or a
+    layer's mean): each input's suspicion is its largest z-score against the units' scores on the
+    clean ``calibration`` inputs; the threshold flags ``calibration_rate`` of those."""
+    if not 0 < calibration_rate < 1:
+        raise ValueError(f"calibration_rate must be in (0, 1), got {calibration_rate}")
+    if len(calibration) < 2:
+        raise ValueError("calibration needs at least two clean inputs")
+    mu, sd = calibration.mean(0), calibration.std(0).clamp_min(1e-6)
+
+    def z(x):
+        return ((x - mu) / sd).flatten(1).max(dim=1).values
+
+    threshold = float(torch.quantile(z(calibration), 1 - calibration_rate))
+    return {"threshold": threshold, "false_positive_rate": float((z(clean) > threshold).float().mean()),
+            "detection_rate": float((z(attacked) > threshold).float().mean())}
