@@ -37,6 +37,21 @@ def _cases() -> list:
     return cases
 
 
+@pytest.fixture(autouse=True)
+def _restore_torch_state():
+    """A chapter's setup cell may change process-wide torch state (grad mode, threads, seeds);
+    restore it so that the tests after this one see what they would see alone."""
+    import torch
+
+    grad, threads, dtype = torch.is_grad_enabled(), torch.get_num_threads(), torch.get_default_dtype()
+    rng = torch.get_rng_state()
+    yield
+    torch.set_grad_enabled(grad)
+    torch.set_num_threads(threads)
+    torch.set_default_dtype(dtype)
+    torch.set_rng_state(rng)
+
+
 def _run(nb: dict, index: int, namespace: dict, nb_path: Path) -> None:
     source = nb["cells"][index]["source"]
     code = compile(source, f"{nb_path.relative_to(ROOT)} [cell {index}]", "exec")

@@ -16,6 +16,9 @@ Two scores per item:
 
 For items whose competitors are "every other token" (copying), use
 ``competitors=None``: the item is right when the correct token is the argmax.
+
+:func:`margin_share_lost` puts the pieces together for one task of the language: which share
+of the task's margin each head carries, by ablation.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from typing import Iterable, Mapping, Sequence
 
 import torch
 
-__all__ = ["ItemMetric", "agreement_metric", "pronoun_metric", "copy_metric"]
+__all__ = ["ItemMetric", "agreement_metric", "pronoun_metric", "copy_metric", "TASKS", "busiest_windows",
+           "margin_share_lost"]
 
 
 @dataclass
@@ -136,3 +140,62 @@ def copy_metric(items, vocab: Mapping[str, int], n_windows: int, score: str = "a
     items = list(items)
     return ItemMetric(torch.tensor([i.doc for i in items]), torch.tensor([i.pos for i in items]),
                       torch.tensor(_ids(vocab, (i.target for i in items))), None, n_windows, score)
+
+
+TASKS = ("agreement", "pronoun", "copy")
+
+
+def _task(task: str):
+    """``(find items, make metric)`` of a task of the synthetic language."""
+    from headlab.language import agreement_items, copy_items, pronoun_items
+
+    table = {"agreement": (agreement_items, agreement_metric), "pronoun": (pronoun_items, pronoun_metric),
+             "copy": (copy_items, copy_metric)}
+    if task not in table:
+        raise ValueError(f"unknown task {task!r}: choose from {', '.join(TASKS)}")
+    return table[task]
+
+
+def busiest_windows(items, n_docs: int, k: int) -> list[int]:
+    """The ``k`` windows (of ``0 .. n_docs - 1``) that hold the most ``items`` (each with ``doc``),
+    in increasing order; between windows holding as many items, the earlier one is taken."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, not {k}")
+    count = [0] * n_docs
+    for item in items:
+        if not 0 <= item.doc < n_docs:
+            raise ValueError(f"an item refers to window {item.doc}, outside 0..{n_docs - 1}")
+        count[item.doc] += 1
+    ranked = sorted(range(n_docs), key=lambda d: (-count[d], d))
+    return sorted(d for d in ranked[:k] if count[d] > 0)
+
+
+def margin_share_lost(hm, docs, task: str, n_windows: int = 16, mode: str = "zero") -> torch.Tensor:
+    """``(n_layers, n_heads)``: the share of a task's margin that each head carries, by ablation.
+
+    ``docs``: windows of the synthetic language (``headlab.language.pack``); ``task``: one of
+    :data:`TASKS`. On the ``n_windows`` windows that hold the most items of the task
+    (:func:`busiest_windows`), the task's ``"margin"`` metric (the correct token's logit minus
+    the best competitor's, averaged per window) is measured clean, ``m``, and with each head
+    ablated in turn (``mode``, as in :func:`headlab.sweep.sweep`), ``m_h``. The share is
+
+        share(h) = (mean over windows of m - m_h) / (mean over windows of m)
+
+    0: the head does not matter to the task; 1: without it the margin is gone; negative: the
+    head worked against the task. Undefined (an error) when the clean margin averages 0.
+    """
+    from headlab.language import encode
+    from headlab.sweep import sweep
+
+    find_items, make_metric = _task(task)
+    docs = list(docs)
+    chosen = [docs[d] for d in busiest_windows(find_items(docs), len(docs), n_windows)]
+    if not chosen:
+        raise ValueError(f"the windows hold no {task} items")
+    metric = make_metric(find_items(chosen), hm.tokenizer.get_vocab(), len(chosen), score="margin")
+    ids = encode(hm.tokenizer, chosen)
+    result = sweep(hm, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, mode=mode, kind=metric)
+    clean = result.clean.mean()
+    if float(clean) == 0.0:
+        raise ValueError(f"the clean {task} margin averages 0 on these windows: a share of it is undefined")
+    return -result.by_head().mean(-1) / clean  # by_head: m_h - m, (layer, head, window)

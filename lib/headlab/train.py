@@ -612,6 +612,50 @@ def _train_command(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- recipes of chapters 1 and 2
+# One appended block (the task classes live in headlab.tasks). Each checkpoint is trained with
+#   python -m headlab train NAME --threads 1 --out lib/headlab/checkpoints/NAME
+
+def _chapter_1_2_recipes() -> list[Recipe]:
+    from headlab.tasks import LanguageWindows, TwoRelations
+
+    relations = TwoRelations(n_letters=32, n_triples=8)
+
+    def two_relations(name: str, description: str, seed: int, **config: Any) -> Recipe:
+        config = GPTConfig(d_vocab=relations.d_vocab, n_ctx=relations.n_ctx, d_model=32, n_layers=1, d_mlp=0,
+                           **config)
+        return Recipe(name, description, config, relations, steps=3000, batch_size=64, lr=3e-3, warmup=50,
+                      eval_every=100, eval_size=512, seed=seed)
+
+    recipes = []
+    for seed in range(3):
+        for ln in (False, True):
+            for n_heads in (1, 2):
+                recipes.append(two_relations(
+                    f"two-relations-{n_heads}h{'-ln' if ln else ''}-s{seed}",
+                    f"chapter 1: one attention layer, {n_heads} head(s) of d_head {32 // n_heads}, "
+                    f"{'with' if ln else 'without'} LayerNorm, on two relations at once; seed {seed}",
+                    seed, n_heads=n_heads, layer_norm=ln))
+        for d_head in (1, 2, 4, 8):  # chapter 2: the two-head model with narrower heads (16 is above)
+            recipes.append(two_relations(
+                f"two-relations-2h-dh{d_head}-s{seed}",
+                f"chapter 2: one attention layer, 2 heads of d_head {d_head} (d_model 32), without "
+                f"LayerNorm, on two relations at once; seed {seed}",
+                seed, n_heads=2, d_head=d_head, layer_norm=False))
+    language = LanguageWindows(n_ctx=32)
+    for n_heads in (1, 2, 4, 8):
+        config = GPTConfig(d_vocab=language.d_vocab, n_ctx=language.n_ctx, d_model=64, n_layers=2,
+                           n_heads=n_heads, d_mlp=128)
+        recipes.append(Recipe(
+            f"heads-{n_heads}", f"chapter 2: a 2-layer GPT on the synthetic language with {n_heads} head(s) "
+            f"of d_head {64 // n_heads} per layer (the adjustable-heads widget)",
+            config, language, steps=4000, batch_size=32, lr=3e-3, warmup=200, eval_every=250, eval_size=256))
+    return recipes
+
+
+ORGANISMS.update({r.name: r for r in _chapter_1_2_recipes()})
+
+
 # ---------------------------------------------------------------------------- chapter 6: distillation students
 # Appended for headlab.distill (scripts/distill_students.py): the student trained with and without attention
 # transfer from organism-small-s0. Half the width of the small organism (d_model 64, d_mlp 256), the same

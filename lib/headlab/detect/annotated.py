@@ -43,6 +43,9 @@ class RelationSet:
         baselines: name -> ``(baseline name, pointers (batch, pos))``: a fixed prediction per
             query to compare heads with, beside the best offset.
         source: where the annotations come from.
+        offsets: the offsets the fixed-offset baseline tries (:func:`offset_baseline`); None for
+            its default, every non-zero offset. A set whose queries can be their own target (the
+            predicting position of :mod:`headlab.detect.predictive`) must include 0.
     """
 
     input_ids: torch.Tensor
@@ -50,6 +53,7 @@ class RelationSet:
     relations: dict[str, torch.Tensor]
     baselines: dict[str, tuple[str, torch.Tensor]] = field(default_factory=dict)
     source: str = ""
+    offsets: tuple[int, ...] | None = None
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -60,7 +64,8 @@ class RelationSet:
         idx = torch.as_tensor(indices, dtype=torch.long)
         return RelationSet(self.input_ids[idx], self.attention_mask[idx],
                            {n: g[idx] for n, g in self.relations.items()},
-                           {n: (label, p[idx]) for n, (label, p) in self.baselines.items()}, self.source)
+                           {n: (label, p[idx]) for n, (label, p) in self.baselines.items()}, self.source,
+                           self.offsets)
 
 
 def synthetic_relation_set(docs: Sequence, tok) -> RelationSet:
@@ -164,7 +169,8 @@ def relation_scores(hm, relation_set: RelationSet, batch_size: int = 64,
     """Run ``hm`` over ``relation_set`` and score every head on every relation.
 
     For a causal model, targets after their query are invisible and dropped (so is a query
-    left with none): subject -> verb then has no items and is omitted from the result.
+    left with none): subject -> verb then has no items and is omitted from the result. The
+    fixed-offset baseline tries ``relation_set.offsets`` (default: every non-zero offset).
     ``ignore_special``: leave the tokenizer's special tokens (``[CLS]``, ``[SEP]``, ``<bos>``)
     out of each head's argmax (see :func:`~headlab.detect.relation_hits`); baselines are unchanged.
     """
@@ -200,7 +206,7 @@ def relation_scores(hm, relation_set: RelationSet, batch_size: int = 64,
             label, predicted = relation_set.baselines[name]
             baseline = (label, prediction_accuracy(g, predicted, mask))
         results[name] = RelationResult(name, items, hits[name].to(torch.float64) / items,
-                                       offset_baseline(g, mask), baseline)
+                                       offset_baseline(g, mask, relation_set.offsets), baseline)
     return results
 
 

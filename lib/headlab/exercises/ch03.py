@@ -13,7 +13,8 @@ import numpy as np
 
 from headlab.exercises._core import Case, run_cases
 
-__all__ = ["check_punctuation_score", "check_find_sink", "check_relation_vs_offset"]
+__all__ = ["check_punctuation_score", "check_find_sink", "check_relation_vs_offset",
+           "check_relation_vs_nearest_noun"]
 
 
 def _rows(pos: int, targets: dict[int, dict[int, float]], causal: bool = True) -> np.ndarray:
@@ -161,3 +162,65 @@ def check_relation_vs_offset(fn: Callable[[np.ndarray, np.ndarray], tuple[float,
     ``(batch, pos)``: the target position of each annotated query, -1 elsewhere.
     """
     run_cases(fn, _relation_cases(), compare=_relation_compare)
+
+
+# --------------------------------------------- a subject head against the nearest noun
+
+
+def _nearest_noun_cases() -> list[Case]:
+    # Three sequences of 7 tokens, the query at the token *before* each verb (where a causal
+    # model predicts the verb's form), pointing at the verb's subject:
+    #   0: <bos> the cat | sleeps . dogs | bark   queries 2 -> 2 and 5 -> 5 (the query itself)
+    #   1: <bos> the keys to the cabinet | are    query 5 -> 2 (an attractor, 'cabinet', at 5)
+    #   2: <bos> he | sleeps . the cat            query 1 -> 1 (a pronoun: no noun before it)
+    targets = np.array([[-1, -1, 2, -1, -1, 5, -1],
+                        [-1, -1, -1, -1, -1, 2, -1],
+                        [-1, 1, -1, -1, -1, -1, -1]])
+    is_noun = np.array([[0, 0, 1, 0, 0, 1, 0],
+                        [0, 0, 1, 0, 0, 1, 0],
+                        [0, 0, 0, 0, 0, 1, 0]], dtype=bool)
+    n, nearest = 4, 2 / 4  # the nearest noun is right for the two queries of sequence 0 only
+    subject = np.stack([_rows(7, {2: {2: 1.0}, 5: {5: 1.0}}), _rows(7, {5: {2: 0.8}}),
+                        _rows(7, {1: {1: 0.9}})])
+    itself = np.stack([_rows(7, {i: {i: 1.0} for i in range(7)})] * 3)
+    previous = np.stack([_rows(7, {i: {i - 1: 1.0} for i in range(1, 7)})] * 3)
+    tie = subject.copy()
+    tie[1, 5] = _rows(7, {5: {2: 0.5, 5: 0.5}})[5]
+    return [
+        Case("a head that always points at the subject", args=(subject, targets, is_noun),
+             expected=(1.0, nearest),
+             hint="return (head accuracy, nearest-noun accuracy); the nearest noun at or before the "
+                  "query is right for 2 of the 4 queries."),
+        Case("a head that looks at the query itself", args=(itself, targets, is_noun),
+             expected=(3 / n, nearest),
+             hint="the query can be its own target ('the cat | sleeps'): a head on the query itself "
+                  "is right there. For sequence 2 there is no noun at or before the query: a miss."),
+        Case("a previous-token head", args=(previous, targets, is_noun), expected=(0.0, nearest),
+             hint="the previous token is never the subject in these sequences."),
+        Case("a head whose weight is shared by the subject and the attractor", args=(tie, targets, is_noun),
+             expected=(3 / n, nearest),
+             hint="a tie is a miss: the weight on the target must be strictly larger than on any other key."),
+    ]
+
+
+def _pair_compare(got, expected) -> str | None:
+    try:
+        head, noun = got
+        head, noun = float(head), float(noun)
+    except (TypeError, ValueError):
+        return f"expected a tuple (head accuracy, nearest-noun accuracy), got {got!r}"
+    if not math.isclose(head, expected[0], abs_tol=1e-9):
+        return f"head accuracy: expected {expected[0]:.4f}, got {head:.4f}"
+    if not math.isclose(noun, expected[1], abs_tol=1e-9):
+        return f"nearest-noun accuracy: expected {expected[1]:.4f}, got {noun:.4f}"
+    return None
+
+
+def check_relation_vs_nearest_noun(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[float, float]]) -> None:
+    """Check ``fn(patterns, targets, is_noun)``: a head's relation accuracy beside the accuracy of
+    pointing at the nearest noun at or before each query.
+
+    ``patterns`` ``(batch, pos, pos)``: one causal head; ``targets`` ``(batch, pos)``: the target
+    of each annotated query, -1 elsewhere; ``is_noun`` ``(batch, pos)`` bools.
+    """
+    run_cases(fn, _nearest_noun_cases(), compare=_pair_compare)

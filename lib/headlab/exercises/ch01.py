@@ -1,0 +1,178 @@
+"""Checks for chapter 01, "One operation for everything"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from headlab.exercises._core import Case, run_cases
+
+__all__ = ["check_attend_one_query", "check_causal_attention", "check_name_heads",
+           "check_order_blind_accuracy"]
+
+
+# --------------------------------------------------------------------------- one query
+
+
+def _one_query_cases() -> list[Case]:
+    """Inputs whose weights are known: with K = sqrt(d) * I, the scores are exactly q."""
+    p = np.array([1.0, 2.0, 3.0, 4.0]) / 10.0  # the weights we plant
+    d = 4
+    keys = np.sqrt(d) * np.eye(d)  # (n_k, d): key j is sqrt(d) e_j, so score_j = q_j
+    values = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, -1.0]])  # (n_k, d_v)
+    return [
+        Case("a zero query: every score is 0, so the output is the mean of the values",
+             args=(np.zeros(d), keys, values), expected=values.mean(axis=0),
+             hint="equal scores give equal weights 1/n_k; the output is sum_j w_j v_j."),
+        Case("planted weights: K = sqrt(d) I and q = log(p), V = I, so the output is p itself",
+             args=(np.log(p), keys, np.eye(d)), expected=p,
+             hint="score_j = (q . k_j) / sqrt(d); here that is exactly log p_j. If you got p**2, "
+                  "you forgot to divide by sqrt(d) (d is the length of q)."),
+        Case("the same weights, mixing 2-d values: output = p @ V",
+             args=(np.log(p), keys, values), expected=p @ values,
+             hint="the output is the weighted sum of the value rows, shape (d_v,)."),
+        Case("huge scores, q = 1000 + log(p): the softmax must subtract the max",
+             args=(1000.0 + np.log(p), keys, np.eye(d)), expected=p,
+             hint="exp(1000) overflows; subtract the largest score before exponentiating."),
+        Case("one key only: the output is its value",
+             args=(np.array([3.0, -1.0]), np.array([[0.5, 2.0]]), np.array([[7.0, -7.0, 1.0]])),
+             expected=np.array([7.0, -7.0, 1.0]),
+             hint="a softmax over a single score is 1."),
+    ]
+
+
+def check_attend_one_query(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], Any]) -> None:
+    """Check scaled dot-product attention for one query.
+
+    ``fn(q, K, V)`` with ``q (d,)``, ``K (n_k, d)``, ``V (n_k, d_v)`` must return the output
+    ``(d_v,)``: ``sum_j softmax(K q / sqrt(d))_j V[j]``.
+    """
+    run_cases(fn, _one_query_cases(), what="attention for one query")
+
+
+# --------------------------------------------------------------------------- causal mask
+
+
+def _causal_cases() -> list[Case]:
+    n = 4
+    cumulative_mean = np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]  # row i: 1/(i+1) on keys <= i
+    values = np.array([[4.0, 0.0], [0.0, 4.0], [2.0, 2.0], [-4.0, 8.0]])
+    # queries that prefer the *last* key strongly: without the mask every row would copy V[3]
+    keys = np.sqrt(2.0) * np.array([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 50.0]])
+    queries = np.tile([0.0, 1.0], (n, 1))
+    return [
+        Case("zero queries and V = I: row i spreads its weight evenly over keys 0..i",
+             args=(np.zeros((n, 2)), np.zeros((n, 2)), np.eye(n)), expected=cumulative_mean,
+             hint="query i may attend to keys j <= i only; the others get weight exactly 0 "
+                  "(set their scores to -inf before the softmax)."),
+        Case("zero queries, 2-d values: row i is the mean of the values 0..i",
+             args=(np.zeros((n, 2)), np.zeros((n, 2)), values), expected=cumulative_mean @ values,
+             hint="the output of query i is the mean of V[0..i] when all its scores are equal."),
+        Case("every query loves key 3 (score 50), but only query 3 may see it",
+             args=(queries, keys, values),
+             expected=np.vstack([cumulative_mean[:3] @ values, values[3:4]]),
+             hint="the future key must be masked even when its score is the largest; query 0 "
+                  "sees only key 0, so its output is V[0]."),
+    ]
+
+
+def check_causal_attention(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], Any]) -> None:
+    """Check causal self-attention: ``fn(Q, K, V)`` with ``Q, K (n, d)``, ``V (n, d_v)`` returns
+    ``(n, d_v)`` where row i attends to keys ``0..i`` only."""
+    run_cases(fn, _causal_cases(), what="causal attention")
+
+
+# --------------------------------------------------------------------------- naming heads
+
+
+def _planted(n: int, which: str, topic: int = 1, mix: float = 0.0) -> np.ndarray:
+    """A causal ``(n, n)`` pattern: queries on the previous token or on the topic position,
+    mixed with uniform causal attention in proportion ``mix``."""
+    p = np.zeros((n, n))
+    for i in range(n):
+        j = max(i - 1, 0) if which == "previous" else min(topic, i) if which == "topic" else None
+        if which == "first":
+            j = 0
+        p[i, j] = 1.0
+    uniform = np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]
+    return (1 - mix) * p + mix * uniform
+
+
+def _name_cases() -> list[Case]:
+    n = 10
+    prev, topic, first = _planted(n, "previous"), _planted(n, "topic"), _planted(n, "first")
+    uniform = np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]
+    return [
+        Case("head 0 on the previous token, head 1 on the topic",
+             args=(np.stack([prev, topic]),), expected=["previous", "topic"],
+             hint="for each head, average pattern[h, i, i - 1] and pattern[h, i, 1] over the queries i >= 3."),
+        Case("the same two heads, swapped",
+             args=(np.stack([topic, prev]),), expected=["topic", "previous"],
+             hint="label each head by its own pattern, not by its index."),
+        Case("noisy heads: 40% of each row spread uniformly over the visible keys",
+             args=(np.stack([_planted(n, "previous", mix=0.4), _planted(n, "topic", mix=0.4)]),),
+             expected=["previous", "topic"],
+             hint="a head whose mean weight on the relation's key exceeds 0.5 does that relation."),
+        Case("three heads: uniform, on the first token (<bos>), on the previous token",
+             args=(np.stack([uniform, first, prev]),), expected=["other", "other", "previous"],
+             hint="a head with no mean weight above 0.5 on either key is 'other'; attending to "
+                  "position 0 is not attending to the topic at position 1."),
+    ]
+
+
+def _compare_labels(got: Any, expected: list[str]) -> str | None:
+    if got is None:
+        return "got None: did the function forget to `return` its result?"
+    try:
+        got = [str(x) for x in got]
+    except TypeError:
+        return f"expected a list of labels, got {type(got).__name__}"
+    if len(got) != len(expected):
+        return f"expected {len(expected)} labels (one per head), got {len(got)}"
+    for h, (g, e) in enumerate(zip(got, expected)):
+        if g != e:
+            return f"head {h} is {e!r}, got {g!r}"
+    return None
+
+
+def check_name_heads(fn: Callable[[np.ndarray], Any]) -> None:
+    """Check a function that labels each head of a pattern ``(head, q_pos, k_pos)`` as
+    ``"previous"``, ``"topic"`` (key position 1) or ``"other"``."""
+    run_cases(fn, _name_cases(), compare=_compare_labels, what="naming heads")
+
+
+# --------------------------------------------------------------------------- the order-blind ceiling
+
+
+def _compare_scalar(got: Any, expected: float) -> str | None:
+    if got is None:
+        return "got None: did the function forget to `return` its result?"
+    try:
+        value = float(got)
+    except (TypeError, ValueError):
+        return f"expected a number, got {type(got).__name__}"
+    if not abs(value - expected) <= 1e-9:
+        return f"expected {expected:.6f}, got {value:.6f}"
+    return None
+
+
+def check_order_blind_accuracy(fn: Callable[[int], Any]) -> None:
+    """Check the best accuracy of a reader who knows the pair ``{x, topic}`` but not which is which.
+
+    Known answers by counting: with ``n`` letters (``n/2`` capitals), a mixed-case pair
+    (probability 1/2) is always right, an equal pair (probability ``1/n``) is always right,
+    and a same-case pair of two different letters is a coin flip.
+    """
+    cases = [
+        Case("4 letters (A, B, a, b): the 16 equally likely pairs, counted by hand",
+             args=(4,), expected=0.875,
+             hint="list the 16 pairs (x, topic): 8 are mixed-case (always right), 4 are equal "
+                  "letters (always right), 4 are same-case and different (right half the time)."),
+        Case("32 letters, the chapter's task", args=(32,), expected=0.75 + 1 / 64,
+             hint="P(mixed case) = 1/2; P(same letter) = 1/n; the rest is a coin flip."),
+        Case("52 letters (A-Z, a-z)", args=(52,), expected=0.75 + 1 / 104,
+             hint="the accuracy tends to 3/4 as the alphabet grows."),
+    ]
+    run_cases(fn, cases, compare=_compare_scalar, what="order-blind ceiling")
