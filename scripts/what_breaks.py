@@ -4,9 +4,9 @@
     OMP_NUM_THREADS=1 python scripts/what_breaks.py                 # all parts (about 10 min on a free core)
     OMP_NUM_THREADS=1 python scripts/what_breaks.py --parts pruning  # one part, others kept from the file
 
-Writes ``chapters/06_what_breaks/what_breaks.json``: for each part the settings, the measured
+Writes ``lib/headlab/results/what_breaks.json``: for each part the settings, the measured
 values and the seconds it took, plus the command and versions. The chapter loads this file by
-default (its cells stay far below the build's per-cell limit) and can recompute the cheap parts.
+default (its cells stay far below the build's per-cell limit).
 
 Parts:
 
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "chapters" / "06_what_breaks" / "what_breaks.json"
+OUT = ROOT / "lib" / "headlab" / "results" / "what_breaks.json"
 MODEL = "organism"
 N_EVAL = 64
 COUNTS = list(range(0, 17, 2)) + [20, 24, 28, 32]

@@ -579,6 +579,7 @@ def plot_atlases(atlases: Sequence[dict], size: tuple[float, float] = (3.4, 2.4)
                loc="outside lower center", ncol=min(len(labels), 6), fontsize=7, frameon=False)
     return fig
 
+
 # ------------------------------------------------------------------- chapter 6: pruning curves
 
 _ORDER_STYLES = {"mean": ("#1f77b4", "-"), "worst": ("#d62728", "-"), "iterative": ("#2ca02c", "--"),
