@@ -82,3 +82,37 @@ def test_bad_orders():
         pruning_curve(hm, [(0, 0)], {"a": EvalSet(batch)}, counts=[0, 5])
     with pytest.raises(TypeError, match="EvalSet"):
         pruning_curve(hm, [(0, 0)], {"a": batch})
+
+
+def test_shared_curve_matches_one_set_at_a_time():
+    """One forward per count for all metrics gives the same values as pruning_curve per set."""
+    from headlab.prune import pruning_curve_shared, window_loss
+
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=4, seq=6)
+
+    def top1_correct(output, b):
+        return (output[:, -2].argmax(-1) == b["input_ids"][:, -1]).float()
+
+    def only_first_two(output, b):  # scores inputs 0 and 1 only (NaN elsewhere, like an item metric)
+        v = output[:, -2, 3] - output[:, -2, 5]
+        v = v.clone()
+        v[2:] = float("nan")
+        return v
+
+    order = random_order(hm, seed=1)
+    counts = [0, 3, 8]
+    shared = pruning_curve_shared(hm, order, batch, {"loss": (window_loss, False), "acc": (top1_correct, True),
+                                                      "part": (only_first_two, True)}, counts=counts, batch_size=3)
+    alone = pruning_curve(hm, order, {"loss": EvalSet(batch), "acc": EvalSet(batch, kind=top1_correct,
+                                                                             higher_is_better=True)}, counts=counts)
+    assert torch.allclose(shared.values["loss"], alone.values["loss"], atol=1e-5)
+    assert torch.equal(shared.values["acc"], alone.values["acc"])
+    assert shared.values["part"].shape == (3, 2)  # the NaN inputs are dropped
+    assert shared.higher_is_better == {"loss": False, "acc": True, "part": True}
+    # everything removed really changes the loss (the curve is not the clean model repeated)
+    assert not torch.allclose(shared.values["loss"][0], shared.values["loss"][2])
+    with pytest.raises(ValueError, match="NaN everywhere"):
+        pruning_curve_shared(hm, order, batch, {"x": (lambda o, b: torch.full((4,), float("nan")), True)}, counts=[0])
+    with pytest.raises(ValueError, match="twice"):
+        pruning_curve_shared(hm, [(0, 0), (0, 0)], batch, {"loss": (window_loss, False)})

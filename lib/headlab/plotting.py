@@ -578,3 +578,46 @@ def plot_atlases(atlases: Sequence[dict], size: tuple[float, float] = (3.4, 2.4)
     fig.legend(handles=[Patch(facecolor=LABEL_COLOURS[lab], label=lab) for lab in labels],
                loc="outside lower center", ncol=min(len(labels), 6), fontsize=7, frameon=False)
     return fig
+
+
+# ------------------------------------------------------------------- chapter 6: pruning curves
+
+_ORDER_STYLES = {"mean": ("#1f77b4", "-"), "worst": ("#d62728", "-"), "iterative": ("#2ca02c", "--"),
+                 "random": ("0.5", ":")}
+
+
+def plot_pruning_curves(axes, counts, curves: dict, metrics: Sequence[str], tolerance: dict | None = None):
+    """One panel per metric: its value against the number of heads removed, one line per pruning order.
+
+    ``curves``: order name -> {metric: values at ``counts``}. Orders whose name starts with
+    ``"random"`` are drawn as their mean with a band from their minimum to their maximum.
+    ``tolerance``: metric -> the largest degradation that still passes; drawn as a dashed line at
+    the unpruned value plus (or minus, for accuracies) the tolerance, with ``higher_is_better``
+    read from the sign: ``{metric: (tol, higher_is_better)}``.
+    """
+    x = _np(counts)
+    axes = list(np.asarray(axes).flat)
+    if len(axes) < len(metrics):
+        raise ValueError(f"{len(metrics)} metrics need as many axes, got {len(axes)}")
+    randoms = {k: v for k, v in curves.items() if k.startswith("random")}
+    for ax, metric in zip(axes, metrics):
+        for name, values in curves.items():
+            if name in randoms:
+                continue
+            key = next((k for k in _ORDER_STYLES if k in name), "mean")
+            colour, style = _ORDER_STYLES["iterative" if "iterative" in name else key]
+            ax.plot(x, _np(values[metric]), style, color=colour, label=name, lw=1.4)
+        if randoms:
+            r = np.stack([_np(v[metric]) for v in randoms.values()])
+            ax.plot(x, r.mean(0), ":", color="0.4", label=f"random ({len(r)} orders: mean, range)")
+            ax.fill_between(x, r.min(0), r.max(0), color="0.8", alpha=0.6, lw=0)
+        if tolerance and metric in tolerance:
+            tol, higher = tolerance[metric]
+            first = _np(next(iter(curves.values()))[metric])[0]
+            ax.axhline(first - tol if higher else first + tol, color="0.3", ls="--", lw=0.8)
+        ax.set_title(metric, fontsize=9)
+        ax.set_xlabel("heads removed", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in axes[len(metrics):]:
+        ax.axis("off")
+    return axes

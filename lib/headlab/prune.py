@@ -28,7 +28,8 @@ import torch
 from .model import Head, HeadModel
 from .sweep import sweep
 
-__all__ = ["EvalSet", "PruningCurve", "pruning_curve", "order_by", "random_order", "iterative_order"]
+__all__ = ["EvalSet", "PruningCurve", "pruning_curve", "order_by", "random_order", "iterative_order",
+           "window_loss", "pruning_curve_shared"]
 
 
 @dataclass
@@ -160,4 +161,65 @@ def pruning_curve(hm: HeadModel, order: Sequence[Head], eval_sets: dict[str, Eva
         rows += [result.clean + e for e in result.effects]
         values[name] = torch.stack(rows)
         better[name] = es.higher_is_better
+    return PruningCurve(list(order), counts, values, better)
+
+
+# ------------------------------------------------------------ many metrics, one set of inputs
+
+
+def window_loss(output: torch.Tensor, batch) -> torch.Tensor:
+    """``(batch,)`` mean next-token loss of each input (real positions only): a metric for
+    :func:`pruning_curve_shared` (lower is better)."""
+    from .metrics import next_token_loss
+
+    return next_token_loss(output, batch["input_ids"], batch.get("attention_mask"), reduction="input")
+
+
+def pruning_curve_shared(hm: HeadModel, order: Sequence[Head], inputs, metrics: dict[str, tuple[Callable, bool]],
+                         counts: Sequence[int] | None = None, mode: str = "zero", reference=None,
+                         batch_size: int = 64, progress: bool = False) -> PruningCurve:
+    """Like :func:`pruning_curve`, but every metric reads the *same* inputs, so each count costs one
+    forward pass for all of them (e.g. the loss and several item accuracies on the same windows).
+
+    ``metrics``: name -> ``(metric(output, batch) -> (batch,), higher_is_better)``; a metric may
+    return NaN for inputs it does not score (an :class:`headlab.evaluation.ItemMetric` on a window
+    without items): those inputs are dropped from that metric's values (they are NaN at every count,
+    since which inputs hold items does not depend on the ablation).
+    """
+    order = [tuple(h) for h in order]
+    if len(order) != len(set(order)):
+        raise ValueError("the pruning order names a head twice")
+    hm.check_heads(order)
+    counts = list(range(len(order) + 1)) if counts is None else sorted(set(int(c) for c in counts))
+    if counts[0] < 0 or counts[-1] > len(order):
+        raise ValueError(f"counts must lie between 0 and {len(order)}")
+    if not metrics:
+        raise ValueError("give at least one metric")
+    batch = hm.tokenize(inputs)
+    n = batch["input_ids"].shape[0]
+    rows: dict[str, list[torch.Tensor]] = {name: [] for name in metrics}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(counts), desc="pruning curve")
+    for c in counts:
+        ctx = hm.ablate(order[:c], mode=mode, reference=reference) if c > 0 else contextlib.nullcontext()
+        with ctx, torch.no_grad():  # forward in chunks, score the whole batch (item metrics index windows)
+            out = torch.cat([hm.forward({k: v[start:start + batch_size] for k, v in batch.items()})
+                             for start in range(0, n, batch_size)])
+            for name, (fn, _) in metrics.items():
+                rows[name].append(fn(out, batch).float().cpu())
+        if bar:
+            bar.update(1)
+    if bar:
+        bar.close()
+    values, better = {}, {}
+    for name, (_, higher) in metrics.items():
+        v = torch.stack(rows[name])  # (len(counts), n)
+        keep = ~torch.isnan(v[0])
+        if not bool(keep.any()):
+            raise ValueError(f"metric {name!r} scored no input (NaN everywhere)")
+        if bool(torch.isnan(v[:, keep]).any()):
+            raise ValueError(f"metric {name!r} is NaN on an input it scored without ablation")
+        values[name], better[name] = v[:, keep], higher
     return PruningCurve(list(order), counts, values, better)

@@ -654,3 +654,15 @@ def _chapter_1_2_recipes() -> list[Recipe]:
 
 
 ORGANISMS.update({r.name: r for r in _chapter_1_2_recipes()})
+
+
+# ---------------------------------------------------------------------------- chapter 6: distillation students
+# Appended for headlab.distill (scripts/distill_students.py): the student trained with and without attention
+# transfer from organism-small-s0. Half the width of the small organism (d_model 64, d_mlp 256), the same
+# 2 layers x 4 heads, so that every student head has a teacher head; half its steps. Not a shipped organism:
+# its runs live in headlab/results/ with their provenance.
+ORGANISMS.update({r.name: r for r in [
+    _language_recipe("distill-student", "a 2-layer x 4-head GPT of half the small organism's width, the "
+                     "student of chapter 6's attention-transfer distillation", steps=1500,
+                     d_model=64, n_layers=2, n_heads=4, d_mlp=256),
+]})
