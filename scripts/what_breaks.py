@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Compute the experiments of chapter 6 ("What breaks when specialisation is ignored") on the organism.
+"""Compute the experiments of chapter 6 ("What breaks when specialisation is ignored") on the organism (and one on MiniLM).
 
     OMP_NUM_THREADS=1 python scripts/what_breaks.py                 # all parts (about 10 min on a free core)
     OMP_NUM_THREADS=1 python scripts/what_breaks.py --parts pruning  # one part, others kept from the file
+    OMP_NUM_THREADS=1 python scripts/what_breaks.py --parts minilm   # the MiniLM pruning curves (about 2 min)
 
 Writes ``lib/headlab/results/what_breaks.json``: for each part the settings, the measured
 values and the seconds it took, plus the command and versions. The chapter loads this file by
@@ -22,6 +23,14 @@ Parts:
 * ``adversarial``: gradient-guided trigger search (3 slots before the sentence) against agreement
   and copy predictions of the evaluation windows, the random-token control with a matched budget,
   which head moves its attention to the trigger, and mean vs per-head detection.
+* ``minilm``: the pruning curves on all-MiniLM-L6-v2 (6 x 12 heads) and the hand-annotated English
+  sentences (``headlab.language.load_english``). The sentences are split in two halves, stratified
+  by construction (seed 0): per-head importance (zero ablation, ``kind="cosine"``: 1 - cosine of
+  the mean-pooled embedding to the clean one) on the *selection* half gives orders by mean and by
+  worst-case (largest per-sentence) effect; three random orders are the control. Every order is
+  evaluated on the *held-out* half at every second count, per sentence, so that the chapter can
+  average over all sentences or over one construction. Stored under its own key with its own
+  command, seeds and time; it leaves the organism parts and their provenance untouched.
 """
 
 from __future__ import annotations
@@ -239,11 +248,92 @@ def run_adversarial(hm, task, data, vocab, n_targets: int = 64) -> dict:
     return out
 
 
+MINILM_COUNTS = list(range(0, 73, 2))
+MINILM_SPLIT_SEED = 0
+MINILM_RANDOM_SEEDS = (0, 1, 2)
+
+
+def split_by_construction(sentences, seed: int) -> tuple[list[int], list[int]]:
+    """Indices of two halves of ``sentences``, each construction split as evenly as it can be
+    (the odd one out goes to the selection half), after a seeded shuffle within the construction."""
+    import random
+
+    rng = random.Random(seed)
+    select, held = [], []
+    by_kind: dict[str, list[int]] = {}
+    for i, s in enumerate(sentences):
+        by_kind.setdefault(s.construction, []).append(i)
+    for kind in sorted(by_kind):
+        idx = by_kind[kind][:]
+        rng.shuffle(idx)
+        half = (len(idx) + 1) // 2
+        select += idx[:half]
+        held += idx[half:]
+    return sorted(select), sorted(held)
+
+
+def run_minilm(argv: list[str] | None = None) -> dict:
+    """Pruning curves of MiniLM on the English set (see the module docstring)."""
+    import datetime
+
+    import torch
+
+    import headlab
+    from headlab.importance import head_importance
+    from headlab.language import load_english
+    from headlab.prune import EvalSet, order_by, pruning_curve, random_order
+
+    hm = headlab.load("minilm")
+    sentences = load_english()
+    select, held = split_by_construction(sentences, MINILM_SPLIT_SEED)
+    texts = [s.text for s in sentences]
+    t0 = time.perf_counter()
+    imp = head_importance(hm, [texts[i] for i in select], kind="cosine")
+    importance_seconds = time.perf_counter() - t0
+    orders = {"mean (one-shot)": order_by(imp.mean()), "worst case (one-shot)": order_by(imp.worst())}
+    for seed in MINILM_RANDOM_SEEDS:
+        orders[f"random (seed {seed})"] = random_order(hm, seed=seed)
+    eval_set = {"cosine": EvalSet([texts[i] for i in held], kind="cosine")}
+    curves = {}
+    t0 = time.perf_counter()
+    for name, order in orders.items():
+        curve = pruning_curve(hm, order, eval_set, counts=MINILM_COUNTS)
+        curves[name] = {"order": [list(h) for h in order],
+                        "per_sentence": curve.values["cosine"].T.tolist()}  # (held-out sentence, count)
+        print(f"minilm {name}: mean 1 - cos at the last count {float(curve.mean('cosine')[-1]):.3f}", flush=True)
+    curve_seconds = time.perf_counter() - t0
+    # a scale for 1 - cos: how far apart the clean embeddings of different held-out sentences are
+    batch = hm.tokenize([texts[i] for i in held])
+    with torch.no_grad():
+        emb = torch.nn.functional.normalize(hm.metric(hm.forward(batch), batch, kind="cosine"), dim=-1)
+    dist = 1.0 - emb @ emb.T  # (sentence, sentence)
+    off = dist[~torch.eye(len(held), dtype=torch.bool)]
+    nearest = (dist + 2.0 * torch.eye(len(held))).min(dim=1).values  # nearest *other* sentence
+    return {"command": "python scripts/what_breaks.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])),
+            "computed_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "model": "minilm (sentence-transformers/all-MiniLM-L6-v2)", "n_layers": hm.n_layers, "n_heads": hm.n_heads,
+            "metric": "cosine: 1 - cos(mean-pooled embedding, clean embedding) per sentence (0 = unchanged)",
+            "ablation": "zero", "split_seed": MINILM_SPLIT_SEED, "random_seeds": list(MINILM_RANDOM_SEEDS),
+            "n_sentences": len(sentences), "selection": select, "held_out": held,
+            "held_out_constructions": [sentences[i].construction for i in held],
+            "importance_mean": imp.mean().tolist(), "importance_worst": imp.worst().tolist(),
+            "counts": MINILM_COUNTS, "curves": curves,
+            "clean_distance": {"mean_between_sentences": float(off.mean()),
+                               "median_to_nearest_other": float(nearest.median()),
+                               "min_to_nearest_other": float(nearest.min())},
+            "importance_seconds": importance_seconds, "curve_seconds": curve_seconds,
+            "torch_version": torch.__version__, "python_version": platform.python_version()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", nargs="+", default=["pruning", "averaging", "adversarial"])
+    parser.add_argument("--parts", nargs="+", default=["pruning", "averaging", "adversarial", "minilm"])
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
+    runners = {"pruning": run_pruning, "averaging": run_averaging, "adversarial": run_adversarial}
+    unknown = [p for p in args.parts if p not in runners and p != "minilm"]
+    if unknown:
+        parser.error(f"unknown part(s) {unknown}: choose from {', '.join([*runners, 'minilm'])}")
     import torch
 
     import headlab
@@ -251,20 +341,20 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    hm = headlab.load(MODEL)
-    task = ORGANISMS[MODEL].task
-    data = task.eval_data(N_EVAL)
-    vocab = hm.tokenizer.get_vocab()
     results = json.loads(args.out.read_text()) if args.out.is_file() else {}
-    results.update({"command": "python scripts/what_breaks.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])),
-                    "model": MODEL, "eval_windows": N_EVAL, "item_counts": item_counts(data),
-                    "torch_version": torch.__version__, "python_version": platform.python_version()})
-    runners = {"pruning": run_pruning, "averaging": run_averaging, "adversarial": run_adversarial}
+    if any(p in runners for p in args.parts):  # the organism parts share the file's top-level provenance
+        hm = headlab.load(MODEL)
+        task = ORGANISMS[MODEL].task
+        data = task.eval_data(N_EVAL)
+        vocab = hm.tokenizer.get_vocab()
+        results.update({"command": "python scripts/what_breaks.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])),
+                        "model": MODEL, "eval_windows": N_EVAL, "item_counts": item_counts(data),
+                        "torch_version": torch.__version__, "python_version": platform.python_version()})
     for part in args.parts:
         t0 = time.perf_counter()
-        value = runners[part](hm, task, data, vocab)
+        value = run_minilm(argv) if part == "minilm" else runners[part](hm, task, data, vocab)
         value["seconds"] = time.perf_counter() - t0
-        results[part] = _r(value)
+        results[part] = _r(value, 6 if part == "minilm" else 4)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1) + "\n")
         print(f"{part}: {value['seconds']:.0f} s", flush=True)
