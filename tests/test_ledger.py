@@ -95,10 +95,11 @@ def test_the_ledger_lists_every_claim_and_every_recorded_row() -> None:
     stale = "re-execute chapters/09_ledger/09_ledger.ipynb with scripts/execute_notebooks.py"
     for path in _claim_files():
         for row in json.loads(path.read_text(encoding="utf-8"))["rows"]:
-            assert f"| {row['measured']} | *{row['verdict']}*" in text, f"{path.name} row {row['claim']} is missing: {stale}"
+            note = f" — {row['note']}" if row["note"] else ""
+            assert f"| *{row['verdict']}*{note} | {row['measured']} |" in text, f"{path.name} row {row['claim']} is missing: {stale}"
     measured = {row["claim"] for path in _claim_files() for row in json.loads(path.read_text(encoding="utf-8"))["rows"]}
     for claim in sorted(set(CLAIMS) - measured):
-        assert f"| **{claim}** {CLAIMS[claim]} | — | — | — | not measured yet |" in text, f"{claim}: {stale}"
+        assert f"| **{claim}** {CLAIMS[claim]} | not measured yet | — | — | — |" in text, f"{claim}: {stale}"
 
 
 def _run_ledger(repo: Path, monkeypatch, capsys) -> tuple[str, str]:
@@ -138,8 +139,8 @@ def test_the_ledger_links_only_pages_in_the_toc(tmp_path, monkeypatch, capsys) -
             "ch11": [Verdict("C3", "minilm", "prev 0.3", "does not hold here", "only one head"),
                      Verdict("C8", "minilm", "Gini 0.6", "holds with conditions")]}
     out, table = _run_ledger(_repo(tmp_path, toc, rows), monkeypatch, capsys)
-    assert "| 3 · {doc}`/chapters/03_heads/heads` | organism | prev 0.9 | *holds* |" in table
-    assert "| chapter 11 | minilm | prev 0.3 | *does not hold here* — only one head |" in table
+    assert "| *holds* | prev 0.9 | organism | 3 · {doc}`/chapters/03_heads/heads` |" in table
+    assert "| *does not hold here* — only one head | prev 0.3 | minilm | chapter 11 |" in table
     assert "3 verdicts on 2 of 20 claims" in out
     assert "claims with different verdicts in different places: C3" in out
     assert table.count("not measured yet") == len(CLAIMS) - 2
