@@ -153,7 +153,7 @@ def test_head_gradients_match_finite_differences(tiny):
     grad = hm.head_gradients(batch)  # (batch, n_layers, n_heads)
     assert grad.shape == (2, hm.n_layers, hm.n_heads)
     kind = "loss" if hm.causal else "retrieval"
-    from headlab.model import _GateEdit
+    from headlab.edits import _GateEdit
 
     with torch.no_grad():
         clean_out = hm(batch)

@@ -24,7 +24,8 @@ from typing import Iterable, Sequence
 
 import torch
 
-from .model import ABLATION_MODES, Head, HeadModel, _GateEdit
+from .edits import _GateEdit
+from .model import ABLATION_MODES, Head, HeadModel
 
 __all__ = ["sweep", "SweepResult", "loop_sweep"]
 
