@@ -86,7 +86,6 @@ def item_counts(data) -> dict:
 
 
 def run_pruning(hm, task, data, vocab) -> dict:
-    import torch
 
     from headlab.prune import iterative_order, order_by, pruning_curve_shared, random_order
     from headlab.sweep import sweep

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from headlab.detect import (
-    FAMILIES, LABEL_LIFT, NotApplicable, PRONOUN_ANTECEDENT, SUBJECT_VERB, VERB_SUBJECT, Thresholds,
+    FAMILIES, NotApplicable, PRONOUN_ANTECEDENT, SUBJECT_VERB, VERB_SUBJECT, Thresholds,
     dla_copying_score, duplicate_token_score, english_relation_set, entropy_score, first_token_score,
     head_scores, induction_score, label_heads, local_score, next_token_score, offset_baseline,
     offset_score, ov_copying_score, pointer_targets, prediction_accuracy, previous_occurrence,
