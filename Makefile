@@ -1,7 +1,9 @@
 # Two commands do all the set-up (see README):
 #   make book   create .venv, install, build the site into _build/html
-#   make test   the same set-up, then every test: unit tests, every chapter under
-#               nbval, the book build with -W, and the site in a real browser
+#   make test   the same set-up, then every test (= make setup && .venv/bin/python -m pytest):
+#               unit tests, every chapter under nbval, the book build with -W, and the
+#               site in a real browser; pytest's settings (-n 2 --dist loadfile, one
+#               torch thread) live in pyproject.toml and tests/conftest.py
 #
 # On a CPU-only machine torch is installed first from $(TORCH); override it, e.g.
 #   make book TORCH="torch --index-url https://download.pytorch.org/whl/cpu"
@@ -25,7 +27,7 @@ book: setup
 	$(BIN)/python scripts/build_book.py
 
 test: setup
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest
 
 student: setup
 	$(BIN)/python scripts/make_student.py --out student

@@ -1,7 +1,11 @@
 """Shared test helpers: repository paths, the chapter notebooks, summaries.
 
-`make test` runs ``pytest -n 2 --dist loadfile``: each test file runs on one
-worker, so a session fixture (like the site build in test_site.py) runs once.
+pyproject's addopts run ``pytest`` as ``-n 2 --dist loadfile``: each test file (and
+so each notebook under nbval) runs on one worker, so a session fixture (like the
+site build in test_site.py) runs once. Torch gets one thread per process
+(``OMP_NUM_THREADS=1``, inherited by the xdist workers and the notebook kernels):
+on a small shared machine, threads oversubscribed across workers make torch many
+times slower.
 Summaries that tests attach with ``record_property("summary", text)`` are
 printed at the end of the run, also from xdist workers.
 """
@@ -11,6 +15,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before anything imports torch
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
