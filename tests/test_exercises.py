@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 
 from conftest import ROOT, chapter_notebooks
@@ -169,3 +170,16 @@ def test_run_cases_needs_cases() -> None:
 
     with pytest.raises(ValueError, match="at least one Case"):
         run_cases(_good_softmax, [])
+
+
+def test_compare_number_accepts_one_close_number_and_explains_the_rest() -> None:
+    from headlab.exercises._core import compare_number
+
+    assert compare_number(0.5, 0.5) is None
+    assert compare_number(np.array([0.5 + 1e-8]), 0.5) is None  # a 1-element array is one number
+    assert "forget to `return`" in compare_number(None, 0.5)
+    assert "shape (2,)" in compare_number([0.5, 0.5], 0.5)
+    assert "finite" in compare_number(float("nan"), 0.5)
+    assert compare_number(0.6, 0.5) == "expected 0.5, got 0.6"
+    assert compare_number(0.50005, 0.5, atol=1e-4, rtol=0) is None
+    assert compare_number(0.5002, 0.5, atol=1e-4, rtol=0) is not None

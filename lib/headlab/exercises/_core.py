@@ -146,6 +146,25 @@ def compare_arrays(
     return None
 
 
+def compare_number(got: Any, expected: float, *, atol: float = 1e-6, rtol: float = 1e-6) -> str | None:
+    """Compare an answer that must be one finite number (a float, a 0-d or 1-element array or
+    tensor) with the exact expected value; ``None`` when within ``atol + rtol * |expected|``."""
+    if got is None:
+        return "got None: did the function forget to `return` its result?"
+    try:
+        array = to_numpy(got).astype(float)
+    except (TypeError, ValueError):
+        return f"expected one number, got {type(got).__name__}"
+    if array.size != 1:
+        return f"expected one number, got an array of shape {array.shape}"
+    value = float(array.reshape(()))
+    if not np.isfinite(value):
+        return f"got {value}: the answer must be a finite number"
+    if abs(value - expected) > atol + rtol * abs(expected):
+        return f"expected {expected:.6g}, got {value:.6g}"
+    return None
+
+
 def run_cases(
     fn: Callable,
     cases: Sequence[Case],

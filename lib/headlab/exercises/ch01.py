@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from headlab.exercises._core import Case, run_cases
+from headlab.exercises._core import Case, compare_number, run_cases
 
 __all__ = ["check_attend_one_query", "check_causal_attention", "check_name_heads",
            "check_order_blind_accuracy"]
@@ -146,17 +146,6 @@ def check_name_heads(fn: Callable[[np.ndarray], Any]) -> None:
 # --------------------------------------------------------------------------- the order-blind ceiling
 
 
-def _compare_scalar(got: Any, expected: float) -> str | None:
-    if got is None:
-        return "got None: did the function forget to `return` its result?"
-    try:
-        value = float(got)
-    except (TypeError, ValueError):
-        return f"expected a number, got {type(got).__name__}"
-    if not abs(value - expected) <= 1e-9:
-        return f"expected {expected:.6f}, got {value:.6f}"
-    return None
-
 
 def check_order_blind_accuracy(fn: Callable[[int], Any]) -> None:
     """Check the best accuracy of a reader who knows the pair ``{x, topic}`` but not which is which.
@@ -175,4 +164,4 @@ def check_order_blind_accuracy(fn: Callable[[int], Any]) -> None:
         Case("52 letters (A-Z, a-z)", args=(52,), expected=0.75 + 1 / 104,
              hint="the accuracy tends to 3/4 as the alphabet grows."),
     ]
-    run_cases(fn, cases, compare=_compare_scalar, what="order-blind ceiling")
+    run_cases(fn, cases, compare=lambda got, exp: compare_number(got, exp, atol=1e-9, rtol=0), what="order-blind ceiling")

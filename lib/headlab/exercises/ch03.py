@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from headlab.exercises._core import Case, run_cases
+from headlab.exercises._core import Case, compare_number, run_cases
 
 __all__ = ["check_punctuation_score", "check_find_sink", "check_relation_vs_offset",
            "check_relation_vs_nearest_noun"]
@@ -34,17 +34,6 @@ def _rows(pos: int, targets: dict[int, dict[int, float]], causal: bool = True) -
             raise ValueError("a row's weights must sum to 1")
     return p
 
-
-def _close(got, expected) -> str | None:
-    try:
-        value = float(np.asarray(got, dtype=float))
-    except (TypeError, ValueError):
-        return f"expected one number, got {type(got).__name__}"
-    if math.isnan(value):
-        return "got NaN"
-    if not math.isclose(value, expected, rel_tol=1e-6, abs_tol=1e-6):
-        return f"expected {expected:.6g}, got {value:.6g}"
-    return None
 
 
 # -------------------------------------------------------------------- a punctuation detector
@@ -76,7 +65,7 @@ def check_punctuation_score(fn: Callable[[np.ndarray, np.ndarray], float]) -> No
 
     ``pattern`` ``(pos, pos)``, ``is_punct`` ``(pos,)`` bool; the answer is one number.
     """
-    run_cases(fn, _punctuation_cases(), compare=_close)
+    run_cases(fn, _punctuation_cases(), compare=compare_number)
 
 
 # ------------------------------------------------------------------------------- the sink

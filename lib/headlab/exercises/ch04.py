@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from headlab.exercises._core import Case, run_cases
+from headlab.exercises._core import Case, compare_number, run_cases
 
 __all__ = ["check_induction_score", "check_find_previous_token_head", "check_k_composition",
            "check_induction_after_ablation"]
@@ -62,24 +62,13 @@ def _induction_cases() -> list[Case]:
     ]
 
 
-def _close(got, expected) -> str | None:
-    try:
-        value = float(np.asarray(got, dtype=float))
-    except (TypeError, ValueError):
-        return f"expected one number, got {type(got).__name__}"
-    if math.isnan(value):
-        return "got NaN"
-    if not math.isclose(value, expected, rel_tol=1e-6, abs_tol=1e-6):
-        return f"expected {expected:.6g}, got {value:.6g}"
-    return None
-
 
 def check_induction_score(fn: Callable[[np.ndarray, np.ndarray], float]) -> None:
     """Check ``fn(pattern, tokens)``: the induction score of one head on one sequence.
 
     ``pattern`` ``(pos, pos)``, ``tokens`` ``(pos,)``; the answer is one number.
     """
-    run_cases(fn, _induction_cases(), compare=_close)
+    run_cases(fn, _induction_cases(), compare=compare_number)
 
 
 # ------------------------------------------------------------------ the previous-token head
@@ -169,7 +158,7 @@ def check_k_composition(fn: Callable[[np.ndarray, np.ndarray, np.ndarray, np.nda
     """Check ``fn(W_Q, W_K, W_V, W_O)``: the K-composition of a later head (``W_Q``, ``W_K``
     ``(d_model, d_head)``) reading an earlier head (``W_V`` ``(d_model, d_head)``, ``W_O``
     ``(d_head, d_model)``)."""
-    run_cases(fn, _k_composition_cases(), compare=_close)
+    run_cases(fn, _k_composition_cases(), compare=compare_number)
 
 
 # -------------------------------------------------------------- induction after an ablation
@@ -213,11 +202,4 @@ def check_induction_after_ablation(fn: Callable) -> None:
              hint="score the head you are asked about: cache.pattern(layer)[:, head]."),
     ]
 
-    def close(got, expected):
-        try:
-            value = float(got)
-        except (TypeError, ValueError):
-            return f"expected one number (the mean over the batch), got {type(got).__name__}"
-        return None if abs(value - expected) < 1e-4 else f"expected {expected:.6f}, got {value:.6f}"
-
-    run_cases(fn, cases, compare=close)
+    run_cases(fn, cases, compare=lambda got, exp: compare_number(got, exp, atol=1e-4, rtol=0))

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from headlab.exercises._core import Case, ExerciseFailed, call_reader, compare_arrays, run_cases, to_numpy
+from headlab.exercises._core import Case, ExerciseFailed, call_reader, compare_number, run_cases
 
 __all__ = ["check_mean_ablation", "check_most_redundant_pair", "check_gini"]
 
@@ -84,10 +84,4 @@ def _gini_cases() -> list[Case]:
 
 def check_gini(fn: Callable) -> None:
     """``fn(effects)``: the Gini coefficient of the positive parts of a 1-d array of head effects."""
-    def compare(got, expected):
-        value = to_numpy(got)
-        if value.shape not in ((), (1,)):
-            return f"expected one number, got an array of shape {value.shape}"
-        return compare_arrays(float(value.reshape(())), expected, atol=1e-9, rtol=1e-9)
-
-    run_cases(fn, _gini_cases(), compare=compare)
+    run_cases(fn, _gini_cases(), compare=lambda got, exp: compare_number(got, exp, atol=1e-9, rtol=1e-9))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from headlab.exercises._core import Case, run_cases
+from headlab.exercises._core import Case, compare_number, run_cases
 
 __all__ = ["check_keep_list", "check_is_redundant", "check_find_orphans", "check_induction_drop"]
 
@@ -186,14 +186,4 @@ def check_induction_drop(fn: Callable) -> None:
                       args=(hm, PREVIOUS_TOKEN_HEAD, (1, 1), _planted_batch(8)), expected=0.0,
                       hint="1.1 attends uniformly with or without 0.0: read the score of induction_head, "
                            "in its own layer."))
-    run_cases(fn, cases, compare=lambda got, exp: _close(got, exp), what="a circuit checked by ablation")
-
-
-def _close(got, expected: float) -> str | None:
-    try:
-        value = float(got)
-    except (TypeError, ValueError):
-        return f"expected a number, got {got!r}"
-    if not np.isfinite(value):
-        return f"got {value}: the drop must be a finite number"
-    return None if abs(value - expected) <= 1e-4 else f"expected {expected:.5f}, got {value:.5f}"
+    run_cases(fn, cases, compare=lambda got, exp: compare_number(got, exp, atol=1e-4, rtol=0), what="a circuit checked by ablation")
