@@ -331,6 +331,18 @@ KEEP_COLOURS = {"worst case": "#d62728", "circuit": "#1f77b4", "backup": "#ff7f0
                 "orphan": "#2ca02c"}
 
 
+def _layer_head_axes(ax, n_layers: int, n_heads: int, line: str, linewidth: float) -> None:
+    """Label a layers x heads image (head on x, layer on y) and draw lines between its cells."""
+    ax.set_xticks(range(n_heads))
+    ax.set_yticks(range(n_layers))
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.set_xticks([x - 0.5 for x in range(1, n_heads)], minor=True)
+    ax.set_yticks([y - 0.5 for y in range(1, n_layers)], minor=True)
+    ax.grid(which="minor", color=line, linewidth=linewidth)
+    ax.tick_params(which="minor", length=0)
+
+
 def plot_keep_map(ax, n_layers: int, n_heads: int, keep: dict):
     """A layers x heads grid of the heads a plan must keep, coloured by their first reason.
 
@@ -351,14 +363,7 @@ def plot_keep_map(ax, n_layers: int, n_heads: int, keep: dict):
         image[l, h] = to_rgb(colour)
         ax.text(h, l, str(len(reasons)), ha="center", va="center", fontsize=7, color="white")
     ax.imshow(image, aspect="auto", interpolation="nearest")
-    ax.set_xticks(range(n_heads))
-    ax.set_yticks(range(n_layers))
-    ax.set_xlabel("head")
-    ax.set_ylabel("layer")
-    ax.set_xticks([x - 0.5 for x in range(1, n_heads)], minor=True)
-    ax.set_yticks([y - 0.5 for y in range(1, n_layers)], minor=True)
-    ax.grid(which="minor", color="0.85", linewidth=1)
-    ax.tick_params(which="minor", length=0)
+    _layer_head_axes(ax, n_layers, n_heads, line="0.85", linewidth=1)
     ax.legend(handles=[Patch(facecolor=c, label=k) for k, c in used.items()], loc="upper left",
               bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, title="first reason (number: reasons)",
               title_fontsize=8)
@@ -496,14 +501,7 @@ def plot_atlas(atlas: dict, ax=None):
         ax.text(entry["head"], entry["layer"], f"{_SHORT[entry['label']]}\n{strength:.2f}", ha="center",
                 va="center", fontsize=7, color="white" if dark else "black")
     ax.imshow(image.numpy(), aspect="auto", interpolation="nearest")
-    ax.set_xticks(range(n_heads))
-    ax.set_yticks(range(n_layers))
-    ax.set_xlabel("head")
-    ax.set_ylabel("layer")
-    ax.set_xticks([x - 0.5 for x in range(1, n_heads)], minor=True)
-    ax.set_yticks([y - 0.5 for y in range(1, n_layers)], minor=True)
-    ax.grid(which="minor", color="white", linewidth=1.5)
-    ax.tick_params(which="minor", length=0)
+    _layer_head_axes(ax, n_layers, n_heads, line="white", linewidth=1.5)
     present = [lab for lab in LABEL_COLOURS if lab in atlas.get("label_counts", {})]
     ax.legend(handles=[Patch(facecolor=LABEL_COLOURS[lab], label=f"{lab} ({atlas['label_counts'][lab]})")
                        for lab in present],
