@@ -116,3 +116,14 @@ def test_shared_curve_matches_one_set_at_a_time():
         pruning_curve_shared(hm, order, batch, {"x": (lambda o, b: torch.full((4,), float("nan")), True)}, counts=[0])
     with pytest.raises(ValueError, match="twice"):
         pruning_curve_shared(hm, [(0, 0), (0, 0)], batch, {"loss": (window_loss, False)})
+
+
+def test_first_failure_on_stored_curves():
+    from headlab.prune import first_failure
+
+    counts = [0, 2, 4, 8]
+    assert first_failure([0.9, 0.88, 0.80, 0.5], counts, 0.05, higher_is_better=True) == 4  # accuracy falls
+    assert first_failure([2.0, 2.01, 2.2, 3.0], counts, 0.05) == 4  # loss rises
+    assert first_failure([2.0, 1.9, 1.5, 1.0], counts, 0.05) is None  # a falling loss never fails
+    with pytest.raises(ValueError, match="3 curve values for 4 counts"):
+        first_failure([1.0, 1.0, 1.0], counts, 0.1)

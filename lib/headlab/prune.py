@@ -29,7 +29,7 @@ from .model import Head, HeadModel
 from .sweep import sweep
 
 __all__ = ["EvalSet", "PruningCurve", "pruning_curve", "order_by", "random_order", "iterative_order",
-           "window_loss", "pruning_curve_shared"]
+           "window_loss", "pruning_curve_shared", "first_failure"]
 
 
 @dataclass
@@ -71,15 +71,26 @@ class PruningCurve:
     def first_failure(self, name: str, tolerance: float) -> int | None:
         """The smallest number of removed heads at which the set's mean degrades by more than
         ``tolerance`` (>= 0); ``None`` if it never does within the curve."""
-        if tolerance < 0:
-            raise ValueError(f"tolerance must be >= 0, got {tolerance}")
-        bad = (self.degradation(name) > tolerance).nonzero().flatten()
-        return self.counts[int(bad[0])] if len(bad) else None
+        return first_failure(self.mean(name), self.counts, tolerance, self.higher_is_better.get(name, False))
 
     def to_json(self) -> dict:
         return {"order": [list(h) for h in self.order], "counts": self.counts,
                 "mean": {k: [round(float(x), 6) for x in self.mean(k)] for k in self.values},
                 "higher_is_better": self.higher_is_better}
+
+
+def first_failure(means, counts: Sequence[int], tolerance: float, higher_is_better: bool = False) -> int | None:
+    """The first of ``counts`` at which a mean curve (``means[i]`` with ``counts[i]`` heads removed,
+    ``counts[0]`` the reference) has degraded by more than ``tolerance`` (>= 0) from ``means[0]``;
+    ``None`` if it never does. Works on stored curves as well as on a :class:`PruningCurve`."""
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    means = torch.as_tensor(means, dtype=torch.float64).flatten()
+    if len(means) != len(counts):
+        raise ValueError(f"{len(means)} curve values for {len(counts)} counts")
+    worse = (means[0] - means) if higher_is_better else (means - means[0])
+    bad = (worse > tolerance).nonzero().flatten()
+    return int(counts[int(bad[0])]) if len(bad) else None
 
 
 def order_by(score: torch.Tensor, ascending: bool = True) -> list[Head]:
