@@ -22,8 +22,8 @@ import torch
 
 import headlab
 from headlab.cli import DEFAULT_TEXTS
-from headlab.sweep import loop_sweep, sweep
-from headlab.widgets import LiveAblation
+from headlab.analysis.sweep import loop_sweep, sweep
+from headlab.viz.widgets import LiveAblation
 
 # The CLI's built-in sentences, plus eight more: 16 in all.
 SENTENCES = DEFAULT_TEXTS + [
@@ -61,14 +61,14 @@ def bench_sweep(hm, inputs, repeats: int, label: str) -> dict:
     t_sweep = timed(lambda: sweep(hm, inputs), repeats)
     print(f"{label}: {len(fast.groups)} single-head ablations x {fast.effects.shape[1]} inputs")
     print(f"  loop (one forward per head) {t_loop * 1e3:9.1f} ms")
-    print(f"  headlab.sweep               {t_sweep * 1e3:9.1f} ms")
+    print(f"  headlab.analysis.sweep               {t_sweep * 1e3:9.1f} ms")
     print(f"  ratio loop / sweep          {t_loop / t_sweep:9.2f} x   (max |difference| {err:.1e})")
     return {"label": label, "loop_s": t_loop, "sweep_s": t_sweep, "ratio": t_loop / t_sweep, "max_abs_diff": err}
 
 
 def bench_live_ablation(hm, texts, toggles: int, seed: int = 0) -> dict:
     """One toggle = flip one head in the ablated set, then recompute everything the live-ablation
-    widget shows (headlab.widgets.LiveAblation.view: the metric per text, the top predictions or
+    widget shows (headlab.viz.widgets.LiveAblation.view: the metric per text, the top predictions or
     the similarity matrix, and the selected head's pattern)."""
     rng = random.Random(seed)
     live = LiveAblation(hm, texts)

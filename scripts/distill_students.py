@@ -5,13 +5,13 @@
     OMP_NUM_THREADS=1 python scripts/distill_students.py --steps 100 --seeds 0 --out /tmp/d.json --no-checkpoints
 
 The teacher is ``organism-small-s0`` (2 layers x 4 heads); each student follows the
-``distill-student`` recipe of :mod:`headlab.train` (same layers and heads, half the width) and is
-trained by :func:`headlab.distill.distill` with the next-token loss plus ``--weight`` x the
+``distill-student`` recipe of :mod:`headlab.training.loop` (same layers and heads, half the width) and is
+trained by :func:`headlab.training.distill.distill` with the next-token loss plus ``--weight`` x the
 attention-transfer loss towards one target (``none``, ``mean``, ``mean_to_mean``, ``per_head``):
 same seed, same steps, same batches for every target. For each student (and the teacher) it
 records the final metrics of the task's evaluation (validation loss, accuracy per phenomenon,
 induction and previous-token scores) and the per-head specialist scores of
-:func:`headlab.distill.specialists` on held-out windows, and writes them, with the command, the
+:func:`headlab.training.distill.specialists` on held-out windows, and writes them, with the command, the
 recipe and the timings, to ``lib/headlab/results/distillation.json``. With checkpoints on, each
 student is saved (safetensors + provenance) to ``lib/headlab/results/distill-<target>-s<seed>/``.
 
@@ -46,7 +46,7 @@ def _round(x, digits: int = 4):
 
 
 def _specialists(hm, windows, tok) -> dict:
-    from headlab.distill import specialists
+    from headlab.training.distill import specialists
 
     return {name: [[round(float(v), 4) for v in row] for row in grid]
             for name, grid in specialists(hm, windows, tok).items()}
@@ -66,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     import headlab
-    from headlab.distill import TRANSFER_TARGETS, distill
-    from headlab.organisms import save_checkpoint
-    from headlab.train import ORGANISMS
+    from headlab.training.distill import TRANSFER_TARGETS, distill
+    from headlab.models.gpt import save_checkpoint
+    from headlab.training.loop import ORGANISMS
 
     unknown = [t for t in args.targets if t not in TRANSFER_TARGETS]
     if unknown:

@@ -47,9 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import headlab
-    from headlab.language import Language
-    from headlab.sae import SAEConfig, collect_z, evaluate_sae, loss_recovered, save_sae, train_sae
-    from headlab.sae_analysis import language_windows
+    from headlab.data.language import Language
+    from headlab.analysis.sae.model import SAEConfig, collect_z, evaluate_sae, loss_recovered, save_sae, train_sae
+    from headlab.analysis.sae.compare import language_windows
 
     torch.set_num_threads(args.threads)
     command = "python scripts/train_saes.py " + " ".join(argv if argv is not None else sys.argv[1:])

@@ -15,7 +15,7 @@ Parts:
   mean and by worst-case (largest per-window) effect; an iterative order (mean, recomputed after
   each removal, on 8 of those windows, for the first 12 heads); three random orders. Each order is
   evaluated on the first 48 held-out evaluation windows at 13 counts, on the mean loss and on the
-  tail subsets' item accuracies (:func:`headlab.prune.pruning_curve_shared`).
+  tail subsets' item accuracies (:func:`headlab.analysis.prune.pruning_curve_shared`).
 * ``averaging``: every layer in turn with its heads' outputs replaced by the layer mean
   (``patch_z``), its heads given the layer's mean pattern (``patch_pattern``), zero-ablated, and
   8 random heads of the whole model zero-ablated (3 draws): loss and accuracies on the evaluation
@@ -24,7 +24,7 @@ Parts:
   and copy predictions of the evaluation windows, the random-token control with a matched budget,
   which head moves its attention to the trigger, and mean vs per-head detection.
 * ``minilm``: the pruning curves on all-MiniLM-L6-v2 (6 x 12 heads) and the hand-annotated English
-  sentences (``headlab.language.load_english``). The sentences are split in two halves, stratified
+  sentences (``headlab.data.language.load_english``). The sentences are split in two halves, stratified
   by construction (seed 0): per-head importance (zero ablation, ``kind="cosine"``: 1 - cosine of
   the mean-pooled embedding to the clean one) on the *selection* half gives orders by mean and by
   worst-case (largest per-sentence) effect; three random orders are the control. Every order is
@@ -64,8 +64,8 @@ def _r(x, d=4):
 
 def eval_metrics(data, vocab):
     """The average set and the tail subsets, as metrics on the evaluation windows."""
-    from headlab.evaluation import agreement_metric, copy_metric, pronoun_metric
-    from headlab.prune import window_loss
+    from headlab.analysis.items import agreement_metric, copy_metric, pronoun_metric
+    from headlab.analysis.prune import window_loss
 
     n = len(data.windows)
     return {
@@ -87,11 +87,11 @@ def item_counts(data) -> dict:
 
 def run_pruning(hm, task, data, vocab) -> dict:
 
-    from headlab.prune import iterative_order, order_by, pruning_curve_shared, random_order
-    from headlab.sweep import sweep
+    from headlab.analysis.prune import iterative_order, order_by, pruning_curve_shared, random_order
+    from headlab.analysis.sweep import sweep
 
     select = task.windows(32, seed=-3)
-    from headlab.language import encode
+    from headlab.data.language import encode
 
     sel_ids = encode(hm.tokenizer, select)
     effects = sweep(hm, sel_ids, kind="loss").effects  # (head, window), layer-major
@@ -135,7 +135,7 @@ def _evaluate(hm, data, metrics) -> dict:
 def run_averaging(hm, task, data, vocab) -> dict:
     import random
 
-    from headlab.distill import average_heads, specialists
+    from headlab.training.distill import average_heads, specialists
 
     metrics = eval_metrics(data, vocab)
     spec_windows = data.windows[:48]
@@ -159,10 +159,10 @@ def run_averaging(hm, task, data, vocab) -> dict:
 def run_adversarial(hm, task, data, vocab, n_targets: int = 64) -> dict:
     import torch
 
-    from headlab.adversarial import (agreement_targets, copy_targets, detection_rates, flag_inputs, margins,
+    from headlab.analysis.adversarial import (agreement_targets, copy_targets, detection_rates, flag_inputs, margins,
                                      query_rows, random_triggers, rates_from_scores, trigger_search, weight_before)
 
-    from headlab.language import agreement_items, copy_items
+    from headlab.data.language import agreement_items, copy_items
 
     tok = hm.tokenizer
     sets = {"agreement": agreement_targets(data.windows, data.agreement, tok, k=3),
@@ -278,9 +278,9 @@ def run_minilm(argv: list[str] | None = None) -> dict:
     import torch
 
     import headlab
-    from headlab.importance import head_importance
-    from headlab.language import load_english
-    from headlab.prune import EvalSet, order_by, pruning_curve, random_order
+    from headlab.analysis.importance import head_importance
+    from headlab.data.language import load_english
+    from headlab.analysis.prune import EvalSet, order_by, pruning_curve, random_order
 
     hm = headlab.load("minilm")
     sentences = load_english()
@@ -336,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     import headlab
-    from headlab.train import ORGANISMS
+    from headlab.training.loop import ORGANISMS
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

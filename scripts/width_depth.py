@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The width/depth/d_head sweep of chapter 7: regenerates ``lib/headlab/results/width_depth.json``.
 
-Trains every recipe of ``headlab.width_depth.WIDTH_DEPTH`` (small GPTs on the synthetic language at
+Trains every recipe of ``headlab.training.width_depth.WIDTH_DEPTH`` (small GPTs on the synthetic language at
 d_model = 64, n_ctx = 64, d_mlp = 256) at each seed, and records the validation loss and the
 per-phenomenon accuracies of ``SyntheticLanguage.evaluate`` on the fixed evaluation windows:
 
@@ -41,8 +41,8 @@ KEPT = ("val_loss", "agreement_acc", "agreement_n", "pronoun_acc", "pronoun_n", 
 
 def run_one(recipe, seed: int, steps: int | None, progress: bool) -> dict:
     """Train one recipe at one seed; the row of the results file."""
-    from headlab.train import train
-    from headlab.width_depth import forward_flops_per_token
+    from headlab.training.loop import train
+    from headlab.training.width_depth import forward_flops_per_token
 
     steps = recipe.steps if steps is None else steps
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.merge:
         return merge(args.merge, args.out, command)
 
-    from headlab.width_depth import WIDTH_DEPTH, WIDTH_DEPTH_STEPS, forward_flops_per_token
+    from headlab.training.width_depth import WIDTH_DEPTH, WIDTH_DEPTH_STEPS, forward_flops_per_token
 
     names = args.only or list(WIDTH_DEPTH)
     unknown = [n for n in names if n not in WIDTH_DEPTH]

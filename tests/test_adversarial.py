@@ -1,4 +1,4 @@
-"""Tests of headlab.adversarial: trigger search, its random control, and mean vs per-head detection."""
+"""Tests of headlab.analysis.adversarial: trigger search, its random control, and mean vs per-head detection."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from headlab.adversarial import (Target, detection_rates, flag_inputs, margins, peak_weight, random_triggers,
+from headlab.analysis.adversarial import (Target, detection_rates, flag_inputs, margins, peak_weight, random_triggers,
                                  rates_from_scores, weight_before,
                                  slots_before_sentence, suspicion, trigger_search)
-from headlab.model import HeadModel
-from headlab.organisms import GPT, GPTConfig
+from headlab.heads.model import HeadModel
+from headlab.models.gpt import GPT, GPTConfig
 
 D_VOCAB = 23
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import headlab.__main__ as entry
-from headlab.atlas import ATLAS_SCORES, compute_atlas, default_texts, plot_atlas, repeated_random_tokens
-from headlab.detect import LABELS, previous_token_score
-from headlab.detect.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model
+from headlab.analysis.atlas import ATLAS_SCORES, compute_atlas, default_texts, plot_atlas, repeated_random_tokens
+from headlab.analysis.detect import LABELS, previous_token_score
+from headlab.models.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRED_SCORES = {"previous_token", "next_token", "first_token", "punctuation", "entropy", "duplicate_token",
@@ -32,14 +32,14 @@ TEXTS = [
 @pytest.fixture
 def cli(monkeypatch):
     """``python -m headlab`` in-process, with the atlas command registered."""
-    if "headlab.atlas" not in entry.COMMAND_MODULES:
-        monkeypatch.setattr(entry, "COMMAND_MODULES", [*entry.COMMAND_MODULES, "headlab.atlas"])
+    if "headlab.analysis.atlas" not in entry.COMMAND_MODULES:
+        monkeypatch.setattr(entry, "COMMAND_MODULES", [*entry.COMMAND_MODULES, "headlab.analysis.atlas"])
     return entry.main
 
 
 def _cli_subprocess(*args: str) -> subprocess.CompletedProcess:
     code = ("import sys, headlab.__main__ as m\n"
-            "m.COMMAND_MODULES += [] if 'headlab.atlas' in m.COMMAND_MODULES else ['headlab.atlas']\n"
+            "m.COMMAND_MODULES += [] if 'headlab.analysis.atlas' in m.COMMAND_MODULES else ['headlab.analysis.atlas']\n"
             "sys.exit(m.main(sys.argv[1:]))")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "lib"), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=120)
@@ -140,8 +140,8 @@ def test_repeated_random_tokens_on_wordpiece(minilm):
 def test_synthetic_language_model_gets_synthetic_texts_and_rare_words():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from headlab.language import Language, tokenizer
-    from headlab.model import HeadModel
+    from headlab.data.language import Language, tokenizer
+    from headlab.heads.model import HeadModel
 
     tok = tokenizer(Language())
     torch.manual_seed(0)
@@ -155,9 +155,9 @@ def test_synthetic_language_model_gets_synthetic_texts_and_rare_words():
         assert 0.0 <= head["scores"]["copying"] <= 1.0  # a causal LM: copying is defined
         assert 0.0 <= head["scores"]["separator"] <= 1.0
     assert atlas["effect"]["kind"] == "write_norm"
-    from headlab.atlas import relation_summary
+    from headlab.analysis.atlas import relation_summary
 
-    from headlab.atlas import _synthetic_language
+    from headlab.analysis.atlas import _synthetic_language
 
     assert _synthetic_language(hm).seed_vocab == 0  # recognised by its vocabulary
     hm.provenance = {"command": "...", "data": {"task": "language", "language": Language(seed_vocab=3).describe()}}
@@ -201,7 +201,7 @@ def test_atlas_on_an_attention_only_organism():
     """A closed word-level vocabulary without an unknown token (the organisms' tokenizers) must not
     be mistaken for English; the atlas falls back to random tokens and finds the induction heads."""
     import headlab
-    from headlab.atlas import _reads_english, compute_atlas
+    from headlab.analysis.atlas import _reads_english, compute_atlas
 
     hm = headlab.load("attn-only-2l")
     assert not _reads_english(hm, ["The cat sleeps."])

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from headlab import HeadModel
-from headlab.organisms import GPT, GPTConfig
-from headlab.tasks import LanguageWindows
-from headlab.widgets import HeadCountPatterns, heads_widget
+from headlab.models.gpt import GPT, GPTConfig
+from headlab.data.two_relations import LanguageWindows
+from headlab.viz.widgets import HeadCountPatterns, heads_widget
 
 TEXT = "the loud hunter sleeps . he smiles ."
 

@@ -1,4 +1,4 @@
-"""headlab.circuits: head matrices, composition scores, and the induction circuit found by ablation."""
+"""headlab.analysis.circuits: head matrices, composition scores, and the induction circuit found by ablation."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import math
 import pytest
 import torch
 
-from headlab.circuits import (
+from headlab.analysis.circuits import (
     HeadWeights, composition, composition_score, composition_scores, head_weights, induction_circuit,
     pattern_change, random_composition_baseline,
 )
-from headlab.detect import induction_score, uniform_pattern
-from headlab.detect.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
-from headlab.model import HeadModel
+from headlab.analysis.detect import induction_score, uniform_pattern
+from headlab.models.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
+from headlab.heads.model import HeadModel
 from tiny_models import make_model
 
 
@@ -196,7 +196,7 @@ def test_induction_circuit_runs_on_gpt2_with_its_default_inputs() -> None:
 
 
 def test_a_one_layer_model_has_no_induction_circuit() -> None:
-    from headlab.organisms import GPT, GPTConfig
+    from headlab.models.gpt import GPT, GPTConfig
 
     one = HeadModel(GPT(GPTConfig(d_vocab=10, n_ctx=8, d_model=8, n_layers=1, n_heads=2, d_mlp=0)), name="one")
     with pytest.raises(ValueError, match="one layer"):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from headlab.claims import CLAIMS, Verdict, claims_dir, load_all, markdown_table, report
+from headlab.ledger import CLAIMS, Verdict, claims_dir, load_all, markdown_table, report
 
 
 def test_twenty_claims():

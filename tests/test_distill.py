@@ -1,4 +1,4 @@
-"""Tests of headlab.distill: head averaging and attention-transfer distillation."""
+"""Tests of headlab.training.distill: head averaging and attention-transfer distillation."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-from headlab.distill import (attention_transfer_loss, average_heads, distill, layer_mean_pattern, layer_mean_z,
+from headlab.training.distill import (attention_transfer_loss, average_heads, distill, layer_mean_pattern, layer_mean_z,
                              transfer_targets)
-from headlab.model import HeadModel
-from headlab.organisms import GPT, GPTConfig
+from headlab.heads.model import HeadModel
+from headlab.models.gpt import GPT, GPTConfig
 
 
 def _gpt(seed: int = 0, n_heads: int = 4, d_vocab: int = 31, n_ctx: int = 16) -> HeadModel:
@@ -154,7 +154,7 @@ def test_transfer_loss_errors():
 
 @pytest.fixture(scope="module")
 def tiny_recipe():
-    from headlab.train import ORGANISMS
+    from headlab.training.loop import ORGANISMS
 
     base = ORGANISMS["distill-student"]
     config = dataclasses.replace(base.config, d_model=16, n_heads=2, d_head=8, d_mlp=32)
@@ -163,7 +163,7 @@ def tiny_recipe():
 
 
 def test_distill_without_transfer_is_the_plain_training_run(tiny_recipe):
-    from headlab.train import train
+    from headlab.training.loop import train
 
     teacher = HeadModel(GPT(tiny_recipe.config).eval())
     plain = train(tiny_recipe, seed=3, steps=4, progress=False)

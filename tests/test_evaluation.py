@@ -7,8 +7,8 @@ from types import SimpleNamespace as Item
 import pytest
 import torch
 
-from headlab.evaluation import ItemMetric, agreement_metric, copy_metric, pronoun_metric
-from headlab.sweep import loop_sweep, sweep
+from headlab.analysis.items import ItemMetric, agreement_metric, copy_metric, pronoun_metric
+from headlab.analysis.sweep import loop_sweep, sweep
 from tiny_models import make_model, random_batch
 
 VOCAB = {"sleeps": 0, "sleep": 1, "he": 2, "she": 3, "it": 4, "they": 5, "cat": 6}

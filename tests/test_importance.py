@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from headlab.importance import (Importance, PairEffects, backup_heads, gini, gradient_importance,
+from headlab.analysis.importance import (Importance, PairEffects, backup_heads, gini, gradient_importance,
                                 head_importance, lorenz_curve, pair_effects, rank_disagreements,
                                 spearman, subset_effects, top_k_share)
 from tiny_models import make_model, random_batch

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import CHAPTERS, chapter_notebooks
 
-from headlab.claims import CLAIMS, Verdict, markdown_table
+from headlab.ledger import CLAIMS, Verdict, markdown_table
 
 CLAIMS_DIR = CHAPTERS / "claims"
 LEDGER = CHAPTERS / "09_ledger" / "09_ledger.ipynb"
@@ -69,7 +69,7 @@ def test_each_file_agrees_with_the_table_its_chapter_shows(path: Path) -> None:
     assert notebook is not None, f"{path.name}: no single chapter notebook chapters/{chapter[2:]}_*/ shows it"
     tables = _shown_tables(nbformat.read(notebook, as_version=4)).get(chapter, [])
     assert len(tables) == 1, (f"{notebook.name} should show its claims table exactly once (a cell calling "
-                              f"headlab.claims.report({chapter!r}, ...) with its output stored); found {len(tables)}")
+                              f"headlab.ledger.report({chapter!r}, ...) with its output stored); found {len(tables)}")
     expected = markdown_table([Verdict(**row) for row in data["rows"]])
     assert tables[0] == expected, (f"{path.name} and the table stored in {notebook.name} differ: re-execute the "
                                    "chapter with scripts/execute_notebooks.py and commit both")

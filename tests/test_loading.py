@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import headlab
-from headlab.loading import ModelUnavailable, minilm_path
+from headlab.heads.loading import ModelUnavailable, minilm_path
 
 
 @pytest.fixture(scope="module")

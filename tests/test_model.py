@@ -8,8 +8,8 @@ import random
 import pytest
 import torch
 
-from headlab.adapters import UnsupportedModelError
-from headlab.model import AblationNotApplied, HeadModel
+from headlab.heads.adapters import UnsupportedModelError
+from headlab.heads.model import AblationNotApplied, HeadModel
 from tiny_models import ADAPTER_FACTORIES, make_model, random_batch
 
 
@@ -153,7 +153,7 @@ def test_head_gradients_match_finite_differences(tiny):
     grad = hm.head_gradients(batch)  # (batch, n_layers, n_heads)
     assert grad.shape == (2, hm.n_layers, hm.n_heads)
     kind = "loss" if hm.causal else "retrieval"
-    from headlab.edits import _GateEdit
+    from headlab.heads.gate import _GateEdit
 
     with torch.no_grad():
         clean_out = hm(batch)

@@ -1,4 +1,4 @@
-"""Tests of the book's minimal GPT (headlab.organisms) and the starter detectors (headlab.detect)."""
+"""Tests of the book's minimal GPT (headlab.models.gpt) and the starter detectors (headlab.analysis.detect)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from headlab.detect import induction_score, previous_occurrence, previous_token_score
+from headlab.analysis.detect import induction_score, previous_occurrence, previous_token_score
 from headlab.metrics import next_token_loss
-from headlab.organisms import GPT, GPTConfig
+from headlab.models.gpt import GPT, GPTConfig
 
 
 def make(seed: int = 0, **overrides) -> GPT:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from headlab.detect import offset_baseline, prediction_accuracy, relation_scores
-from headlab.detect.predictive import (
+from headlab.analysis.detect import offset_baseline, prediction_accuracy, relation_scores
+from headlab.analysis.detect.predictive import (
     BEFORE_PRONOUN_ANTECEDENT, BEFORE_VERB_SUBJECT, predictive_relation_set,
 )
-from headlab.language import Language, agreement_items, pack, pronoun_items, tokenizer
-from headlab.model import HeadModel
-from headlab.organisms import GPT, GPTConfig
+from headlab.data.language import Language, agreement_items, pack, pronoun_items, tokenizer
+from headlab.heads.model import HeadModel
+from headlab.models.gpt import GPT, GPTConfig
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +99,8 @@ def _planted(rs, hit) -> torch.Tensor:
 
 
 def test_split_relation_partitions_the_queries_and_scores_each_group(windows) -> None:
-    from headlab.detect import relation_accuracy
-    from headlab.detect.predictive import split_relation
+    from headlab.analysis.detect import relation_accuracy
+    from headlab.analysis.detect.predictive import split_relation
 
     rs = predictive_relation_set(windows, tokenizer(Language()))
     items = agreement_items(windows)
@@ -125,7 +125,7 @@ def test_split_relation_partitions_the_queries_and_scores_each_group(windows) ->
 
 
 def test_split_relation_refuses_items_that_do_not_match(windows) -> None:
-    from headlab.detect.predictive import split_relation
+    from headlab.analysis.detect.predictive import split_relation
 
     rs = predictive_relation_set(windows, tokenizer(Language()))
     with pytest.raises(ValueError, match="no relation"):
@@ -137,9 +137,9 @@ def test_split_relation_refuses_items_that_do_not_match(windows) -> None:
 
 
 def test_copy_relation_points_at_the_token_after_the_earlier_copy(windows) -> None:
-    from headlab.detect import relation_accuracy
-    from headlab.detect.predictive import COPY_SOURCE, RARE_SOURCE, copy_relation_set
-    from headlab.language import copy_items, rare_items
+    from headlab.analysis.detect import relation_accuracy
+    from headlab.analysis.detect.predictive import COPY_SOURCE, RARE_SOURCE, copy_relation_set
+    from headlab.data.language import copy_items, rare_items
 
     lang = Language()
     rs = copy_relation_set(windows, tokenizer(lang), lang)

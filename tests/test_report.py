@@ -11,8 +11,8 @@ import torch
 
 import headlab.__main__ as entry
 import headlab.report as report_module
-from headlab.detect.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
-from headlab.importance import Importance
+from headlab.models.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
+from headlab.analysis.importance import Importance
 from headlab.report import JSON_KEYS, THRESHOLDS, checklist, render_markdown, write_report
 from headlab.report.checks import TAIL_MEAN_BELOW, TAIL_WORST_ABOVE, _ablation, _keep
 

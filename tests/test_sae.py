@@ -1,4 +1,4 @@
-"""Sparse autoencoders (headlab.sae) and the head-vs-feature comparisons (headlab.sae_analysis).
+"""Sparse autoencoders (headlab.analysis.sae.model) and the head-vs-feature comparisons (headlab.analysis.sae.compare).
 
 The SAE is tested on data built from a known sparse dictionary: every input is a
 sum of k of 32 ground-truth directions, so a working SAE must find those
@@ -13,13 +13,13 @@ import math
 import pytest
 import torch
 
-from headlab.model import HeadModel
-from headlab.organisms import GPT, GPTConfig
-from headlab.sae import (
+from headlab.heads.model import HeadModel
+from headlab.models.gpt import GPT, GPTConfig
+from headlab.analysis.sae.model import (
     SAEConfig, SparseAutoencoder, evaluate_sae, fraction_loss_recovered, load_sae, loss_recovered,
     resample_dead, save_sae, spliced, topk_relu, train_sae,
 )
-from headlab.sae_analysis import (
+from headlab.analysis.sae.compare import (
     auroc, auroc_table, feature_write_norms, head_ownership, head_write_norms, label_purity, match_features,
     POS_CLASSES, POS_NAMES, polysemantic_heads, token_labels, units_for_mass, write_explained_by_top,
 )
@@ -338,7 +338,7 @@ def test_write_norms_match_the_head_results(tiny_hm):
 
 
 def test_token_labels_follow_the_annotations():
-    from headlab.language import Language, pack
+    from headlab.data.language import Language, pack
 
     lang = Language(0)
     windows = pack(lang.sample(30, seed=0), 32, drop_last=True)

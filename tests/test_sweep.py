@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from headlab.sweep import loop_sweep, sweep
+from headlab.analysis.sweep import loop_sweep, sweep
 from tiny_models import ADAPTER_FACTORIES, make_model, random_batch
 
 

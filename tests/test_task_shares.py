@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import headlab
-from headlab.evaluation import TASKS, agreement_metric, busiest_windows, margin_share_lost
-from headlab.language import Language, agreement_items, encode, pack
+from headlab.analysis.items import TASKS, agreement_metric, busiest_windows, margin_share_lost
+from headlab.data.language import Language, agreement_items, encode, pack
 
 
 @pytest.fixture(scope="module")

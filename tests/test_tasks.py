@@ -1,4 +1,4 @@
-"""The synthetic tasks of chapters 1 and 2 (headlab.tasks) and their recipes and checkpoints."""
+"""The synthetic tasks of chapters 1 and 2 (headlab.data.two_relations) and their recipes and checkpoints."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from headlab.organisms import CHECKPOINT_DIR, GPT, GPTConfig
-from headlab.tasks import LanguageWindows, TwoRelations, answer_metrics, word_tokenizer
+from headlab.models.gpt import CHECKPOINT_DIR, GPT, GPTConfig
+from headlab.data.two_relations import LanguageWindows, TwoRelations, answer_metrics, word_tokenizer
 
 
 def gen(seed: int = 0) -> torch.Generator:
@@ -174,7 +174,7 @@ def test_language_windows_evaluate_and_train_batches():
 
 
 def chapter_recipes():
-    from headlab.train import ORGANISMS
+    from headlab.training.loop import ORGANISMS
 
     return {name: r for name, r in ORGANISMS.items() if name.startswith(("two-relations-", "heads-"))}
 
@@ -205,7 +205,7 @@ def test_shipped_checkpoints_were_made_by_their_recipes():
 
 
 def test_training_a_chapter_recipe_is_deterministic():
-    from headlab.train import ORGANISMS, train
+    from headlab.training.loop import ORGANISMS, train
 
     recipe = ORGANISMS["two-relations-2h-s0"]
     first = train(recipe, steps=15, progress=False)

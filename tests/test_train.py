@@ -1,4 +1,4 @@
-"""Training data, recipes, reproducibility and the shipped checkpoints (headlab.train, headlab.organisms)."""
+"""Training data, recipes, reproducibility and the shipped checkpoints (headlab.training.loop, headlab.models.gpt)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import torch
 
 import headlab
 from headlab.__main__ import main
-from headlab.detect import induction_score
-from headlab.organisms import (CHECKPOINT_DIR, GPT, CheckpointError, available_organisms, load_checkpoint,
+from headlab.analysis.detect import induction_score
+from headlab.models.gpt import (CHECKPOINT_DIR, GPT, CheckpointError, available_organisms, load_checkpoint,
                                load_organism, sha256_file)
-from headlab.train import ORGANISMS, RepeatedSpans, train
+from headlab.training.loop import ORGANISMS, RepeatedSpans, train
 
 TINY = "tiny-attn-2l"
 # Retraining on the same machine is bit-identical (checked below); across machines, BLAS
@@ -230,7 +230,7 @@ def test_headlab_load_serves_the_organisms():
 
 @pytest.fixture(scope="module")
 def lang_task():
-    from headlab.train import SyntheticLanguage
+    from headlab.training.loop import SyntheticLanguage
     return SyntheticLanguage(n_ctx=48, docs_per_chunk=32)
 
 
@@ -257,7 +257,7 @@ class _Oracle(GPT):
 
 
 def test_language_evaluation_on_known_answers(lang_task):
-    from headlab.organisms import GPTConfig
+    from headlab.models.gpt import GPTConfig
     data = lang_task.eval_data(24)
     assert len(data.agreement) > 50 and len(data.pronoun) > 5 and len(data.copy) > 10
     cfg = GPTConfig(d_vocab=lang_task.d_vocab, n_ctx=48, d_model=16, n_layers=1, n_heads=2, d_mlp=0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from headlab.widgets import LiveAblation, ablation_widget
+from headlab.viz.widgets import LiveAblation, ablation_widget
 from tiny_models import make_model
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from headlab.organisms import GPTConfig
-from headlab.width_depth import WIDTH_DEPTH, WIDTH_DEPTH_STEPS, forward_flops_per_token
+from headlab.models.gpt import GPTConfig
+from headlab.training.width_depth import WIDTH_DEPTH, WIDTH_DEPTH_STEPS, forward_flops_per_token
 
 ROOT = Path(__file__).resolve().parent.parent
 

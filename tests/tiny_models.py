@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from headlab.model import HeadModel
+from headlab.heads.model import HeadModel
 
 
 def _gpt2():
@@ -37,7 +37,7 @@ def _llama_gqa():
 
 
 def _headlab():
-    from headlab.organisms import GPT, GPTConfig
+    from headlab.models.gpt import GPT, GPTConfig
     return GPT(GPTConfig(d_vocab=61, n_ctx=32, d_model=32, n_layers=2, n_heads=4, d_mlp=64))
 
 

@@ -7,8 +7,11 @@ Importing this package has no side effects: no seeding, no downloads, no
 matplotlib settings, no prints.
 """
 
-from .loading import load
-from .model import HeadModel
+from headlab import _compat
+from headlab.heads.loading import load
+from headlab.heads.model import HeadModel
 
 __version__ = "0.1.0"
 __all__ = ["load", "HeadModel", "__version__"]
+
+_compat.install()

@@ -16,9 +16,9 @@ import sys
 # Modules that contribute commands, in the order they appear in --help.
 COMMAND_MODULES = [
     "headlab.cli",        # heads, sweep
-    "headlab.atlas",      # atlas
+    "headlab.analysis.atlas",      # atlas
     "headlab.report",     # report (the checklist)
-    "headlab.train",      # train
+    "headlab.training.loop",      # train
 ]
 
 

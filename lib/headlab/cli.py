@@ -43,7 +43,7 @@ def read_texts(path: str | None) -> list[str]:
 
 
 def _cmd_heads(args: argparse.Namespace) -> int:
-    from .loading import load
+    from headlab.heads.loading import load
 
     hm = load(args.model, device=args.device)
     info = {
@@ -60,8 +60,8 @@ def _cmd_heads(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from .loading import load
-    from .sweep import sweep
+    from headlab.heads.loading import load
+    from headlab.analysis.sweep import sweep
 
     texts = read_texts(args.texts)
     hm = load(args.model, device=args.device)

@@ -2,7 +2,7 @@
 
 Every known answer is built by hand: patterns whose induction or previous-token weight is
 set entry by entry, matrices whose product is known, and the planted model of
-:mod:`headlab.detect.planted`, whose heads are what they are by construction.
+:mod:`headlab.models.planted`, whose heads are what they are by construction.
 """
 
 from __future__ import annotations
@@ -175,12 +175,12 @@ def _planted_inputs(d_vocab: int, span: int, n: int) -> np.ndarray:
 
 
 def check_induction_after_ablation(fn: Callable) -> None:
-    """Check ``fn(hm, tokens, ablated, head)`` on the planted model of ``headlab.detect.planted``:
+    """Check ``fn(hm, tokens, ablated, head)`` on the planted model of ``headlab.models.planted``:
     the mean induction score of ``head`` over the batch ``tokens`` with the heads ``ablated``
     zero-ablated (an empty list: the clean model)."""
     import torch
 
-    from headlab.detect.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
+    from headlab.models.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
 
     span = 10
     hm = planted_model(d_vocab=16, n_ctx=2 * span + 1)

@@ -2,7 +2,7 @@
 
 Every case is built so that its answer is known by construction: hand-written tables of
 per-input ablation deltas, pair effects and write norms, and the planted model of
-:mod:`headlab.detect.planted`, whose induction head finds its key only through the
+:mod:`headlab.models.planted`, whose induction head finds its key only through the
 previous-token head.
 """
 
@@ -167,9 +167,9 @@ def check_induction_drop(fn: Callable) -> None:
     """Check ``induction_drop(hm, prev_head, induction_head, batch)`` on the planted model.
 
     It must return the induction score of ``induction_head`` on ``batch`` (mean over inputs of
-    :func:`headlab.detect.induction_score`) minus the same score with ``prev_head`` zero-ablated.
+    :func:`headlab.analysis.detect.induction_score`) minus the same score with ``prev_head`` zero-ablated.
     """
-    from headlab.detect.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
+    from headlab.models.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
 
     hm = planted_model()
     cases = []

@@ -8,12 +8,12 @@ and returns a JSON-ready dict; :func:`write_report` writes ``DIR/report.json``, 
 (sections, tables, and the figures it embeds, PNG files in ``DIR``). The checks live in
 :mod:`headlab.report.checks`, where every threshold is a named constant (it also travels in the
 JSON under ``thresholds``); the figures and the Markdown in :mod:`headlab.report.writing`. Effects are zero-ablation deltas
-``metric(head removed) - metric(clean)`` per text (:func:`headlab.sweep.sweep`): the next-token
+``metric(head removed) - metric(clean)`` per text (:func:`headlab.analysis.sweep.sweep`): the next-token
 loss for causal LMs, ``1 - cos`` of the pooled embedding for encoders; positive = the head helps.
 
 Inputs (:func:`report_inputs`): the given texts, or ``N_TEXTS`` texts evenly spread over the
 model's default set (an attention-only organism's training data, else
-:func:`headlab.atlas.default_texts`). The circuit check runs on ``CIRCUIT_TEXTS`` repeated random
+:func:`headlab.analysis.atlas.default_texts`). The circuit check runs on ``CIRCUIT_TEXTS`` repeated random
 sequences of its own.
 
 1. **Ablation deltas** (``ablation``): every head's effect on every text; its mean, worst case
@@ -32,7 +32,7 @@ sequences of its own.
    effect(b) (means over texts). Among pairs whose effect exceeds ``PAIR_MIN_EFFECT`` x the
    largest single mean: the fraction where the sum of singles underestimates the pair (strictly,
    and by more than ``UNDERESTIMATE_MARGIN`` of the sum), the median ratio pair / sum; backup
-   heads by :func:`headlab.importance.backup_heads` (``BACKUP_FACTOR``, ``BACKUP_MIN_EFFECT`` x
+   heads by :func:`headlab.analysis.importance.backup_heads` (``BACKUP_FACTOR``, ``BACKUP_MIN_EFFECT`` x
    the largest single mean).
 4. **Patterns vs writes** (``patterns_vs_writes``): normalised attention entropy and the mean
    norm of the head's write (``cache.result``) on the texts, beside the mean |effect|.
@@ -67,7 +67,7 @@ JSON schema (``report.json``; a head is ``[layer, head]``, a grid is ``n_layers`
   ``median_ratio`` (null when no pair counts), ``top_interactions``, ``backups`` (``removed``,
   ``backup``, ``alone``, ``given_removed``);
 * ``patterns_vs_writes``: ``entropy``, ``write_norm``, ``abs_effect`` (grids), ``labels``
-  (grid of :func:`headlab.detect.label_heads` labels: the atlas's rule, with the pattern scores on
+  (grid of :func:`headlab.analysis.detect.label_heads` labels: the atlas's rule, with the pattern scores on
   the texts, induction on the repeated sequences and the mean |effect|), ``strength`` (grid),
   ``spearman_entropy_effect``, ``spearman_write_norm_effect``, ``orphans_that_matter``,
   ``sharp_but_idle`` (``head``, ``entropy``, ``write_norm``, ``abs_effect``);
@@ -82,8 +82,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .checks import DISTILLATION, JSON_KEYS, N_TEXTS, PAIR_TOP_K, SCHEMA, THRESHOLDS, checklist, report_inputs
-from .writing import _fmt, _name, draw_figures, render_markdown, write_report
+from headlab.report.checks import DISTILLATION, JSON_KEYS, N_TEXTS, PAIR_TOP_K, SCHEMA, THRESHOLDS, checklist, report_inputs
+from headlab.report.writing import _fmt, _name, draw_figures, render_markdown, write_report
 
 __all__ = ["checklist", "report_inputs", "write_report", "render_markdown", "draw_figures", "add_commands",
            "THRESHOLDS", "JSON_KEYS", "DISTILLATION", "SCHEMA"]
@@ -93,8 +93,8 @@ __all__ = ["checklist", "report_inputs", "write_report", "render_markdown", "dra
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from ..cli import read_texts
-    from ..loading import load
+    from headlab.cli import read_texts
+    from headlab.heads.loading import load
 
     texts = read_texts(args.texts) if args.texts else None
     out = Path(args.out)

@@ -14,10 +14,10 @@ from itertools import combinations
 import numpy as np
 import torch
 
-from ..atlas import INDUCTION_LENGTH, _check_lengths, default_texts, repeated_random_tokens
-from ..detect import DIFFUSE_ENTROPY, ORPHAN_EFFECT, PATTERN_SCORES, head_scores, label_heads
-from ..importance import Importance, PairEffects, backup_heads, spearman
-from ..sweep import sweep
+from headlab.analysis.atlas import INDUCTION_LENGTH, _check_lengths, default_texts, repeated_random_tokens
+from headlab.analysis.detect import DIFFUSE_ENTROPY, ORPHAN_EFFECT, PATTERN_SCORES, head_scores, label_heads
+from headlab.analysis.importance import Importance, PairEffects, backup_heads, spearman
+from headlab.analysis.sweep import sweep
 
 __all__ = ["checklist", "report_inputs", "THRESHOLDS", "JSON_KEYS", "DISTILLATION", "SCHEMA"]
 
@@ -97,7 +97,7 @@ def report_inputs(hm, texts=None, n_texts: int | None = None, seed: int = 0) -> 
 
     ``texts``: a list of strings, or None for the model's default set: the training
     distribution of an attention-only organism (repeated random spans), else
-    :func:`headlab.atlas.default_texts`, spread down to ``n_texts`` (default ``N_TEXTS``).
+    :func:`headlab.analysis.atlas.default_texts`, spread down to ``n_texts`` (default ``N_TEXTS``).
     Given texts are all used unless ``n_texts`` is set.
     """
     if n_texts is not None and n_texts < 2:
@@ -143,14 +143,14 @@ def _span_task(hm):
     data = (getattr(hm, "provenance", None) or {}).get("data") or {}
     if data.get("kind") != "repeated_spans":
         return None
-    from ..train import RepeatedSpans
+    from headlab.training.loop import RepeatedSpans
 
     names = {f.name for f in fields(RepeatedSpans)}
     return RepeatedSpans(**{k: v for k, v in data.items() if k in names})
 
 
 def _repeated_sequences(hm, n: int, length: int, seed: int) -> dict:
-    """Repeated random sequences (:func:`headlab.atlas.repeated_random_tokens`).
+    """Repeated random sequences (:func:`headlab.analysis.atlas.repeated_random_tokens`).
 
     Tokenizers that cannot encode an arbitrary string (a word-level vocabulary with no unknown
     token, as the attention-only organisms have) make the atlas's helper fail; for them the same

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .checks import TOP_K, UNDERESTIMATE_MARGIN
+from headlab.report.checks import TOP_K, UNDERESTIMATE_MARGIN
 
 __all__ = ["draw_figures", "render_markdown", "write_report"]
 
@@ -24,8 +24,8 @@ def _figure(width: float, height: float):
 
 def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str]:
     """Draw the report's figures from its JSON alone into ``out``; returns {name: file name}."""
-    from ..atlas import plot_atlas
-    from ..plotting import (plot_circuit_drops, plot_head_grid, plot_keep_map, plot_mean_vs_worst,
+    from headlab.analysis.atlas import plot_atlas
+    from headlab.viz.figures import (plot_circuit_drops, plot_head_grid, plot_keep_map, plot_mean_vs_worst,
                            plot_pair_interactions, plot_score_vs_effect)
 
     out = Path(out)

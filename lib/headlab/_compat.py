@@ -1,0 +1,107 @@
+"""Old import paths, kept working for one release with a ``DeprecationWarning``.
+
+Release 0.2 grouped the library by meaning (``headlab.heads``, ``headlab.analysis``, ...). Code
+written against 0.1 (``from headlab.sweep import sweep``) still runs: importing an old module
+returns an alias of its new home, and says where that is. A name that left the module its old
+path points to is listed in :data:`MOVED_NAMES`. The aliases go in headlab 0.3.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import types
+import warnings
+
+# old module -> new module
+MOVED_MODULES: dict[str, str] = {
+    "headlab.adapters": "headlab.heads.adapters",
+    "headlab.edits": "headlab.heads.gate",
+    "headlab.model": "headlab.heads.model",
+    "headlab.loading": "headlab.heads.loading",
+    "headlab.organisms": "headlab.models.gpt",
+    "headlab.detect.planted": "headlab.models.planted",
+    "headlab.tasks": "headlab.data.two_relations",
+    "headlab.train_data": "headlab.data.tasks",
+    "headlab.evaluation": "headlab.analysis.items",
+    "headlab.sweep": "headlab.analysis.sweep",
+    "headlab.importance": "headlab.analysis.importance",
+    "headlab.circuits": "headlab.analysis.circuits",
+    "headlab.prune": "headlab.analysis.prune",
+    "headlab.adversarial": "headlab.analysis.adversarial",
+    "headlab.atlas": "headlab.analysis.atlas",
+    "headlab.sae": "headlab.analysis.sae.model",
+    "headlab.sae_analysis": "headlab.analysis.sae.compare",
+    "headlab.train": "headlab.training.loop",
+    "headlab.distill": "headlab.training.distill",
+    "headlab.width_depth": "headlab.training.width_depth",
+    "headlab.claims": "headlab.ledger",
+    "headlab.plotting": "headlab.viz.figures",
+    "headlab.plotting_beyond_heads": "headlab.viz.beyond_heads",
+    "headlab.widgets": "headlab.viz.widgets",
+}
+# old package -> new package (its submodules follow)
+MOVED_PACKAGES: dict[str, str] = {
+    "headlab.detect": "headlab.analysis.detect",
+    "headlab.language": "headlab.data.language",
+}
+# old module -> {name: module that now defines it}, for names that left the module the old path aliases
+MOVED_NAMES: dict[str, dict[str, str]] = {}
+
+REMOVAL = "headlab 0.3"
+
+
+def new_location(old: str) -> str | None:
+    """Where the module once importable as ``old`` lives now (``None``: it did not move)."""
+    if old in MOVED_MODULES:
+        return MOVED_MODULES[old]
+    for pkg in sorted(MOVED_PACKAGES, key=len, reverse=True):
+        if old == pkg or old.startswith(pkg + "."):
+            return MOVED_PACKAGES[pkg] + old[len(pkg):]
+    return None
+
+
+class _Alias(types.ModuleType):
+    """The old module name: every attribute is looked up in the new module (or where it moved)."""
+
+    def __init__(self, old: str, target: types.ModuleType):
+        super().__init__(old, target.__doc__)
+        self.__dict__["_target"] = target
+        if hasattr(target, "__path__"):
+            self.__path__ = []  # a package: its old submodules are found by the finder below
+
+    def __getattr__(self, name: str):
+        moved = MOVED_NAMES.get(self.__name__, {}).get(name)
+        if moved is not None:
+            return getattr(importlib.import_module(moved), name)
+        return getattr(self.__dict__["_target"], name)
+
+    def __dir__(self):
+        return sorted(set(dir(self.__dict__["_target"])) | set(MOVED_NAMES.get(self.__name__, {})))
+
+
+class _OldPathFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, fullname, path=None, target=None):
+        if not fullname.startswith("headlab.") or new_location(fullname) is None:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec):
+        new = new_location(spec.name)
+        warnings.warn(f"{spec.name} moved to {new}: import from there ({spec.name} goes in {REMOVAL})",
+                      DeprecationWarning, stacklevel=2)
+        return _Alias(spec.name, importlib.import_module(new))
+
+    def exec_module(self, module):
+        pass
+
+
+_FINDER = _OldPathFinder()
+
+
+def install() -> None:
+    """Put the old-path finder on ``sys.meta_path`` (once)."""
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)

@@ -1,0 +1,10 @@
+"""Measurements on heads, all through the head interface (:mod:`headlab.heads`).
+
+* :mod:`~headlab.analysis.sweep` -- many ablations in few forward passes;
+* :mod:`~headlab.analysis.importance` -- how unevenly the work is divided;
+* :mod:`~headlab.analysis.detect` -- what a head's attention looks like (scores, labels, relations);
+* :mod:`~headlab.analysis.atlas` -- every head scored and labelled;
+* :mod:`~headlab.analysis.circuits` -- how one head's output becomes another's input;
+* :mod:`~headlab.analysis.prune`, :mod:`~headlab.analysis.adversarial` -- what breaks;
+* :mod:`~headlab.analysis.sae` -- sparse autoencoders beside the head basis.
+"""

@@ -1,0 +1,414 @@
+"""The head atlas: every head of a model, its pattern scores, its effect and one label.
+
+    python -m headlab atlas --model minilm --json atlas.json --png atlas.png
+
+What the atlas measures (all definitions are in :mod:`headlab.analysis.detect`):
+
+* **Pattern scores** on the texts, each a mean over texts of a per-text mean over that
+  text's eligible query positions (every text counts equally): ``previous_token``,
+  ``next_token``, ``first_token``, ``separator``, ``punctuation``, ``local`` (window
+  ``LOCAL_WINDOW``), ``entropy`` (normalised), ``duplicate_token`` and, given token
+  frequencies (the synthetic language), ``rare_token``.
+* **Induction** needs repeats, which ordinary sentences barely have. The atlas builds
+  ``induction_texts`` sequences of ``induction_length`` random tokens repeated once (drawn
+  with ``seed`` from the non-special vocabulary, special tokens added as the tokenizer
+  adds them) and scores ``induction`` on those sequences only.
+* **Copying** (``copying``, the OV score, :func:`headlab.analysis.detect.ov_copying_score`) for causal
+  LMs with an unembedding; ``null`` with the reason in ``notes`` for encoders.
+* **Effect**: by default the mean absolute effect of zero-ablating the head alone on the
+  first ``effect_texts`` texts (:func:`headlab.analysis.sweep.sweep`; next-token loss for causal LMs,
+  1 - cos of the pooled embedding for encoders); or the norm of the head's write
+  (``--effect write_norm``); or none.
+* **Label** by :func:`headlab.analysis.detect.label_heads`, with the thresholds written in the JSON.
+* Optionally (``--relations``) **syntax and coreference** against ground truth
+  (:func:`relation_summary`): each head's accuracy on verb -> subject, subject -> verb and
+  pronoun -> antecedent, beside the best fixed offset and the nearest-noun baseline, with
+  the best head also chosen on half the items and scored on the other half.
+
+Default texts: for a model of the book's synthetic language, packed windows of generated
+text; for a tokenizer that reads English (MiniLM, GPT-2), the 175 sentences of the
+hand-annotated English set; otherwise, random token sequences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from headlab.analysis.detect import (
+    DEFAULT_THRESHOLDS, LOCAL_WINDOW, PATTERN_SCORES, NotApplicable, Thresholds, english_relation_set,
+    head_scores, held_out_relation_scores, label_heads, ov_copying_score, relation_scores, synthetic_relation_set,
+    synthetic_token_frequency,
+)
+from headlab.viz.figures import LABEL_COLOURS, plot_atlas  # the atlas figure lives with the book's other figures
+
+__all__ = ["compute_atlas", "plot_atlas", "default_texts", "repeated_random_tokens", "relation_summary",
+           "add_commands", "ATLAS_SCORES", "LABEL_COLOURS"]
+
+INDUCTION_TEXTS = 4
+INDUCTION_LENGTH = 20
+EFFECT_TEXTS = 48
+EFFECT_KINDS = ("ablation", "write_norm", "none")
+# Scores that go into each head's "scores" (all in [0, 1] where defined, null where not).
+ATLAS_SCORES = ("previous_token", "next_token", "first_token", "separator", "punctuation", "local",
+                "entropy", "duplicate_token", "induction", "rare_token", "copying")
+
+DEFINITIONS = {
+    "previous_token": "mean over texts of the mean, over real queries i >= 1, of the weight on key i-1",
+    "next_token": "the same for key i+1, over real queries before the last real position",
+    "first_token": "mean over real queries of the weight on the first real position ([CLS], <bos>)",
+    "separator": "weight on [SEP]/<eos>/sentence-final punctuation, over queries that can see one",
+    "punctuation": "weight on punctuation tokens, over queries that can see one",
+    "local": f"weight on keys j with |i - j| <= {LOCAL_WINDOW}",
+    "entropy": "row entropy / log(number of keys the row may attend to), rows with >= 2 keys",
+    "duplicate_token": "weight on earlier occurrences of the query's token, over queries that have one",
+    "induction": "on repeated random sequences: weight on the token after the query token's previous occurrence",
+    "rare_token": "weight on the least frequent word in view (synthetic language only)",
+    "copying": "fraction of tokens t, fed alone, whose own logit is in the top 5 of the head's write",
+}
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _max_len(hm) -> int | None:
+    config = getattr(hm.model, "config", None)
+    for name in ("max_position_embeddings", "n_positions", "n_ctx"):
+        value = getattr(config, name, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _vocab_size(hm) -> int:
+    if hm.tokenizer is not None:
+        return len(hm.tokenizer)
+    config = getattr(hm.model, "config", None)
+    for name in ("vocab_size", "d_vocab"):
+        value = getattr(config, name, None)
+        if isinstance(value, int):
+            return value
+    raise ValueError(f"cannot tell {hm.name}'s vocabulary size (no tokenizer, no config.vocab_size)")
+
+
+def _language_description(obj) -> dict | None:
+    """The first ``Language.describe()`` dict (it has a ``language_version``) nested in ``obj``."""
+    if isinstance(obj, dict):
+        if "language_version" in obj and "seed_vocab" in obj:
+            return obj
+        obj = list(obj.values())
+    if isinstance(obj, list):
+        for value in obj:
+            found = _language_description(value)
+            if found is not None:
+                return found
+    return None
+
+
+def _synthetic_language(hm):
+    """The synthetic ``Language`` the model reads, or None: from the language description in
+    its provenance (trained organisms), else by vocabulary (seed_vocab 0)."""
+    from headlab.data.language import Language
+
+    description = _language_description(getattr(hm, "provenance", None))
+    if description is not None:
+        return Language.from_description(description)
+    if hm.tokenizer is None:
+        return None
+    lang = Language()
+    return lang if set(lang.vocab) <= set(hm.tokenizer.get_vocab()) else None
+
+
+def _reads_english(hm, texts: Sequence[str]) -> bool:
+    tok = hm.tokenizer
+    if tok is None:
+        return False
+    try:
+        ids = [i for t in texts for i in tok(t)["input_ids"]]
+    except Exception:  # noqa: BLE001 - a closed word-level vocabulary with no unknown token raises
+        return False   # (the `tokenizers` library raises a bare Exception): it cannot read English
+    if tok.unk_token_id is None:
+        return True
+    return sum(i == tok.unk_token_id for i in ids) <= 0.05 * len(ids)
+
+
+def default_texts(hm, seed: int = 0) -> tuple[list[str] | dict, str]:
+    """The atlas's default inputs for ``hm`` and a sentence saying what they are."""
+    from headlab.data.language import load_english, pack
+
+    lang = _synthetic_language(hm)
+    if lang is not None:
+        n_ctx = min(64, _max_len(hm) or 64)
+        windows = pack(lang.sample(40, seed=seed), n_ctx=n_ctx, drop_last=True)[:64]
+        return [w.text for w in windows], (f"{len(windows)} windows of {n_ctx} tokens of the synthetic "
+                                           f"language (Language.sample(40, seed={seed}), packed)")
+    english = [s.text for s in load_english()]
+    if _reads_english(hm, english):
+        return english, f"the {len(english)} sentences of the hand-annotated English set"
+    length = min(32, _max_len(hm) or 32)
+    gen = torch.Generator().manual_seed(seed)
+    pool = torch.tensor(_token_pool(hm))
+    ids = pool[torch.randint(len(pool), (32, length), generator=gen)]
+    return ({"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+            f"32 sequences of {length} random tokens (seed {seed}): {hm.name} reads neither English nor the synthetic language")
+
+
+def _token_pool(hm) -> list[int]:
+    """Ids to draw random tokens from: not special, not a placeholder like [unused3] or <extra>."""
+    tok = hm.tokenizer
+    n = _vocab_size(hm)
+    if tok is None:
+        return list(range(n))
+    special = set(tok.all_special_ids)
+    tokens = tok.convert_ids_to_tokens(list(range(n)))
+    pool = [i for i, t in enumerate(tokens) if i not in special and t is not None
+            and not re.fullmatch(r"\[.*\]|<.*>", t)]
+    if len(pool) < 2:
+        raise ValueError(f"{hm.name}'s vocabulary has too few ordinary tokens to draw random sequences from")
+    return pool
+
+
+def repeated_random_tokens(hm, n: int = INDUCTION_TEXTS, length: int = INDUCTION_LENGTH, seed: int = 0) -> dict:
+    """``n`` sequences of ``length`` random ordinary tokens, each repeated once, as a batch.
+
+    Special tokens are added as the tokenizer adds them (``[CLS] ... [SEP]`` for BERT); a
+    sequence that would start with an ordinary token gets the tokenizer's ``bos_token`` in
+    front when it has one. ``length`` shrinks to fit the model's maximum length.
+    """
+    return _repeated(hm, n, length, seed)[0]
+
+
+def _repeated(hm, n: int, length: int, seed: int) -> tuple[dict, int]:
+    """:func:`repeated_random_tokens` and the span length it used."""
+    if n < 1 or length < 2:
+        raise ValueError(f"need n >= 1 sequences of length >= 2, got n={n}, length={length}")
+    tok = hm.tokenizer
+    limit = _max_len(hm)
+    if limit is not None:
+        length = min(length, (limit - 3) // 2)
+    pool = torch.tensor(_token_pool(hm))
+    length = min(length, len(pool))  # distinct tokens, so each has exactly one earlier occurrence
+    gen = torch.Generator().manual_seed(seed)
+    rows = []
+    for _ in range(n):
+        span = pool[torch.randperm(len(pool), generator=gen)[:length]].tolist()  # distinct tokens
+        ids = span + span
+        if tok is not None:
+            prefix, suffix = _special_wrapping(tok)
+            ids = prefix + ids + suffix
+            if not prefix and tok.bos_token_id is not None:
+                ids = [tok.bos_token_id] + ids
+        rows.append(ids)
+    ids = torch.tensor(rows)
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, length
+
+
+def _probe_token(tok) -> str:
+    """A plain word the tokenizer knows: "a" if it has it, else its first alphabetic non-special token."""
+    vocab = tok.get_vocab()
+    if "a" in vocab:
+        return "a"
+    special = set(tok.all_special_tokens)
+    words = sorted(t for t in vocab if t not in special)
+    return next((t for t in words if t.isalpha()), words[0])
+
+
+def _special_wrapping(tok) -> tuple[list[int], list[int]]:
+    """The ids the tokenizer puts before and after a text (``[CLS]`` and ``[SEP]`` for BERT)."""
+    probe = _probe_token(tok)
+    plain = tok(probe, add_special_tokens=False)["input_ids"]
+    wrapped = tok(probe)["input_ids"]
+    for start in range(len(wrapped) - len(plain) + 1):
+        if wrapped[start:start + len(plain)] == plain:
+            return wrapped[:start], wrapped[start + len(plain):]
+    return [], []
+
+
+def _check_lengths(hm, texts) -> None:
+    limit = _max_len(hm)
+    if limit is None or not isinstance(texts, list) or hm.tokenizer is None:
+        return
+    for i, text in enumerate(texts):
+        n = len(hm.tokenizer(text)["input_ids"])
+        if n > limit:
+            raise ValueError(f"text {i + 1} has {n} tokens, more than {hm.name}'s maximum of {limit}; "
+                             "shorten or split it")
+
+
+def relation_summary(hm, seed: int = 0) -> dict:
+    """Relation accuracies of every head on the annotated text the model reads.
+
+    The synthetic language (200 generated documents, packed) for its models, else the English
+    set for a fast tokenizer that reads English. Two ways to read a head's choice: its argmax
+    over all keys, and its argmax with special tokens left out (``[CLS]``/``[SEP]``/``<bos>``
+    soak up attention in many heads). Each with the held-out comparison.
+    """
+    from headlab.data.language import load_english, pack
+
+    lang = _synthetic_language(hm)
+    if lang is not None:
+        windows = pack(lang.sample(200, seed=seed), n_ctx=min(64, _max_len(hm) or 64), drop_last=True)
+        rs = synthetic_relation_set(windows, hm.tokenizer)
+    elif getattr(hm.tokenizer, "is_fast", False) and _reads_english(hm, [s.text for s in load_english()]):
+        rs = english_relation_set(hm.tokenizer)
+    else:
+        raise ValueError(f"no annotated text for {hm.name}: relations need the synthetic language or a fast "
+                         "tokenizer that reads English")
+    out: dict = {"source": rs.source, "n_inputs": len(rs)}
+    for key, ignore in (("argmax", False), ("argmax_without_special", True)):
+        results = relation_scores(hm, rs, ignore_special=ignore)
+        out[key] = {name: r.to_dict() for name, r in results.items()}
+        out[f"{key}_held_out"] = held_out_relation_scores(hm, rs, ignore_special=ignore)
+    return out
+
+
+# ------------------------------------------------------------------------- the atlas
+
+
+def _round(x) -> float | None:
+    x = float(x)
+    return None if x != x else round(x, 4)
+
+
+def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int = EFFECT_TEXTS,
+                  induction_texts: int = INDUCTION_TEXTS, induction_length: int = INDUCTION_LENGTH,
+                  seed: int = 0, thresholds: Thresholds = DEFAULT_THRESHOLDS, batch_size: int = 32,
+                  token_frequency: torch.Tensor | None = None, relations: bool = False) -> dict:
+    """Every head's scores, effect and label, as the JSON-ready dict the CLI writes.
+
+    ``texts``: a list of texts or a token batch; None for :func:`default_texts`.
+    ``relations``: also add :func:`relation_summary` under ``"relations"``.
+    """
+    if effect not in EFFECT_KINDS:
+        raise ValueError(f"unknown effect {effect!r}: choose from {', '.join(EFFECT_KINDS)}")
+    source = "given"
+    if texts is None:
+        texts, source = default_texts(hm, seed=seed)
+    elif isinstance(texts, (list, tuple)):
+        texts = list(texts)
+        if not texts or not all(isinstance(t, str) and t.strip() for t in texts):
+            raise ValueError("texts must be a non-empty list of non-empty strings")
+    _check_lengths(hm, texts)
+    lang = _synthetic_language(hm)
+    if token_frequency is None and lang is not None:
+        token_frequency = synthetic_token_frequency(lang, hm.tokenizer)
+
+    wanted = [s for s in PATTERN_SCORES if s != "induction"] + ["write_norm"]
+    scores = head_scores(hm, texts, scores=wanted, batch_size=batch_size, token_frequency=token_frequency)
+    repeats, span = _repeated(hm, induction_texts, induction_length, seed=seed)
+    induction = head_scores(hm, repeats, scores=["induction"], batch_size=batch_size)
+    means = {**scores.means(), "induction": induction.mean("induction")}
+    uniform = {name: (induction if name == "induction" else scores).uniform_mean(name)
+               for name in means if name in PATTERN_SCORES}
+    notes = dict(scores.notes)
+
+    copying = None
+    try:
+        copying = ov_copying_score(hm, seed=seed)
+    except NotApplicable as err:
+        notes["copying"] = f"not applicable: {err}"
+
+    n_texts = len(texts) if isinstance(texts, list) else int(texts["input_ids"].shape[0])
+    effects, effect_info = None, {"kind": effect}
+    if effect == "ablation":
+        from headlab.analysis.sweep import sweep
+
+        subset = texts[:effect_texts] if isinstance(texts, list) else {k: v[:effect_texts] for k, v in texts.items()}
+        result = sweep(hm, subset, mode="zero")
+        effects = result.by_head().abs().mean(-1)  # (n_layers, n_heads): mean |effect| over texts
+        effect_info.update(mode="zero", metric=result.kind, n_texts=min(effect_texts, n_texts),
+                           definition="mean over texts of |metric(head zero-ablated) - metric(clean)|")
+    elif effect == "write_norm":
+        effects = scores.mean("write_norm")
+        effect_info.update(definition="mean over real positions of the norm of the head's write (cache.result)")
+
+    labels = label_heads({n: m for n, m in means.items() if n in PATTERN_SCORES}, effects, thresholds,
+                         uniform={n: torch.full_like(means[n], u) for n, u in uniform.items()})
+    heads = []
+    for layer in range(hm.n_layers):
+        for head in range(hm.n_heads):
+            entry_scores = {}
+            for name in ATLAS_SCORES:
+                if name == "copying":
+                    entry_scores[name] = None if copying is None else _round(copying[layer, head])
+                else:
+                    entry_scores[name] = _round(means[name][layer, head]) if name in means else None
+            heads.append({
+                "layer": layer, "head": head, "scores": entry_scores,
+                "label": labels[layer, head], "strength": _round(labels.strength[layer, head]),
+                "lift": {n: _round(v[layer, head]) for n, v in labels.lifts.items()},
+                "effect": None if effects is None else _round(effects[layer, head]),
+                "relative_effect": None if labels.relative_effect is None else _round(labels.relative_effect[layer, head]),
+                "write_norm": _round(means["write_norm"][layer, head]),
+            })
+    for name in ATLAS_SCORES:
+        if name not in means and name != "copying" and name not in notes:
+            notes[name] = "undefined on every text"
+    atlas = {
+        "model": hm.name, "n_layers": hm.n_layers, "n_heads": hm.n_heads, "n_texts": n_texts,
+        "texts": source, "induction_texts": induction_texts, "induction_length": span,
+        "seed": seed, "effect": effect_info, "thresholds": thresholds.to_dict(),
+        "uniform": {n: _round(u) for n, u in uniform.items()},
+        "definitions": DEFINITIONS, "notes": notes, "label_counts": dict(labels.counts()), "heads": heads,
+    }
+    if relations:
+        atlas["relations"] = relation_summary(hm, seed=seed)
+    return atlas
+
+
+# ------------------------------------------------------------------------------ CLI
+
+
+def _cmd_atlas(args: argparse.Namespace) -> int:
+    from headlab.cli import read_texts
+    from headlab.heads.loading import load
+
+    texts = read_texts(args.texts) if args.texts else None
+    hm = load(args.model, device=args.device)
+    atlas = compute_atlas(hm, texts, effect=args.effect, effect_texts=args.effect_texts,
+                          induction_texts=args.induction_texts, induction_length=args.induction_length,
+                          seed=args.seed, batch_size=args.batch_size, relations=args.relations)
+    Path(args.json).write_text(json.dumps(atlas, indent=1))
+    print(f"{hm.name}: {hm.n_layers * hm.n_heads} heads on {atlas['n_texts']} texts; wrote {args.json}")
+    if args.png:
+        plot_atlas(atlas).savefig(args.png, dpi=120)
+        print(f"wrote {args.png}")
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(atlas["label_counts"].items(), key=lambda kv: -kv[1]))
+    print(f"labels: {counts}")
+    for name in ATLAS_SCORES:
+        values = [(e["scores"][name], e["layer"], e["head"]) for e in atlas["heads"] if e["scores"][name] is not None]
+        if values and name != "entropy":
+            value, layer, head = max(values)
+            print(f"  top {name:>15}: {layer}.{head}  {value:.3f}")
+    for key in ("argmax", "argmax_without_special"):
+        for name, r in atlas.get("relations", {}).get(key, {}).items():
+            held = atlas["relations"][f"{key}_held_out"].get(name, {})
+            base = f", {r['baseline']['name']} {r['baseline']['accuracy']:.3f}" if "baseline" in r else ""
+            print(f"  {key} {name}: best head {r['best_head'][0]}.{r['best_head'][1]} {r['best_accuracy']:.3f} "
+                  f"vs offset {r['best_offset']:+d} {r['offset_accuracy']:.3f}{base}; held out: "
+                  f"{held.get('accuracy', float('nan')):.3f} vs offset {held.get('offset_accuracy', float('nan')):.3f}")
+    return 0
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser("atlas", help="score and label every head (previous-token, first-token, induction, ...)")
+    p.add_argument("--model", default="minilm", help="model name (default: %(default)s)")
+    p.add_argument("--texts", help="UTF-8 file, one text per line (default: a built-in set, see the docs)")
+    p.add_argument("--json", required=True, help="where to write the atlas")
+    p.add_argument("--png", help="also draw the layers x heads grid here")
+    p.add_argument("--effect", default="ablation", choices=EFFECT_KINDS,
+                   help="how to measure whether a head matters (default: %(default)s)")
+    p.add_argument("--effect-texts", type=int, default=EFFECT_TEXTS,
+                   help="ablate on the first N texts (default: %(default)s)")
+    p.add_argument("--induction-texts", type=int, default=INDUCTION_TEXTS)
+    p.add_argument("--induction-length", type=int, default=INDUCTION_LENGTH)
+    p.add_argument("--relations", action="store_true",
+                   help="also score verb->subject, subject->verb and pronoun->antecedent against ground truth")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random repeated sequences")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--device", default="cpu")
+    p.set_defaults(func=_cmd_atlas)

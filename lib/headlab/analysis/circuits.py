@@ -1,0 +1,306 @@
+"""Circuits: how the output of one head becomes the input of another.
+
+A head reads the residual stream three times and writes it once. In the row-vector
+convention of ``nn.Linear`` (a residual vector ``x`` is a row of ``d_model`` numbers), head
+``(layer, head)`` has
+
+* ``W_Q``, ``W_K``, ``W_V``: ``(d_model, d_head)``, so ``q = x W_Q`` and so on;
+* ``W_O``: ``(d_head, d_model)``, its slice of the output projection;
+* the **QK circuit** ``W_QK = W_Q W_K^T`` ``(d_model, d_model)``: the attention score of
+  query ``x_i`` on key ``x_j`` is ``x_i W_QK x_j^T / sqrt(d_head)`` (biases aside);
+* the **OV circuit** ``W_OV = W_V W_O`` ``(d_model, d_model)``: a key ``x_j`` attended with
+  weight 1 adds ``x_j W_OV`` to the query's residual stream.
+
+A head of a later layer can read what a head of an earlier layer wrote in three places
+(Elhage et al., 2021, *A Mathematical Framework for Transformer Circuits*). If the earlier
+head writes ``y W_OV1`` into the residual stream, then in the later head:
+
+* **Q-composition**: the query side reads it, ``y W_OV1 W_QK2 x_j^T``: matrix ``W_OV1 W_QK2``;
+* **K-composition**: the key side reads it, ``x_i W_QK2 (y W_OV1)^T``: matrix ``W_QK2 W_OV1^T``;
+* **V-composition**: the value side moves it on, ``y W_OV1 W_OV2``: matrix ``W_OV1 W_OV2``.
+
+The **composition score** of a product ``A B`` is ``||A B||_F / (||A||_F ||B||_F)``: how
+much of the two matrices lines up, between 0 (the earlier head writes only where the later
+one does not read) and 1 (both rank one and aligned). Random matrices of the same shapes are
+not at 0, so scores are compared with :func:`random_composition_baseline`.
+
+An induction head is the textbook case of K-composition: its keys read the *previous
+token* that a previous-token head of an earlier layer copied into each position.
+:func:`induction_circuit` finds the pair in any model by measurement: the best induction
+head, and how its induction score changes when each head of the layers below is ablated.
+
+Layer norm. The head reads ``LN(x) = gamma * (x - mean(x)) / std(x) + beta``. With
+``fold_ln=True`` (the default) :func:`head_weights` folds the centring and ``gamma`` into the
+read matrices (``W <- P diag(gamma) W``, with ``P = I - 11^T / d_model``); the division by
+``std(x)``, one positive number per position, and the biases are left out, as in the
+composition scores of the literature.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from headlab.analysis.detect import induction_score, previous_token_score
+from headlab.heads.model import Head, HeadModel
+
+__all__ = [
+    "HeadWeights", "head_weights", "composition_score", "COMPOSITIONS", "composition",
+    "composition_scores", "random_composition_baseline", "InductionCircuit", "induction_circuit",
+    "pattern_change",
+]
+
+COMPOSITIONS = ("Q", "K", "V")
+
+
+@dataclass(frozen=True)
+class HeadWeights:
+    """One head's matrices in the row-vector convention (see the module docstring).
+
+    ``W_Q``, ``W_K``, ``W_V``: ``(d_model, d_head)``; ``W_O``: ``(d_head, d_model)``.
+    """
+
+    W_Q: torch.Tensor
+    W_K: torch.Tensor
+    W_V: torch.Tensor
+    W_O: torch.Tensor
+
+    @property
+    def W_QK(self) -> torch.Tensor:
+        """``W_Q W_K^T`` ``(d_model, d_model)``: score(x_i, x_j) = x_i W_QK x_j^T / sqrt(d_head)."""
+        return self.W_Q @ self.W_K.T
+
+    @property
+    def W_OV(self) -> torch.Tensor:
+        """``W_V W_O`` ``(d_model, d_model)``: attending to x_j with weight 1 writes x_j W_OV."""
+        return self.W_V @ self.W_O
+
+
+def _fold(W: torch.Tensor, norm: nn.Module | None) -> torch.Tensor:
+    """``P diag(gamma) W`` for a LayerNorm (centring and scale folded into a read matrix)."""
+    if norm is None or isinstance(norm, nn.Identity):
+        return W
+    if not isinstance(norm, nn.LayerNorm):
+        raise TypeError(f"cannot fold a {type(norm).__name__} into the head's matrices; pass fold_ln=False")
+    if norm.weight is not None:
+        W = norm.weight.detach().float()[:, None] * W  # (d_model, d_head)
+    return W - W.mean(dim=0, keepdim=True)  # P W: subtract the mean over d_model of each column
+
+
+def head_weights(hm: HeadModel, layer: int, head: int, fold_ln: bool = True) -> HeadWeights:
+    """The matrices of head ``layer.head`` of ``hm`` (float32, on the CPU).
+
+    Supported: the book's GPT organisms (and the planted model) and GPT-2. ``fold_ln``:
+    fold the block's input LayerNorm into ``W_Q``, ``W_K``, ``W_V`` (module docstring).
+    """
+    if not isinstance(hm, HeadModel):
+        raise TypeError(f"hm must be a headlab HeadModel, got {type(hm).__name__}")
+    hm.check_heads([(layer, head)])
+    block = hm._blocks[layer]
+    d, dh = hm.d_model, hm.d_head
+    cols = slice(head * dh, (head + 1) * dh)
+    if hm.arch.name == "headlab":
+        attn = block.attn
+        W_Q, W_K, W_V = (m.weight.detach().float()[cols].T for m in (attn.W_Q, attn.W_K, attn.W_V))
+        W_O = attn.W_O.weight.detach().float()[:, cols].T  # (d_head, d_model)
+        norm = getattr(block, "ln1", None)
+    elif hm.arch.name == "gpt2":
+        w = block.attn.c_attn.weight.detach().float()  # Conv1D: (d_model, 3 * d_model), x @ w
+        W_Q, W_K, W_V = (w[:, part * d:(part + 1) * d][:, cols] for part in range(3))
+        W_O = block.attn.c_proj.weight.detach().float()[cols]  # (d_head, d_model)
+        norm = block.ln_1
+    else:
+        raise ValueError(f"head_weights supports the book's GPT organisms and GPT-2, not {hm.arch.name!r} "
+                         f"models ({hm.name})")
+    if fold_ln:
+        W_Q, W_K, W_V = (_fold(W, norm) for W in (W_Q, W_K, W_V))
+    return HeadWeights(W_Q.cpu(), W_K.cpu(), W_V.cpu(), W_O.cpu())
+
+
+def composition_score(left: torch.Tensor, right: torch.Tensor) -> float:
+    """``||left @ right||_F / (||left||_F ||right||_F)``, in [0, 1].
+
+    0 when either matrix is zero (a head that writes or reads nothing composes with nothing).
+    """
+    left, right = torch.as_tensor(left, dtype=torch.float64), torch.as_tensor(right, dtype=torch.float64)
+    if left.dim() != 2 or right.dim() != 2 or left.shape[1] != right.shape[0]:
+        raise ValueError(f"need two matrices whose product is defined, got {tuple(left.shape)} and "
+                         f"{tuple(right.shape)}")
+    norms = float(torch.linalg.matrix_norm(left)) * float(torch.linalg.matrix_norm(right))
+    if norms == 0.0:
+        return 0.0
+    return float(torch.linalg.matrix_norm(left @ right)) / norms
+
+
+def composition(kind: str, earlier: HeadWeights, later: HeadWeights) -> float:
+    """The ``kind`` (``"Q"``, ``"K"`` or ``"V"``) composition score of ``later`` reading ``earlier``."""
+    if kind == "Q":
+        return composition_score(earlier.W_OV, later.W_QK)
+    if kind == "K":
+        return composition_score(later.W_QK, earlier.W_OV.T)
+    if kind == "V":
+        return composition_score(earlier.W_OV, later.W_OV)
+    raise ValueError(f"unknown composition {kind!r}: choose from {', '.join(COMPOSITIONS)}")
+
+
+def composition_scores(hm: HeadModel, kind: str, earlier_layer: int, later_layer: int,
+                       fold_ln: bool = True) -> torch.Tensor:
+    """``(n_heads, n_heads)``: entry ``[e, l]`` is the ``kind`` composition of head
+    ``later_layer.l`` reading head ``earlier_layer.e``."""
+    if not 0 <= earlier_layer < later_layer < hm.n_layers:
+        raise ValueError(f"need 0 <= earlier_layer < later_layer < {hm.n_layers}, got {earlier_layer}, "
+                         f"{later_layer}: a head only reads what the layers below it wrote")
+    earlier = [head_weights(hm, earlier_layer, h, fold_ln) for h in range(hm.n_heads)]
+    later = [head_weights(hm, later_layer, h, fold_ln) for h in range(hm.n_heads)]
+    return torch.tensor([[composition(kind, e, l) for l in later] for e in earlier])
+
+
+def random_composition_baseline(d_model: int, d_head: int, kind: str = "K", n: int = 200,
+                                seed: int = 0) -> torch.Tensor:
+    """``(n,)`` composition scores of pairs of heads with random weights.
+
+    Every entry of ``W_Q, W_K, W_V`` ``(d_model, d_head)`` and ``W_O`` ``(d_head, d_model)``
+    of both heads is drawn i.i.d. from a standard normal (the scale cancels in the score),
+    with ``torch.Generator().manual_seed(seed)``.
+    """
+    if kind not in COMPOSITIONS:
+        raise ValueError(f"unknown composition {kind!r}: choose from {', '.join(COMPOSITIONS)}")
+    if d_model < 1 or d_head < 1 or n < 1:
+        raise ValueError(f"need d_model, d_head, n >= 1, got {d_model}, {d_head}, {n}")
+    gen = torch.Generator().manual_seed(seed)
+
+    def random_head() -> HeadWeights:
+        shapes = [(d_model, d_head)] * 3 + [(d_head, d_model)]
+        return HeadWeights(*(torch.randn(s, generator=gen) for s in shapes))
+
+    return torch.tensor([composition(kind, random_head(), random_head()) for _ in range(n)])
+
+
+# ---------------------------------------------------------------------- finding the circuit
+
+
+@dataclass
+class InductionCircuit:
+    """The induction circuit of a model, found by measurement on repeated random tokens.
+
+    Attributes:
+        inputs: the batch the scores were measured on (``input_ids``, ``attention_mask``).
+        induction, previous_token: ``(n_inputs, n_layers, n_heads)`` per-input scores of
+            every head (:func:`headlab.analysis.detect.induction_score`, ``previous_token_score``).
+        induction_head: the head with the highest mean induction score.
+        candidates: every head of the layers below the induction head.
+        ablated_induction: ``(n_candidates, n_inputs, n_layers, n_heads)``: every head's
+            induction score with one candidate ablated (``mode``).
+        mode: the ablation mode.
+    """
+
+    inputs: dict
+    induction: torch.Tensor
+    previous_token: torch.Tensor
+    induction_head: Head
+    candidates: list[Head]
+    ablated_induction: torch.Tensor
+    mode: str
+
+    def mean(self, name: str) -> torch.Tensor:
+        """``(n_layers, n_heads)`` mean over inputs of ``"induction"`` or ``"previous_token"``."""
+        if name not in ("induction", "previous_token"):
+            raise ValueError(f"name must be 'induction' or 'previous_token', got {name!r}")
+        return getattr(self, name).mean(dim=0)
+
+    @property
+    def drop(self) -> torch.Tensor:
+        """``(n_candidates,)``: how much the induction head's mean score falls when each
+        candidate is ablated (clean minus ablated)."""
+        layer, head = self.induction_head
+        return self.induction[:, layer, head].mean() - self.ablated_induction[:, :, layer, head].mean(dim=1)
+
+    @property
+    def feeding_head(self) -> Head:
+        """The candidate whose ablation lowers the induction head's score the most."""
+        return self.candidates[int(self.drop.argmax())]
+
+    def top_heads(self, name: str, k: int = 5) -> list[tuple[Head, float]]:
+        """The ``k`` heads with the highest mean ``name`` score, best first."""
+        means = self.mean(name)
+        n_heads = means.shape[1]
+        order = torch.argsort(means.flatten(), descending=True)[:k]
+        return [((int(i) // n_heads, int(i) % n_heads), float(means.flatten()[i])) for i in order]
+
+
+def _scores(hm: HeadModel, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-input induction and previous-token scores of every head: two ``(n, n_layers, n_heads)``."""
+    _, cache = hm.run_with_cache(batch, names=("pattern",))
+    ids, mask = cache.input_ids.cpu(), cache.attention_mask.cpu()
+    ind, prev = [], []
+    for layer in range(hm.n_layers):
+        pattern = cache.pattern(layer).float().cpu()  # (batch, head, q_pos, k_pos)
+        ind.append(induction_score(pattern, ids, mask))
+        prev.append(previous_token_score(pattern, mask))
+    return torch.stack(ind, dim=1), torch.stack(prev, dim=1)
+
+
+def induction_circuit(hm: HeadModel, inputs=None, *, n: int = 16, length: int = 20, seed: int = 0,
+                      mode: str = "zero", reference=None) -> InductionCircuit:
+    """Find the induction head of ``hm`` and the earlier heads it depends on.
+
+    ``inputs``: a batch on which every input has a repeated token; default ``n`` sequences of
+    ``length`` distinct random tokens repeated once (:func:`headlab.analysis.atlas.repeated_random_tokens`
+    with ``seed``). The induction head is the head of layer 1 or above with the highest mean
+    induction score (nothing can feed a head of layer 0); every head of the layers below it is then ablated in turn (``mode``, ``reference`` as in
+    :meth:`HeadModel.ablate`) and every head's induction score measured again.
+    """
+    if hm.n_layers < 2:
+        raise ValueError(f"{hm.name} has one layer: an induction circuit needs a head in an earlier layer "
+                         "to feed the induction head (see chapter 4)")
+    if inputs is None:
+        from headlab.analysis.atlas import repeated_random_tokens
+
+        inputs = repeated_random_tokens(hm, n=n, length=length, seed=seed)
+    batch = hm.tokenize(inputs)
+    with torch.no_grad():
+        induction, previous = _scores(hm, batch)
+    means = induction.mean(dim=0)  # (n_layers, n_heads)
+    best = int(means.flatten().argmax())
+    head = (best // hm.n_heads, best % hm.n_heads)
+    if head[0] == 0:  # layer 0 cannot be fed by anything: take the best head above it
+        best = int(means[1:].flatten().argmax()) + hm.n_heads
+        head = (best // hm.n_heads, best % hm.n_heads)
+    candidates = [(l, h) for l in range(head[0]) for h in range(hm.n_heads)]
+    ablated = []
+    for cand in candidates:
+        with torch.no_grad(), hm.ablate([cand], mode=mode, reference=reference):
+            ablated.append(_scores(hm, batch)[0])
+    return InductionCircuit(batch, induction, previous, head, candidates, torch.stack(ablated), mode)
+
+
+# ------------------------------------------------------------------- who reads whom, by ablation
+
+
+def pattern_change(hm: HeadModel, inputs, heads: Sequence[Head], mode: str = "zero",
+                   reference=None) -> torch.Tensor:
+    """How much every head's attention moves when ``heads`` are ablated: ``(n_inputs, n_layers, n_heads)``.
+
+    For each input and head: the mean, over real query positions, of the total-variation
+    distance ``0.5 * sum_k |p_ablated[q, k] - p_clean[q, k]|`` between the head's attention
+    row with ``heads`` ablated (``mode``, ``reference`` as in :meth:`HeadModel.ablate`) and
+    its clean row; 0 means the head attends exactly as before, 1 that it attends somewhere
+    else entirely. Heads in and below the lowest ablated layer cannot move (an ablation acts
+    on the output of a head, which only later layers read) and score 0.
+    """
+    batch = hm.tokenize(inputs)
+    with torch.no_grad():
+        _, clean = hm.run_with_cache(batch, names=("pattern",))
+        with hm.ablate(heads, mode=mode, reference=reference):
+            _, ablated = hm.run_with_cache(batch, names=("pattern",))
+    real = batch["attention_mask"].bool().cpu()  # (batch, pos)
+    out = []
+    for layer in range(hm.n_layers):
+        diff = (ablated.pattern(layer).float() - clean.pattern(layer).float()).abs().cpu()
+        tv = 0.5 * diff.sum(-1)  # (batch, head, q_pos)
+        tv = (tv * real[:, None, :]).sum(-1) / real.sum(-1, keepdim=True)  # (batch, head)
+        out.append(tv)
+    return torch.stack(out, dim=1)

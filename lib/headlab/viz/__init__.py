@@ -1,0 +1,1 @@
+"""The book's figures and widgets. Nothing here changes global matplotlib settings."""

@@ -1,0 +1,327 @@
+"""Interactive widgets (ipywidgets): live ablation and adjustable heads.
+
+The computation lives in plain classes (:class:`LiveAblation`) that tests and
+benchmarks call directly; the widget functions only lay out controls and call
+them. Each widget renders its initial state before it is returned, so the
+static site (which embeds widget state) shows a meaningful picture.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from headlab.metrics import next_token_loss
+from headlab.heads.model import ABLATION_MODES, Head, HeadModel
+
+__all__ = ["LiveAblation", "AblationView", "ablation_widget", "HeadCountPatterns", "HeadCountView", "heads_widget"]
+
+
+@dataclass
+class AblationView:
+    """Everything the live-ablation widget shows for one setting.
+
+    Attributes:
+        metric: per text, the ablated metric (next-token loss for causal LMs; 1 - cos of the
+            pooled embedding to the clean one for encoders).
+        clean: per text, the clean metric (zeros for encoders).
+        top: for causal LMs, the top next-token predictions at the last real position of the
+            first text, ``[(token, prob_clean, prob_ablated)]`` (clean ranking); ``[]`` for encoders.
+        similarity: for encoders, the cosine similarity matrix of the texts' ablated embeddings;
+            ``None`` for causal LMs.
+        pattern: the selected head's pattern on the first text ``(pos, pos)`` (ablation applied
+            to the heads below it), and ``tokens`` its labels.
+    """
+
+    metric: torch.Tensor
+    clean: torch.Tensor
+    top: list[tuple[str, float, float]]
+    similarity: torch.Tensor | None
+    pattern: torch.Tensor | None
+    tokens: list[str]
+
+
+class LiveAblation:
+    """Recompute the model's behaviour for a set of ablated heads (one forward pass)."""
+
+    def __init__(self, hm: HeadModel, texts: Sequence[str], reference: Sequence[str] | None = None,
+                 top_k: int = 5):
+        self.hm = hm
+        self.top_k = top_k
+        self.reference = list(reference) if reference is not None else None
+        self.set_texts(texts)
+
+    def set_texts(self, texts: Sequence[str]) -> None:
+        texts = [t for t in texts if t.strip()]
+        if not texts:
+            raise ValueError("give at least one non-empty text")
+        self.texts = texts
+        self.batch = self.hm.tokenize(texts)
+        with torch.no_grad():
+            out = self.hm(self.batch)
+        if self.hm.causal:
+            self._clean_out = out
+            self._pooled = None
+            self.clean = next_token_loss(out, self.batch["input_ids"], self.batch["attention_mask"])
+        else:
+            self._pooled = self.hm.metric(out, self.batch)
+            self.clean = torch.zeros(len(texts))
+        first = self.batch["input_ids"][0][self.batch["attention_mask"][0].bool()]
+        tok = self.hm.tokenizer
+        self.tokens = tok.convert_ids_to_tokens(first.tolist()) if tok is not None else [str(int(i)) for i in first]
+
+    def view(self, ablated: Sequence[Head] = (), mode: str = "zero", selected: Head | None = None) -> AblationView:
+        hm, batch = self.hm, self.batch
+        if mode not in ABLATION_MODES:
+            raise ValueError(f"unknown ablation mode {mode!r}: choose from {', '.join(ABLATION_MODES)}")
+        reference = None if mode == "zero" else (self.reference or self.texts)
+        n = int(batch["attention_mask"][0].sum())
+        names = ("pattern",) if selected is not None else ()
+        layers = [selected[0]] if selected is not None else None
+        with torch.no_grad(), hm.capture(names, layers=layers) as cache:
+            if ablated:
+                with hm.ablate(list(ablated), mode=mode, reference=reference):
+                    out = hm(batch)
+            else:
+                out = hm(batch)
+        pattern = None
+        if selected is not None:
+            pattern = cache.pattern(selected[0])[0, selected[1], :n, :n]
+        if hm.causal:
+            metric = next_token_loss(out, batch["input_ids"], batch["attention_mask"])
+            last = n - 1
+            p_clean = torch.softmax(self._clean_out[0, last].float(), -1)
+            p_abl = torch.softmax(out[0, last].float(), -1)
+            ids = torch.topk(p_clean, self.top_k).indices.tolist()
+            tok = hm.tokenizer
+            names_ = tok.convert_ids_to_tokens(ids) if tok is not None else [str(i) for i in ids]
+            top = [(name, float(p_clean[i]), float(p_abl[i])) for name, i in zip(names_, ids)]
+            return AblationView(metric, self.clean, top, None, pattern, self.tokens)
+        pooled = hm.metric(out, batch)
+        metric = 1 - torch.nn.functional.cosine_similarity(pooled, self._pooled, dim=-1)
+        e = torch.nn.functional.normalize(pooled, dim=-1)
+        return AblationView(metric, self.clean, [], e @ e.T, pattern, self.tokens)
+
+
+def ablation_widget(hm: HeadModel, texts: Sequence[str], preset: Sequence[Head] = (), mode: str = "zero",
+                    selected: Head | None = None, reference: Sequence[str] | None = None):
+    """A layers x heads grid of toggles (on = ablated), a mode choice, a text box, and a live
+    read-out: the metric per text and, for causal LMs, the top next-token predictions of the first
+    text; plus the selected head's pattern. ``preset``: heads ablated at start."""
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    from headlab.viz.figures import plot_pattern
+
+    live = LiveAblation(hm, texts, reference=reference)
+    preset = set(hm.check_heads(preset)) if preset else set()
+    selected = selected or (sorted(preset)[0] if preset else (0, 0))
+    toggles = {}
+    for layer, head in hm.heads():
+        toggles[(layer, head)] = w.ToggleButton(
+            value=(layer, head) in preset, description=f"{layer}.{head}", tooltip=f"ablate head {layer}.{head}",
+            layout=w.Layout(width="46px", height="26px", padding="0px"))
+    grid = w.GridBox(list(toggles.values()),
+                     layout=w.Layout(grid_template_columns=f"repeat({hm.n_heads}, 48px)", grid_gap="2px"))
+    mode_box = w.Dropdown(options=list(ABLATION_MODES), value=mode, description="mode")
+    head_box = w.Dropdown(options=[(f"{l}.{h}", (l, h)) for l, h in hm.heads()], value=selected,
+                          description="show head")
+    text_box = w.Textarea(value="\n".join(texts), description="texts", rows=min(6, len(texts) + 1),
+                          layout=w.Layout(width="95%"))
+    readout = w.HTML()
+    figure = w.Output()
+
+    def render(*_):
+        try:
+            lines = [t for t in text_box.value.splitlines() if t.strip()]
+            if lines != live.texts:
+                live.set_texts(lines)
+            ablated = [h for h, t in toggles.items() if t.value]
+            view = live.view(ablated, mode_box.value, head_box.value)
+        except ValueError as err:
+            readout.value = f"<b>error:</b> {err}"
+            return
+        readout.value = _readout_html(hm, live.texts, ablated, view)
+        figure.clear_output(wait=True)
+        fig, ax = plt.subplots(figsize=(3.6, 3.4), constrained_layout=True)
+        layer, head = head_box.value
+        plot_pattern(ax, view.pattern, view.tokens, title=f"head {layer}.{head} on the first text")
+        plt.close(fig)
+        with figure:
+            display(fig)
+
+    for t in toggles.values():
+        t.observe(render, names="value")
+    mode_box.observe(render, names="value")
+    head_box.observe(render, names="value")
+    text_box.observe(render, names="value")
+    render()
+    return w.VBox([w.HTML("<b>Click heads to ablate them</b> (rows: layers, columns: heads)"), grid,
+                   w.HBox([mode_box, head_box]), text_box, w.HBox([readout, figure])])
+
+
+def _readout_html(hm: HeadModel, texts, ablated, view: AblationView) -> str:
+    names = ", ".join(f"{l}.{h}" for l, h in ablated) or "none"
+    rows = []
+    what = "next-token loss" if hm.causal else "1 - cos to clean embedding"
+    for text, clean, value in zip(texts, view.clean.tolist(), view.metric.tolist()):
+        short = (text[:48] + "…") if len(text) > 49 else text
+        if hm.causal:
+            rows.append(f"<tr><td>{_esc(short)}</td><td>{clean:.3f}</td><td>{value:.3f}</td></tr>")
+        else:
+            rows.append(f"<tr><td>{_esc(short)}</td><td></td><td>{value:.4f}</td></tr>")
+    html = (f"<div style='font-size:12px'><b>ablated:</b> {names}<br><b>{what}</b>"
+            "<table><tr><th>text</th><th>clean</th><th>ablated</th></tr>" + "".join(rows) + "</table>")
+    if view.top:
+        html += "<b>top predictions after the first text</b><table><tr><th>token</th><th>clean</th><th>ablated</th></tr>"
+        html += "".join(f"<tr><td>{_esc(t)}</td><td>{a:.3f}</td><td>{b:.3f}</td></tr>" for t, a, b in view.top)
+        html += "</table>"
+    return html + "</div>"
+
+
+def _esc(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# ---------------------------------------------------------------------------- adjustable heads
+
+
+@dataclass
+class HeadCountView:
+    """What the adjustable-heads widget shows for one setting.
+
+    Attributes:
+        n_heads, d_head: the chosen model's head geometry.
+        layer: the layer shown.
+        tokens: the text's tokens (``<bos>`` first for the book's GPTs).
+        pattern: ``(head, q_pos, k_pos)``, every head's attention pattern on the text.
+    """
+
+    n_heads: int
+    d_head: int
+    layer: int
+    tokens: list[str]
+    pattern: torch.Tensor
+
+
+class HeadCountPatterns:
+    """Patterns of models that differ only in their number of heads, on any text.
+
+    ``models`` maps a head count to a :class:`HeadModel`; all of them must share the
+    number of layers, ``d_model`` and the vocabulary, so that the same text gives the
+    same tokens to each.
+    """
+
+    def __init__(self, models: dict[int, HeadModel]):
+        if not models:
+            raise ValueError("give at least one model, as {n_heads: HeadModel}")
+        for n_heads, hm in models.items():
+            if not isinstance(hm, HeadModel):
+                raise TypeError(f"models[{n_heads!r}] must be a HeadModel, got {type(hm).__name__}")
+            if hm.n_heads != n_heads:
+                raise ValueError(f"models[{n_heads}] has {hm.n_heads} heads; key each model by its head count")
+        first = next(iter(models.values()))
+        for hm in models.values():
+            same = (hm.n_layers, hm.d_model) == (first.n_layers, first.d_model)
+            if not same or hm.tokenizer is None or hm.tokenizer.get_vocab() != first.tokenizer.get_vocab():
+                raise ValueError(f"{hm.name} and {first.name} differ in layers, d_model or vocabulary: "
+                                 "compare models that differ only in their number of heads")
+        self.models = dict(sorted(models.items()))
+        self.n_layers = first.n_layers
+
+    @property
+    def head_counts(self) -> list[int]:
+        return list(self.models)
+
+    def tokenize(self, text: str) -> dict[str, torch.Tensor]:
+        """Token ids of ``text`` with ``<bos>`` first (added when the tokenizer does not add
+        it); raises ``ValueError`` naming the words the vocabulary does not have."""
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("give a non-empty text")
+        tok = next(iter(self.models.values())).tokenizer
+        ids = tok(text)["input_ids"]
+        if tok.bos_token_id is not None and (not ids or ids[0] != tok.bos_token_id):
+            ids = [tok.bos_token_id] + ids
+        unk = tok.unk_token_id
+        if unk is not None and unk in ids:
+            unknown = [w for w in text.split() if tok(w)["input_ids"] == [unk]]
+            raise ValueError(f"not in the vocabulary: {', '.join(repr(w) for w in unknown)}; "
+                             "use words of the book's synthetic language")
+        n_ctx = getattr(next(iter(self.models.values())).model.config, "n_ctx", None)
+        if n_ctx is not None and len(ids) > n_ctx:
+            raise ValueError(f"the text has {len(ids)} tokens, more than the models' n_ctx = {n_ctx}")
+        ids_t = torch.tensor([ids])
+        return {"input_ids": ids_t, "attention_mask": torch.ones_like(ids_t)}
+
+    def view(self, n_heads: int, text: str, layer: int = 0) -> HeadCountView:
+        """Every head's pattern in ``layer`` of the ``n_heads``-head model on ``text``."""
+        if n_heads not in self.models:
+            raise ValueError(f"no model with {n_heads} heads; available: {self.head_counts}")
+        if not 0 <= layer < self.n_layers:
+            raise ValueError(f"layer {layer} is out of range: the models have layers 0..{self.n_layers - 1}")
+        hm = self.models[n_heads]
+        batch = self.tokenize(text)
+        _, cache = hm.run_with_cache(batch, names=("pattern",), layers=[layer])
+        tokens = hm.tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist())
+        return HeadCountView(n_heads, hm.d_head, layer, tokens, cache.pattern(layer)[0])  # (head, q, k)
+
+
+def heads_widget(models: dict[int, HeadModel], texts: Sequence[str], n_heads: int | None = None,
+                 layer: int = 0, notes: dict[int, str] | None = None):
+    """Choose a number of heads (and so ``d_head = d_model / n_heads``), a layer and a text;
+    see every head's attention pattern. ``models`` maps each head count to a model (see
+    :class:`HeadCountPatterns`); ``texts`` are offered in a combo box, and any other text of
+    the vocabulary can be typed in. ``notes`` adds a line of text per head count (e.g. its
+    validation loss). The default setting is drawn before the widget is returned."""
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    from headlab.viz.figures import plot_pattern
+
+    core = HeadCountPatterns(models)
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        raise ValueError("give at least one text")
+    n_heads = core.head_counts[-1] if n_heads is None else n_heads
+    if n_heads not in core.models:
+        raise ValueError(f"no model with {n_heads} heads; available: {core.head_counts}")
+    heads_box = w.ToggleButtons(options=[(str(h), h) for h in core.head_counts], value=n_heads,
+                                description="heads", style={"button_width": "48px"})
+    layer_box = w.ToggleButtons(options=[(str(l), l) for l in range(core.n_layers)], value=layer,
+                                description="layer", style={"button_width": "48px"})
+    text_box = w.Combobox(options=list(texts), value=texts[0], description="text", ensure_option=False,
+                          layout=w.Layout(width="95%"))
+    caption = w.HTML()
+    figure = w.Output()
+
+    def render(*_):
+        try:
+            view = core.view(heads_box.value, text_box.value, layer_box.value)
+        except ValueError as err:
+            caption.value = f"<b>error:</b> {_esc(str(err))}"
+            return
+        note = (notes or {}).get(view.n_heads, "")
+        caption.value = (f"<b>{view.n_heads} head{'s' if view.n_heads > 1 else ''} of d_head = {view.d_head}</b>, "
+                         f"layer {view.layer}{': ' + _esc(note) if note else ''}")
+        cols = min(view.n_heads, 4)
+        rows = -(-view.n_heads // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(2.9 * cols, 2.9 * rows), squeeze=False,
+                                 constrained_layout=True)
+        for head, ax in enumerate(axes.flat):
+            if head < view.n_heads:
+                plot_pattern(ax, view.pattern[head], view.tokens, title=f"head {view.layer}.{head}")
+            else:
+                ax.axis("off")
+        plt.close(fig)
+        figure.clear_output(wait=True)
+        with figure:
+            display(fig)
+
+    for box in (heads_box, layer_box, text_box):
+        box.observe(render, names="value")
+    render()
+    return w.VBox([w.HBox([heads_box, layer_box]), text_box, caption, figure])
