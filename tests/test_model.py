@@ -347,3 +347,27 @@ def test_patch_pattern_only_where_the_pattern_is_used():
         with make_model("gpt2").patch_pattern(uniform_causal):
             pass
     assert hook_count(hm.model) == 0
+
+
+def test_gated_is_ablate_with_an_explicit_gate_and_checks_the_gate_was_reached():
+    """``gated`` with a 0 at (l, h) equals ``ablate([(l, h)])``; a gate per input row ablates per row."""
+    import torch
+
+    from headlab.models.planted import planted_model
+
+    hm = planted_model()
+    ids = torch.randint(2, 20, (3, 12), generator=torch.Generator().manual_seed(0))
+    gate = torch.ones(hm.n_layers, hm.n_heads)
+    gate[1, 0] = 0.0
+    with torch.no_grad():
+        with hm.gated(gate):
+            a = hm(ids)
+        with hm.ablate([(1, 0)]):
+            b = hm(ids)
+        rows = torch.ones(3, hm.n_layers, hm.n_heads)
+        rows[1, 1, 0] = 0.0  # only the second input loses head 1.0
+        with hm.gated(rows):
+            c = hm(ids)
+        clean = hm(ids)
+    assert torch.equal(a, b) and not torch.allclose(a, clean)
+    assert torch.equal(c[1], b[1]) and torch.equal(c[0], clean[0]) and torch.equal(c[2], clean[2])

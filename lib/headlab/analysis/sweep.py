@@ -7,7 +7,7 @@ Two savings make it fast:
 
 * **One gate value per example.** The inputs are tiled once per group in a
   chunk, and each tile gets its own gate, so one forward pass runs many
-  ablations (``_GateEdit`` with a ``(batch, n_layers, n_heads)`` gate).
+  ablations (:meth:`HeadModel.gated` with a ``(batch, n_layers, n_heads)`` gate).
 * **Clean activations below the ablated layer are shared.** An ablation at
   layer ``l`` cannot change anything below ``l``, so the inputs run *untiled*
   through blocks ``0 .. l-1``; a forward pre-hook on each block from ``l`` on
@@ -24,7 +24,6 @@ from typing import Iterable
 
 import torch
 
-from headlab.heads.gate import _GateEdit
 from headlab.heads.model import ABLATION_MODES, Head, HeadModel
 
 __all__ = ["sweep", "SweepResult", "loop_sweep"]
@@ -102,7 +101,7 @@ def _tiled_from(hm: HeadModel, layer: int, n: int, k: int):
     handles = []
     try:
         if k > 1:
-            for block in hm._blocks[layer:]:
+            for block in hm.blocks[layer:]:
                 handles.append(block.register_forward_pre_hook(hook, with_kwargs=True))
         yield
     finally:
@@ -210,8 +209,7 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, mode: str = "ze
         for j, i in enumerate(chunk):
             for layer, head in groups[i]:
                 gate[j * n:(j + 1) * n, layer, head] = 0.0
-        edit = _GateEdit(gate, replacement)
-        with torch.no_grad(), hm._active(edit=edit), _tiled_from(hm, first, n, k):
+        with torch.no_grad(), hm.gated(gate, replacement), _tiled_from(hm, first, n, k):
             values = evaluate(hm.forward(batch), k)
         effects[chunk] = (values.reshape(k, n) - clean).float().cpu()
         bar.update(k)
@@ -239,7 +237,7 @@ def loop_sweep(hm: HeadModel, inputs, groups: Iterable | None = None, mode: str 
             gate = torch.ones(hm.n_layers, hm.n_heads, device=hm.device)
             for layer, head in group:
                 gate[layer, head] = 0.0
-            with hm._active(edit=_GateEdit(gate, replacement)):
+            with hm.gated(gate, replacement):
                 rows.append(evaluate(hm.forward(batch), 1) - clean)
     return SweepResult(groups, torch.stack(rows).float().cpu(), clean.float().cpu(), mode, name,
                        hm.n_layers, hm.n_heads)

@@ -164,6 +164,11 @@ class HeadModel:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    @property
+    def blocks(self) -> list[nn.Module]:
+        """The transformer blocks, first to last (a new list: changing it changes nothing)."""
+        return list(self._blocks)
+
     def heads(self) -> list[Head]:
         """Every head as ``(layer, head)``, layer by layer."""
         return [(l, h) for l in range(self.n_layers) for h in range(self.n_heads)]
@@ -471,6 +476,28 @@ class HeadModel:
                 module = self.arch.pattern_module(self._blocks[layer])
                 stack.callback(module.register_forward_hook(make_hook(layer)).remove)
             yield self
+
+    # ------------------------------------------------------------------- gates
+    @contextlib.contextmanager
+    def gated(self, gate: torch.Tensor, replacement: dict | None = None) -> Iterator["HeadModel"]:
+        """Inside the block, head ``h`` of layer ``l`` writes ``g * z + (1 - g) * r`` instead of ``z``.
+
+        The general form of :meth:`ablate`, for many ablations in one pass and for gradients:
+
+        Args:
+            gate: ``(n_layers, n_heads)`` (the same for every input) or ``(batch, n_layers,
+                n_heads)`` (one value per input row, e.g. one ablation per tile of a batched
+                sweep). Layers whose gates are all one are left untouched; a gate that
+                requires grad makes ``d metric / d gate`` available.
+            replacement: ``r`` per layer, as returned by :meth:`replacements` (``None``: zeros).
+
+        Raises ``AblationNotApplied`` if a forward pass runs but a gated layer is never reached.
+        """
+        edit = _GateEdit(gate, replacement)
+        before = self._state.forwards
+        with self._active(edit=edit):
+            yield self
+            self._check_reached(edit, before)
 
     # ---------------------------------------------------------------- ablation
     @contextlib.contextmanager
