@@ -232,10 +232,11 @@ def test_random_nested_contexts_with_exceptions_leave_no_trace():
 @pytest.mark.parametrize("bad, error, match", [
     ([(9, 0)], ValueError, "out of range"),
     ([(0, 4)], ValueError, "out of range"),
-    ([(-1, 0)], ValueError, "out of range"),
+    ([(-1, 0)], ValueError, "layer must be >= 0, got -1"),
+    ([(1.9, 0)], TypeError, "1.9"),
     ([], ValueError, "empty head set"),
     ((0, 1), TypeError, "collection of"),
-    (["ab"], TypeError, "pair of ints"),
+    (["ab"], ValueError, "cannot read a head from 'ab'"),
 ])
 def test_bad_heads_are_rejected_and_model_unchanged(bad, error, match):
     hm = make_model("gpt2")

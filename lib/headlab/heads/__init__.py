@@ -10,9 +10,10 @@
 
 from headlab.heads.adapters import ARCHITECTURES, Architecture, UnsupportedModelError, architecture_of
 from headlab.heads.loading import ModelUnavailable, load
-from headlab.heads.model import ABLATION_MODES, AblationNotApplied, ActivationCache, Head, HeadModel
+from headlab.heads.head import Head, format_head, format_heads, parse_head
+from headlab.heads.model import ABLATION_MODES, AblationNotApplied, ActivationCache, HeadModel
 
 __all__ = [
-    "HeadModel", "ActivationCache", "AblationNotApplied", "Head", "ABLATION_MODES", "load",
+    "HeadModel", "ActivationCache", "AblationNotApplied", "Head", "format_head", "format_heads", "parse_head", "ABLATION_MODES", "load",
     "ModelUnavailable", "Architecture", "ARCHITECTURES", "architecture_of", "UnsupportedModelError",
 ]

@@ -34,12 +34,12 @@ import torch
 from torch import nn
 
 from headlab.heads.adapters import Architecture, architecture_of
+from headlab.heads.head import Head, parse_head
 from headlab.heads.gate import Resampler, _Edit, _FunctionEdit, _GateEdit, _ResampleDraw  # noqa: F401 (re-exported)
 from headlab.metrics import cosine_distance, mean_pool, next_token_loss, retrieval_loss
 
 __all__ = ["HeadModel", "ActivationCache", "AblationNotApplied", "Resampler", "Head", "ABLATION_MODES"]
 
-Head = tuple[int, int]
 ABLATION_MODES = ("zero", "mean", "resample")
 
 
@@ -170,23 +170,29 @@ class HeadModel:
         return list(self._blocks)
 
     def heads(self) -> list[Head]:
-        """Every head as ``(layer, head)``, layer by layer."""
-        return [(l, h) for l in range(self.n_layers) for h in range(self.n_heads)]
+        """Every head as ``Head(layer, head)``, layer by layer."""
+        return [Head(l, h) for l in range(self.n_layers) for h in range(self.n_heads)]
 
     def check_heads(self, heads: Iterable[Head]) -> list[Head]:
-        """Validate a set of heads; returns them as a sorted list of ``(layer, head)`` tuples."""
-        if isinstance(heads, tuple) and len(heads) == 2 and all(isinstance(x, int) for x in heads):
-            raise TypeError(f"heads must be a collection of (layer, head) pairs; for one head write [{heads}]")
+        """Validate a set of heads; returns them as a sorted list of :class:`Head`.
+
+        Each head may be written in any form :func:`~headlab.heads.head.parse_head` reads
+        (``(layer, head)``, ``"layer.head"``, ...); indices must be ints in range.
+        """
+        if isinstance(heads, (str, dict)) or (
+                isinstance(heads, tuple) and len(heads) == 2 and all(isinstance(x, int) for x in heads)):
+            raise TypeError(f"heads must be a collection of (layer, head) pairs; for one head write [{heads!r}]")
+        try:
+            items = list(heads)
+        except TypeError:
+            raise TypeError(f"heads must be a collection of (layer, head) pairs, got {heads!r}") from None
         out = []
-        for item in heads:
-            try:
-                layer, head = (int(x) for x in item)
-            except (TypeError, ValueError):
-                raise TypeError(f"each head must be a (layer, head) pair of ints, got {item!r}") from None
-            if not (0 <= layer < self.n_layers and 0 <= head < self.n_heads):
+        for item in items:
+            layer, head = parse_head(item)
+            if not (layer < self.n_layers and head < self.n_heads):
                 raise ValueError(f"head {layer}.{head} is out of range: {self.name} has layers "
                                  f"0..{self.n_layers - 1} and heads 0..{self.n_heads - 1}")
-            out.append((layer, head))
+            out.append(Head(layer, head))
         if not out:
             raise ValueError("empty head set: give at least one (layer, head) pair")
         return sorted(set(out))
