@@ -39,3 +39,19 @@ def test_an_unknown_old_name_is_not_invented():
     assert _compat.new_location("headlab.nothing_here") is None
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("headlab.nothing_here")
+
+
+def test_every_public_name_of_0_1_still_resolves_through_its_old_path():
+    """A name that moves again must be listed in _compat.MOVED_NAMES, or old user code breaks."""
+    import json
+    import pathlib
+    import warnings
+
+    names = json.loads((pathlib.Path(__file__).parent / "data" / "public_names_0.1.json").read_text())
+    missing = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for old, public in names.items():
+            module = importlib.import_module(old)
+            missing += [f"{old}.{n}" for n in public if not hasattr(module, n)]
+    assert not missing, f"0.1 names no longer importable from their old path: {missing}"
