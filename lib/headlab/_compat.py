@@ -39,7 +39,7 @@ MOVED_MODULES: dict[str, str] = {
     "headlab.width_depth": "headlab.training.width_depth",
     "headlab.claims": "headlab.ledger",
     "headlab.plotting": "headlab.viz.figures",
-    "headlab.plotting_beyond_heads": "headlab.viz.beyond_heads",
+    "headlab.plotting_beyond_heads": "headlab.viz.sae",
     "headlab.widgets": "headlab.viz.widgets",
 }
 # old package -> new package (its submodules follow)
@@ -49,6 +49,34 @@ MOVED_PACKAGES: dict[str, str] = {
 }
 # old module -> {name: module that now defines it}, for names that left the module the old path aliases
 MOVED_NAMES: dict[str, dict[str, str]] = {}
+# headlab.plotting (621 lines) became one module per kind of figure; viz.figures keeps new_axes
+MOVED_NAMES["headlab.plotting"] = {
+    "plot_pattern": "headlab.viz.patterns",
+    "plot_patterns_by_head_count": "headlab.viz.patterns",
+    "plot_labelled_points": "headlab.viz.patterns",
+    "plot_head_grid": "headlab.viz.grids",
+    "KEEP_COLOURS": "headlab.viz.grids",
+    "plot_keep_map": "headlab.viz.grids",
+    "plot_runs": "headlab.viz.curves",
+    "plot_phase_change": "headlab.viz.curves",
+    "plot_series": "headlab.viz.curves",
+    "plot_scaling": "headlab.viz.scaling",
+    "plot_singular_values": "headlab.viz.scaling",
+    "plot_per_input": "headlab.viz.comparisons",
+    "plot_grouped_bars": "headlab.viz.comparisons",
+    "plot_lorenz": "headlab.viz.importance",
+    "plot_mean_vs_worst": "headlab.viz.importance",
+    "plot_score_vs_effect": "headlab.viz.importance",
+    "plot_pair_interactions": "headlab.viz.importance",
+    "plot_pruning_curves": "headlab.viz.importance",
+    "plot_composition": "headlab.viz.circuits",
+    "plot_circuit_drops": "headlab.viz.circuits",
+    "LABEL_COLOURS": "headlab.viz.atlas",
+    "plot_atlas": "headlab.viz.atlas",
+    "plot_atlases": "headlab.viz.atlas",
+    "plot_lift_vs_effect": "headlab.viz.atlas",
+}
+MOVED_NAMES["headlab.plotting_beyond_heads"] = {"plot_width_depth": "headlab.viz.scaling"}
 
 REMOVAL = "headlab 0.3"
 

@@ -45,7 +45,7 @@ from headlab.analysis.detect import (
     head_scores, held_out_relation_scores, label_heads, ov_copying_score, relation_scores, synthetic_relation_set,
     synthetic_token_frequency,
 )
-from headlab.viz.figures import LABEL_COLOURS, plot_atlas  # the atlas figure lives with the book's other figures
+from headlab.viz.atlas import LABEL_COLOURS, plot_atlas  # the atlas figure lives with the book's other figures
 
 __all__ = ["compute_atlas", "plot_atlas", "default_texts", "repeated_random_tokens", "relation_summary",
            "add_commands", "ATLAS_SCORES", "LABEL_COLOURS"]

@@ -13,8 +13,9 @@ from typing import Sequence
 
 import torch
 
+from headlab.heads.head import Head, format_head, format_heads
+from headlab.heads.model import ABLATION_MODES, HeadModel
 from headlab.metrics import next_token_loss
-from headlab.heads.model import ABLATION_MODES, Head, HeadModel
 
 __all__ = ["LiveAblation", "AblationView", "ablation_widget", "HeadCountPatterns", "HeadCountView", "heads_widget"]
 
@@ -114,7 +115,7 @@ def ablation_widget(hm: HeadModel, texts: Sequence[str], preset: Sequence[Head] 
     import matplotlib.pyplot as plt
     from IPython.display import display
 
-    from headlab.viz.figures import plot_pattern
+    from headlab.viz.patterns import plot_pattern
 
     live = LiveAblation(hm, texts, reference=reference)
     preset = set(hm.check_heads(preset)) if preset else set()
@@ -122,12 +123,13 @@ def ablation_widget(hm: HeadModel, texts: Sequence[str], preset: Sequence[Head] 
     toggles = {}
     for layer, head in hm.heads():
         toggles[(layer, head)] = w.ToggleButton(
-            value=(layer, head) in preset, description=f"{layer}.{head}", tooltip=f"ablate head {layer}.{head}",
+            value=(layer, head) in preset, description=format_head((layer, head)),
+            tooltip=f"ablate head {format_head((layer, head))}",
             layout=w.Layout(width="46px", height="26px", padding="0px"))
     grid = w.GridBox(list(toggles.values()),
                      layout=w.Layout(grid_template_columns=f"repeat({hm.n_heads}, 48px)", grid_gap="2px"))
     mode_box = w.Dropdown(options=list(ABLATION_MODES), value=mode, description="mode")
-    head_box = w.Dropdown(options=[(f"{l}.{h}", (l, h)) for l, h in hm.heads()], value=selected,
+    head_box = w.Dropdown(options=[(format_head((l, h)), (l, h)) for l, h in hm.heads()], value=selected,
                           description="show head")
     text_box = w.Textarea(value="\n".join(texts), description="texts", rows=min(6, len(texts) + 1),
                           layout=w.Layout(width="95%"))
@@ -148,7 +150,7 @@ def ablation_widget(hm: HeadModel, texts: Sequence[str], preset: Sequence[Head] 
         figure.clear_output(wait=True)
         fig, ax = plt.subplots(figsize=(3.6, 3.4), constrained_layout=True)
         layer, head = head_box.value
-        plot_pattern(ax, view.pattern, view.tokens, title=f"head {layer}.{head} on the first text")
+        plot_pattern(ax, view.pattern, view.tokens, title=f"head {format_head((layer, head))} on the first text")
         plt.close(fig)
         with figure:
             display(fig)
@@ -164,7 +166,7 @@ def ablation_widget(hm: HeadModel, texts: Sequence[str], preset: Sequence[Head] 
 
 
 def _readout_html(hm: HeadModel, texts, ablated, view: AblationView) -> str:
-    names = ", ".join(f"{l}.{h}" for l, h in ablated) or "none"
+    names = format_heads(ablated, empty="none")
     rows = []
     what = "next-token loss" if hm.causal else "1 - cos to clean embedding"
     for text, clean, value in zip(texts, view.clean.tolist(), view.metric.tolist()):
@@ -280,7 +282,7 @@ def heads_widget(models: dict[int, HeadModel], texts: Sequence[str], n_heads: in
     import matplotlib.pyplot as plt
     from IPython.display import display
 
-    from headlab.viz.figures import plot_pattern
+    from headlab.viz.patterns import plot_pattern
 
     core = HeadCountPatterns(models)
     texts = [t for t in texts if t.strip()]
@@ -313,7 +315,7 @@ def heads_widget(models: dict[int, HeadModel], texts: Sequence[str], n_heads: in
                                  constrained_layout=True)
         for head, ax in enumerate(axes.flat):
             if head < view.n_heads:
-                plot_pattern(ax, view.pattern[head], view.tokens, title=f"head {view.layer}.{head}")
+                plot_pattern(ax, view.pattern[head], view.tokens, title=f"head {format_head((view.layer, head))}")
             else:
                 ax.axis("off")
         plt.close(fig)

@@ -1,0 +1,104 @@
+"""The head atlas: every head's label and strength on the layers x heads grid, several atlases side
+by side, and each head's family lift against its effect."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from headlab.heads.head import format_head
+from headlab.viz.figures import layer_head_axes, new_axes
+
+
+LABEL_COLOURS = {
+    "previous_token": "#1f77b4", "next_token": "#17becf", "first_token": "#9467bd",
+    "separator": "#8c564b", "punctuation": "#e377c2", "duplicate_token": "#bcbd22",
+    "induction": "#d62728", "rare_token": "#ff7f0e", "local": "#6baed6", "orphan": "#2ca02c",
+    "diffuse": "#b0b0b0", "inactive": "#d9d9d9", "unlabelled": "#d9d9d9",
+}
+
+
+_SHORT = {"previous_token": "prev", "next_token": "next", "first_token": "first", "separator": "sep",
+          "punctuation": "punct", "duplicate_token": "dup", "induction": "ind", "rare_token": "rare",
+          "local": "local", "orphan": "orphan", "diffuse": "diffuse", "inactive": "inact", "unlabelled": "?"}
+
+
+def plot_atlas(atlas: dict, ax=None):
+    """A layers x heads grid: colour = label, intensity = strength; returns the figure.
+
+    Each cell shows the label's short name and its strength. Draws into ``ax`` when given,
+    else into a new figure (like every function here, so that notebooks show it).
+    """
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Patch
+
+    n_layers, n_heads = atlas["n_layers"], atlas["n_heads"]
+    if ax is None:
+        fig, axes = new_axes(size=(max(5.0, 1.0 + 0.56 * n_heads), 1.9 + 0.5 * n_layers))
+        ax = axes[0, 0]
+    else:
+        fig = ax.figure
+    image = torch.ones(n_layers, n_heads, 3)
+    for entry in atlas["heads"]:
+        colour = torch.tensor(to_rgb(LABEL_COLOURS[entry["label"]]))
+        strength = entry["strength"] or 0.0
+        alpha = 0.25 + 0.75 * min(max(strength, 0.0), 1.0)
+        image[entry["layer"], entry["head"]] = (1 - alpha) + alpha * colour
+        dark = float((image[entry["layer"], entry["head"]] * torch.tensor([0.3, 0.6, 0.1])).sum()) < 0.5
+        ax.text(entry["head"], entry["layer"], f"{_SHORT[entry['label']]}\n{strength:.2f}", ha="center",
+                va="center", fontsize=7, color="white" if dark else "black")
+    ax.imshow(image.numpy(), aspect="auto", interpolation="nearest")
+    layer_head_axes(ax, n_layers, n_heads, line="white", linewidth=1.5)
+    present = [lab for lab in LABEL_COLOURS if lab in atlas.get("label_counts", {})]
+    ax.legend(handles=[Patch(facecolor=LABEL_COLOURS[lab], label=f"{lab} ({atlas['label_counts'][lab]})")
+                       for lab in present],
+              loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=7, frameon=False,
+              ncol=4, title="label (number of heads)", title_fontsize=7)
+    effect = atlas.get("effect", {}).get("kind", "none")
+    ax.set_title(f"{atlas['model']}: head atlas on {atlas['n_texts']} texts\n"
+                 f"(colour = label, intensity = strength; effect: {effect})", fontsize=8)
+    return fig
+
+
+def plot_lift_vs_effect(ax, atlas: dict, annotate: Sequence[str] = ("orphan",)):
+    """Every head of an atlas as a dot: its best family lift (how strongly its pattern matches
+    any named family, 0 = like uniform attention) against its effect; colour = label.
+    Heads whose label is in ``annotate`` are named ``L.H``."""
+    seen = set()
+    for entry in atlas["heads"]:
+        lifts = [v for v in entry["lift"].values() if v is not None]
+        x, y, label = max(lifts) if lifts else 0.0, entry["effect"], entry["label"]
+        if y is None:
+            raise ValueError("this atlas has no effects (computed with effect='none')")
+        ax.plot(x, y, "o", ms=5, color=LABEL_COLOURS[label], mec="black", mew=0.3,
+                label=None if label in seen else label)
+        seen.add(label)
+        if label in annotate:
+            ax.annotate(format_head((entry["layer"], entry["head"])), (x, y), fontsize=6, xytext=(3, 2),
+                        textcoords="offset points")
+    ax.axvline(atlas["thresholds"]["lift"], color="0.5", lw=0.8, ls=":")
+    ax.set_xlabel("best family lift over uniform attention")
+    ax.set_ylabel(f"effect ({atlas['effect'].get('metric', atlas['effect']['kind'])})")
+    ax.legend(fontsize=7, frameon=False, ncol=2)
+    return ax
+
+
+def plot_atlases(atlases: Sequence[dict], size: tuple[float, float] = (3.4, 2.4)):
+    """Several atlases side by side (e.g. one model trained from several seeds), each titled
+    with its model's name, and one colour key for all of them below; returns the figure."""
+    from matplotlib.patches import Patch
+
+    if not atlases:
+        raise ValueError("no atlases to draw")
+    fig, axes = new_axes(len(atlases), 1, size=size)
+    present = set()
+    for ax, atlas in zip(axes.flat, atlases):
+        plot_atlas(atlas, ax=ax)
+        ax.get_legend().remove()
+        ax.set_title(atlas["model"], fontsize=9)
+        present.update(atlas.get("label_counts", {}))
+    labels = [lab for lab in LABEL_COLOURS if lab in present]
+    fig.legend(handles=[Patch(facecolor=LABEL_COLOURS[lab], label=lab) for lab in labels],
+               loc="outside lower center", ncol=min(len(labels), 6), fontsize=7, frameon=False)
+    return fig

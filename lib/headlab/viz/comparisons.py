@@ -1,0 +1,50 @@
+"""One quantity compared across inputs or conditions: every input's value over a box plot, and
+grouped bars."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from headlab.viz.figures import as_array
+
+
+def plot_per_input(ax, samples: dict, xlabel: str, title: str | None = None, seed: int = 0):
+    """One row per label: every input's value as a dot (jittered vertically) over a box plot of
+    the distribution. ``samples``: label -> 1-d values (NaN values are left out)."""
+    rng = np.random.default_rng(seed)
+    labels = list(samples)
+    values = [as_array(samples[k]).ravel() for k in labels]
+    values = [v[np.isfinite(v)] for v in values]
+    ax.boxplot(values, vert=False, widths=0.6, showfliers=False, medianprops={"color": "black"})
+    for i, v in enumerate(values, start=1):
+        ax.plot(v, i + rng.uniform(-0.22, 0.22, size=len(v)), "o", ms=2.5, alpha=0.45, color=f"C{i - 1}")
+    ax.set_yticks(range(1, len(labels) + 1), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
+
+
+def plot_grouped_bars(ax, groups: Sequence[str], series: dict, ylabel: str, title: str | None = None,
+                      ylim: tuple[float, float] | None = (0.0, 1.0)):
+    """Bars for several series side by side in each group (e.g. one group per construction).
+    ``series``: label -> one value per group (NaN draws no bar)."""
+    n = len(series)
+    width = 0.8 / max(n, 1)
+    x = np.arange(len(groups))
+    for i, (label, values) in enumerate(series.items()):
+        v = as_array(values)
+        if v.shape != (len(groups),):
+            raise ValueError(f"series {label!r} has {v.shape} values for {len(groups)} groups")
+        ax.bar(x + (i - (n - 1) / 2) * width, v, width, label=label)
+    ax.set_xticks(x, list(groups), rotation=20, fontsize=8)
+    ax.set_ylabel(ylabel)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, frameon=False, ncol=n, loc="upper center", bbox_to_anchor=(0.5, -0.25))
+    return ax

@@ -1,0 +1,144 @@
+"""How much each head matters: the Lorenz curve of importance, mean against worst case, a score
+against the ablation effect, pairs against the sum of singles, and pruning curves."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from headlab.heads.head import format_head
+from headlab.viz.figures import as_array
+
+
+def plot_lorenz(ax, x, y, label: str | None = None):
+    """A Lorenz curve with the line of perfect equality."""
+    ax.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--")
+    ax.plot(x, y, lw=2, label=label, drawstyle="steps-post")
+    ax.set_xlabel("fraction of heads (least important first)")
+    ax.set_ylabel("fraction of total effect")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    return ax
+
+
+def plot_mean_vs_worst(ax, mean, worst, highlight: dict | None = None, annotate: int = 5):
+    """Each head's mean effect (x) against its worst case over inputs (y), both ``(n_layers, n_heads)``.
+
+    Points far above the diagonal matter on a few inputs far more than on average. ``highlight``
+    maps ``(layer, head)`` to a legend label (e.g. ``"hidden in the tail"``); the ``annotate``
+    heads with the largest worst case are named.
+    """
+    m, w = as_array(mean), as_array(worst)
+    if m.shape != w.shape or m.ndim != 2:
+        raise ValueError(f"mean and worst must both be (n_layers, n_heads), got {m.shape} and {w.shape}")
+    ax.scatter(m.ravel(), w.ravel(), s=14, color="0.55", label="head", zorder=2)
+    top = max(float(np.nanmax(w)), float(np.nanmax(m)), 1e-12)
+    low = min(float(np.nanmin(m)), 0.0)
+    ax.plot([low, top], [low, top], color="0.7", lw=1, ls="--", label="worst = mean")
+    for label, colour in zip(sorted(set((highlight or {}).values())), ("tab:red", "tab:orange", "tab:purple")):
+        heads = [h for h, lab in highlight.items() if lab == label]
+        ax.scatter([m[h] for h in heads], [w[h] for h in heads], s=40, color=colour, label=label, zorder=3)
+    order = np.argsort(-w.ravel(), kind="stable")[:annotate]
+    for i in order:
+        l, h = divmod(int(i), m.shape[1])
+        ax.annotate(format_head((l, h)), (m[l, h], w[l, h]), fontsize=7, xytext=(3, 2), textcoords="offset points")
+    ax.set_xlabel("mean effect over inputs")
+    ax.set_ylabel("worst case (largest effect on one input)")
+    ax.legend(fontsize=7, frameon=False)
+    return ax
+
+
+def plot_score_vs_effect(ax, score, effect, xlabel: str, size=None, highlight: dict | None = None):
+    """A per-head score (x) against the ablation effect (y), both ``(n_layers, n_heads)``.
+
+    ``size`` (same shape, optional): marker area proportional to it (e.g. the write norm).
+    ``highlight`` maps ``(layer, head)`` to a legend label; the first four heads of each label are named.
+    """
+    x, y = as_array(score), as_array(effect)
+    if x.shape != y.shape or x.ndim != 2:
+        raise ValueError(f"score and effect must both be (n_layers, n_heads), got {x.shape} and {y.shape}")
+    if size is None:
+        area = np.full(x.shape, 16.0)
+    else:
+        s = as_array(size)
+        if s.shape != x.shape:
+            raise ValueError(f"size must be {x.shape}, got {s.shape}")
+        area = 8 + 80 * s / max(float(np.nanmax(s)), 1e-12)
+    ax.scatter(x.ravel(), y.ravel(), s=area.ravel(), color="0.55", alpha=0.7,
+               label="head" + ("" if size is None else " (area: write norm)"))
+    for label, colour in zip(sorted(set((highlight or {}).values())), ("tab:green", "tab:purple", "tab:red")):
+        heads = [h for h, lab in highlight.items() if lab == label]
+        ax.scatter([x[h] for h in heads], [y[h] for h in heads], s=[area[h] for h in heads], color=colour,
+                   label=label)
+        for h in heads[:4]:  # name a few; more would overlap
+            ax.annotate(format_head(h), (x[h], y[h]), fontsize=7, xytext=(3, 2), textcoords="offset points")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("mean |ablation effect|")
+    ax.legend(fontsize=7, frameon=False)
+    return ax
+
+
+def plot_pair_interactions(ax, pair, sum_of_singles, margin: float = 0.0, highlight: Sequence[int] = ()):
+    """Removing a pair (y) against the sum of removing each head alone (x), one point per pair.
+
+    Above the diagonal, single ablations *underestimate* the pair (the heads back each other up);
+    the dotted line is ``(1 + margin) x`` the sum. ``highlight``: indices of pairs to mark.
+    """
+    y, x = as_array(pair).ravel(), as_array(sum_of_singles).ravel()
+    if x.shape != y.shape or x.size == 0:
+        raise ValueError("pair and sum_of_singles must be equally long and non-empty")
+    ax.scatter(x, y, s=10, color="0.5", alpha=0.7, label="pair")
+    if len(highlight):
+        idx = list(highlight)
+        ax.scatter(x[idx], y[idx], s=30, color="tab:red", label="largest interactions")
+    low, high = min(x.min(), y.min(), 0.0), max(x.max(), y.max(), 1e-12)
+    ax.plot([low, high], [low, high], color="0.3", lw=1, ls="--", label="pair = sum of singles")
+    if margin:
+        ax.plot([0, high], [0, (1 + margin) * high], color="0.6", lw=1, ls=":",
+                label=f"pair = {1 + margin:g} x sum")
+    ax.set_xlabel("effect(a) + effect(b)")
+    ax.set_ylabel("effect(a + b)")
+    ax.legend(fontsize=7, frameon=False)
+    return ax
+
+
+_ORDER_STYLES = {"mean": ("#1f77b4", "-"), "worst": ("#d62728", "-"), "iterative": ("#2ca02c", "--"),
+                 "random": ("0.5", ":")}
+
+
+def plot_pruning_curves(axes, counts, curves: dict, metrics: Sequence[str], tolerance: dict | None = None):
+    """One panel per metric: its value against the number of heads removed, one line per pruning order.
+
+    ``curves``: order name -> {metric: values at ``counts``}. Orders whose name starts with
+    ``"random"`` are drawn as their mean with a band from their minimum to their maximum.
+    ``tolerance``: metric -> the largest degradation that still passes; drawn as a dashed line at
+    the unpruned value plus (or minus, for accuracies) the tolerance, with ``higher_is_better``
+    read from the sign: ``{metric: (tol, higher_is_better)}``.
+    """
+    x = as_array(counts)
+    axes = list(np.asarray(axes).flat)
+    if len(axes) < len(metrics):
+        raise ValueError(f"{len(metrics)} metrics need as many axes, got {len(axes)}")
+    randoms = {k: v for k, v in curves.items() if k.startswith("random")}
+    for ax, metric in zip(axes, metrics):
+        for name, values in curves.items():
+            if name in randoms:
+                continue
+            key = next((k for k in _ORDER_STYLES if k in name), "mean")
+            colour, style = _ORDER_STYLES["iterative" if "iterative" in name else key]
+            ax.plot(x, as_array(values[metric]), style, color=colour, label=name, lw=1.4)
+        if randoms:
+            r = np.stack([as_array(v[metric]) for v in randoms.values()])
+            ax.plot(x, r.mean(0), ":", color="0.4", label=f"random ({len(r)} orders: mean, range)")
+            ax.fill_between(x, r.min(0), r.max(0), color="0.8", alpha=0.6, lw=0)
+        if tolerance and metric in tolerance:
+            tol, higher = tolerance[metric]
+            first = as_array(next(iter(curves.values()))[metric])[0]
+            ax.axhline(first - tol if higher else first + tol, color="0.3", ls="--", lw=0.8)
+        ax.set_title(metric, fontsize=9)
+        ax.set_xlabel("heads removed", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in axes[len(metrics):]:
+        ax.axis("off")
+    return axes
