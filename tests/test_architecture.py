@@ -1,0 +1,344 @@
+"""The shape of ``lib/headlab``, checked on every run by reading its source (no import).
+
+The rules (CONTRIBUTING.md, "Where code goes"):
+
+- no module over 400 lines: one module per idea, split by meaning when it grows;
+- a private name (``_x``) stays in the module that defines it, and a private module
+  (``pkg/_x.py``) in its package: no ``from headlab.other import _x`` and no
+  ``obj._x`` on another module's objects (``hm._blocks`` outside ``heads/``);
+- the families of models differ only in ``heads/adapters.py``: nowhere else does code
+  compare an architecture's name (``arch.name == "gpt2"``, ``config.model_type == "bert"``).
+
+Each failure names the file and line and what to do. The scanner itself is tested below on
+small sources, so a rule cannot pass by accident.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import ROOT
+
+LIB = ROOT / "lib"
+PACKAGE = LIB / "headlab"
+MAX_LINES = 400
+ADAPTERS = "headlab.heads.adapters"
+# every family name the adapters know, besides those read from adapters.py itself
+KNOWN_ARCHITECTURES = {"headlab", "gpt2", "bert", "gpt_neox", "llama", "mistral", "qwen2"}
+# the public API of namedtuples, whose names start with "_" to avoid clashing with fields
+NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_field_defaults", "_make"}
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str  # dotted, e.g. headlab.heads.model (a package's __init__ is the package)
+    path: str  # shown in messages, relative to the repository root
+    text: str
+
+    @functools.cached_property
+    def tree(self) -> ast.Module:
+        return ast.parse(self.text, filename=self.path)
+
+    @property
+    def package(self) -> str:
+        """The package this module is part of (a package's __init__ is part of itself)."""
+        return self.name if self.path.endswith("__init__.py") else self.name.rpartition(".")[0]
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(LIB).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@functools.lru_cache(maxsize=1)
+def library() -> tuple[Module, ...]:
+    """Every module of lib/headlab."""
+    return tuple(
+        Module(_module_name(p), p.relative_to(ROOT).as_posix(), p.read_text(encoding="utf-8"))
+        for p in sorted(PACKAGE.rglob("*.py"))
+    )
+
+
+def module_names(modules) -> set[str]:
+    return {m.name for m in modules}
+
+
+def _by_line(messages: list[str]) -> list[str]:
+    """Messages ``path:line: ...`` in line order (``ast.walk`` visits breadth first)."""
+    return sorted(messages, key=lambda m: int(m.split(":")[1]))
+
+
+def _inside(module: Module, package: str) -> bool:
+    return module.name == package or module.name.startswith(package + ".")
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+def too_long(module: Module, max_lines: int = MAX_LINES) -> list[str]:
+    n = len(module.text.splitlines())
+    if n <= max_lines:
+        return []
+    return [f"{module.path}:1: {n} lines (at most {max_lines}): split it by meaning into modules of one "
+            "idea each, in the package that owns the idea"]
+
+
+def _resolve(module: Module, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.package.split(".")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def private_imports(module: Module, modules: set[str]) -> list[str]:
+    """``from headlab.x import _y`` of a private name of another module, or an import of a private
+    module (``headlab.pkg._m``) from outside its package ``headlab.pkg``."""
+    out = []
+
+    def check_module_path(dotted: str, line: int) -> None:
+        parts = dotted.split(".")
+        for i, part in enumerate(parts):
+            if _is_private(part):
+                owner = ".".join(parts[:i])
+                if not _inside(module, owner):
+                    out.append(f"{module.path}:{line}: imports the private module {'.'.join(parts[:i + 1])} "
+                               f"from outside {owner}: make what you need public (a module without the "
+                               f"leading underscore, or a public name of {owner})")
+                return
+
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "headlab":
+                    check_module_path(alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve(module, node)
+            if source.split(".")[0] != "headlab":
+                continue
+            check_module_path(source, node.lineno)
+            for alias in node.names:
+                if not _is_private(alias.name):
+                    continue
+                if f"{source}.{alias.name}" in modules:  # a private submodule of package `source`
+                    check_module_path(f"{source}.{alias.name}", node.lineno)
+                elif source != module.name:
+                    out.append(f"{module.path}:{node.lineno}: imports {alias.name} from {source}, a private name "
+                               f"of another module: make it public in {source} (no leading underscore, "
+                               "a docstring) or move the code that needs it there")
+    return _by_line(out)
+
+
+def defined_private_names(module: Module) -> set[str]:
+    """Private names a module defines: module-level and class-level names, methods, and
+    attributes it assigns on ``self``/``cls`` (or on any object: ``x._y = ...``)."""
+    names = set()
+    for node in ast.walk(module.tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for sub in ast.walk(target):
+                    if isinstance(sub, ast.Name):
+                        names.add(sub.id)
+                    elif isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store):
+                        names.add(sub.attr)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+                names.add(node.args[1].value)
+    return {n for n in names if _is_private(n)}
+
+
+def private_attributes(module: Module, owners: dict[str, set[str]]) -> list[str]:
+    """``obj._y`` where ``_y`` is private to another headlab module (``owners``: private name ->
+    the modules that define it), and any ``hm._y`` (a HeadModel's privates) outside heads/."""
+    own = defined_private_names(module)
+    out = []
+    for node in ast.walk(module.tree):
+        if not isinstance(node, ast.Attribute) or not _is_private(node.attr) or node.attr in NAMEDTUPLE_API:
+            continue
+        value = node.value
+        if isinstance(value, ast.Name) and value.id in ("self", "cls"):
+            continue
+        text = f"{ast.unparse(value)}.{node.attr}"
+        if isinstance(value, ast.Name) and value.id == "hm" and not _inside(module, "headlab.heads"):
+            out.append(f"{module.path}:{node.lineno}: {text} reaches into a HeadModel's internals: use (or add, "
+                       "in headlab.heads) a public method or property")
+        elif node.attr not in own and owners.get(node.attr):
+            where = ", ".join(sorted(owners[node.attr]))
+            out.append(f"{module.path}:{node.lineno}: {text} reaches into a private name of {where}: make it "
+                       "public there (with a docstring) or keep the code that needs it in that module")
+    return _by_line(out)
+
+
+def architecture_names(modules) -> set[str]:
+    """The family names in adapters.py (``name=`` and ``model_types=`` of its entries)."""
+    names = set(KNOWN_ARCHITECTURES)
+    for module in modules:
+        if module.name != ADAPTERS:
+            continue
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.keyword) and node.arg in ("name", "model_types"):
+                names |= {c.value for c in ast.walk(node.value)
+                          if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+    return names
+
+
+def _strings(node: ast.AST) -> set[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return set()
+
+
+def _names_an_architecture(node: ast.AST) -> bool:
+    """``arch.name``, ``hm.arch.name``: an architecture's name, whatever it is compared with."""
+    if not isinstance(node, ast.Attribute):
+        return False
+    inner = node.value
+    return node.attr == "name" and (
+        (isinstance(inner, ast.Name) and inner.id == "arch")
+        or (isinstance(inner, ast.Attribute) and inner.attr == "arch")
+    )
+
+
+def architecture_branches(module: Module, arch_names: set[str]) -> list[str]:
+    """A comparison of an architecture's name, anywhere but heads/adapters.py: ``arch.name`` with
+    anything, or a ``.name``/``.model_type`` with a family's name (``config.model_type == "bert"``).
+    Looking a model type up in the registry (``config.model_type in arch.model_types``) is no branch."""
+    if module.name == ADAPTERS:
+        return []
+    out = []
+    for node in ast.walk(module.tree):
+        if not isinstance(node, ast.Compare) or not all(
+                isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops):
+            continue
+        operands = [node.left, *node.comparators]
+        named = any(_names_an_architecture(o) for o in operands)
+        literal = any(isinstance(o, ast.Attribute) and o.attr in ("name", "model_type") for o in operands) and \
+            any(_strings(o) & arch_names for o in operands)
+        if named or literal:
+            out.append(f"{module.path}:{node.lineno}: `{ast.unparse(node)}` branches on an architecture's name: "
+                       "give heads.adapters.Architecture a field or function for what differs, and call it")
+    return _by_line(out)
+
+
+# --------------------------------------------------------------------------- the library
+
+
+def _owners(modules) -> dict[str, set[str]]:
+    owners: dict[str, set[str]] = {}
+    for module in modules:
+        for name in defined_private_names(module):
+            owners.setdefault(name, set()).add(module.name)
+    return owners
+
+
+def _fail_on(violations: list[str], rule: str) -> None:
+    assert not violations, f"{len(violations)} place(s) break the rule '{rule}':\n  " + "\n  ".join(violations)
+
+
+def test_the_scan_sees_the_library():
+    names = module_names(library())
+    assert {"headlab", "headlab.heads.model", "headlab.heads.adapters", "headlab.viz.figures"} <= names
+
+
+def test_no_module_over_400_lines():
+    _fail_on([v for m in library() for v in too_long(m)], f"no module over {MAX_LINES} lines")
+
+
+def test_no_private_import_across_modules():
+    names = module_names(library())
+    _fail_on([v for m in library() for v in private_imports(m, names)], "no import of a private name across modules")
+
+
+def test_no_reach_into_another_modules_privates():
+    owners = _owners(library())
+    _fail_on([v for m in library() for v in private_attributes(m, owners)],
+             "no access to another module's private attributes")
+
+
+def test_no_branch_on_an_architecture_name_outside_adapters():
+    arch = architecture_names(library())
+    _fail_on([v for m in library() for v in architecture_branches(m, arch)],
+             "architectures differ only in heads/adapters.py")
+
+
+# --------------------------------------------------------------------------- the scanner itself
+
+
+def _mod(name: str, source: str, init: bool = False) -> Module:
+    path = "lib/" + name.replace(".", "/") + ("/__init__.py" if init else ".py")
+    return Module(name, path, source)
+
+
+def test_scanner_counts_lines():
+    assert too_long(_mod("headlab.a", "x = 1\n" * 400)) == []
+    (msg,) = too_long(_mod("headlab.a", "x = 1\n" * 401))
+    assert msg.startswith("lib/headlab/a.py:1: 401 lines") and "split it by meaning" in msg
+
+
+def test_scanner_private_imports():
+    names = {"headlab", "headlab.training.loop", "headlab.training.distill", "headlab.kernels._checks",
+             "headlab.kernels.loops", "headlab.viz.sae", "headlab._compat"}
+    distill = _mod("headlab.training.distill", "def f():\n    from headlab.training.loop import _lr_at, train\n")
+    (msg,) = private_imports(distill, names)
+    assert msg.startswith("lib/headlab/training/distill.py:2: imports _lr_at from headlab.training.loop")
+    relative = _mod("headlab.training.distill", "from .loop import _lr_at\n")
+    assert private_imports(relative, names) and "headlab.training.loop" in private_imports(relative, names)[0]
+    # a private module may be used inside its own package, not from outside it
+    assert private_imports(_mod("headlab.kernels.loops", "from headlab.kernels._checks import check_finite\n"),
+                           names) == []
+    (msg,) = private_imports(_mod("headlab.viz.sae", "from headlab.kernels._checks import check_finite\n"), names)
+    assert "private module headlab.kernels._checks from outside headlab.kernels" in msg
+    (msg,) = private_imports(_mod("headlab.viz.sae", "import headlab.kernels._checks as c\n"), names)
+    assert "headlab.kernels._checks" in msg
+    assert private_imports(_mod("headlab", "from headlab import _compat\n", init=True), names) == []
+    assert private_imports(_mod("headlab.viz.sae", "from numpy import _core\nfrom headlab.viz.figures import "
+                                                   "as_array\n"), names) == []
+
+
+def test_scanner_private_attributes():
+    owner = _mod("headlab.heads.model", "class HeadModel:\n    def __init__(self):\n        self._blocks = []\n"
+                                          "    def _active(self):\n        pass\n")
+    sweep = _mod("headlab.analysis.sweep", "def run(model, hm):\n    model._blocks.append(1)\n    hm._anything\n"
+                                           "    x = other._private_of_nobody\n    t = point._replace(x=1)\n")
+    owners = _owners([owner, sweep])
+    found = private_attributes(sweep, owners)
+    assert [m.split(":")[1] for m in found] == ["2", "3"], found
+    assert "model._blocks reaches into a private name of headlab.heads.model" in found[0]
+    assert "hm._anything reaches into a HeadModel's internals" in found[1]
+    # the owner may use its own privates, on self or on another instance
+    same = _mod("headlab.heads.model", owner.text + "def copy(a, b):\n    b._blocks = a._blocks\n")
+    assert private_attributes(same, _owners([same, sweep])) == []
+
+
+def test_scanner_architecture_branches():
+    arch = {"headlab", "gpt2", "bert"}
+    source = ("def f(hm, config, cell, err, name):\n"
+              "    if hm.arch.name == 'headlab': pass\n"
+              "    if self.arch.name != 'gpt2': pass\n"
+              "    if arch.name in ('bert', 'gpt2'): pass\n"
+              "    if config.model_type == 'bert': pass\n"
+              "    if hm.name == 'gpt2': pass\n"
+              "    if cell.name == 'sentence': pass\n"
+              "    if err.name == name: pass\n"
+              "    label = hm.arch.name\n"
+              "    found = [a for a in ARCHITECTURES if config.model_type in a.model_types]\n")
+    found = architecture_branches(_mod("headlab.analysis.circuits", source), arch)
+    assert [int(m.split(":")[1]) for m in found] == [2, 3, 4, 5, 6], found
+    assert "give heads.adapters.Architecture a field" in found[0]
+    assert architecture_branches(_mod(ADAPTERS, source), arch) == []
+    adapters = _mod(ADAPTERS, "A = Architecture(name='newfamily', model_types=('nf', 'nf2'))\n")
+    assert {"newfamily", "nf", "nf2"} <= architecture_names([adapters])
