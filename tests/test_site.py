@@ -289,6 +289,67 @@ def test_every_chapter_is_a_page(built_site: Path) -> None:
     )
 
 
+API_PAGE = ROOT / "chapters" / "reference" / "api.md"
+_AUTODOC = re.compile(r"^\s*\.\. auto(?:function|class|exception|data|module|method|attribute)::\s*(\S+)", re.M)
+
+
+def _api_page_names() -> list[str]:
+    """The objects chapters/reference/api.md documents, and those its autosummary tables list."""
+    text = API_PAGE.read_text(encoding="utf-8")
+    names = _AUTODOC.findall(text)
+    for table in re.findall(r"\.\. autosummary::\n(?:\s+:\w+:.*\n)*\n((?:\s+\S+\n)+)", text):
+        names += table.split()
+    return names
+
+
+def test_api_page_names_exist_and_have_docstrings() -> None:
+    """Fast, without a build: a renamed or moved function fails here, by name, not in Sphinx."""
+    import importlib
+    import inspect
+
+    names = _api_page_names()
+    assert {"headlab.load", "headlab.heads.HeadModel", "headlab.analysis.sweep.sweep",
+            "headlab.kernels.attention"} <= set(names), names
+    problems = []
+    for name in dict.fromkeys(names):
+        parts, obj = name.split("."), None
+        for i in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            for attr in parts[i:]:
+                obj = getattr(obj, attr, None)
+            break
+        if obj is None:
+            problems.append(f"{name}: not importable (renamed or moved? update chapters/reference/api.md)")
+        elif (inspect.isroutine(obj) or inspect.isclass(obj) or inspect.ismodule(obj)) and not inspect.getdoc(obj):
+            problems.append(f"{name}: no docstring (the API page would show nothing)")
+    assert not problems, "chapters/reference/api.md:\n  " + "\n  ".join(problems)
+    text = API_PAGE.read_text(encoding="utf-8")
+    assert ":module: headlab.__main__" in text and ":func: build_parser" in text
+    from headlab.__main__ import build_parser
+
+    assert build_parser().prog == "python -m headlab"
+
+
+def test_api_reference_page(built_site: Path) -> None:
+    """The API page is in the book, generated from the docstrings, with the command line."""
+    page = built_site / "chapters" / "reference" / "api.html"
+    assert page.is_file(), "chapters/reference/api.md is not a page: is it in _toc.yml?"
+    html = page.read_text(encoding="utf8")
+    for anchor in ("headlab.load", "headlab.heads.HeadModel.ablate", "headlab.heads.HeadModel.run_with_cache",
+                   "headlab.heads.ActivationCache", "headlab.analysis.sweep.sweep",
+                   "headlab.analysis.detect.induction_score", "headlab.kernels.attention"):
+        assert f'id="{anchor}"' in html, f"the API page documents no {anchor}"
+    text = _page_text(page)
+    assert "Inside the block, the given heads are ablated" in text  # HeadModel.ablate's docstring
+    for command in ("heads", "sweep", "atlas", "report", "train"):
+        assert f"python -m headlab {command}" in text, f"the API page does not show the {command} command"
+    index = (built_site / "intro.html").read_text(encoding="utf8")
+    assert "chapters/reference/api.html" in index, "the API page is not in the site's navigation"
+
+
 def test_every_page_loads(site_visit: list[PageResult], record_property) -> None:  # noqa: ANN001
     summary = next(iter((SCREENSHOTS / "summary.txt").read_text().splitlines()), "")
     record_property("summary", summary)
