@@ -5,8 +5,13 @@ A notebook imports the check it needs explicitly, e.g.
 the reader's function on known-answer inputs, prints one line when it passes,
 and raises :class:`ExerciseFailed` with a precise message when it does not.
 Solutions are never imported here: they live only in the notebooks.
+
+A new check is built on the names exported here (``from headlab.exercises import Case,
+run_cases``); they are defined in ``_core``, which is private to this package.
 """
 
-from headlab.exercises._core import Case, ExerciseFailed, call_reader, compare_arrays, run_cases
+from headlab.exercises._core import (
+    Case, ExerciseFailed, call_reader, compare_arrays, compare_number, run_cases, to_numpy,
+)
 
-__all__ = ["Case", "ExerciseFailed", "call_reader", "compare_arrays", "run_cases"]
+__all__ = ["Case", "ExerciseFailed", "call_reader", "compare_arrays", "compare_number", "run_cases", "to_numpy"]

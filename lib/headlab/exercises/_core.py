@@ -29,6 +29,7 @@ __all__ = [
     "ExerciseFailed",
     "call_reader",
     "compare_arrays",
+    "compare_number",
     "run_cases",
     "to_numpy",
 ]

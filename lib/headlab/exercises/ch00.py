@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from headlab.exercises._core import Case, run_cases
+from headlab.exercises import Case, run_cases
 
 __all__ = ["check_stable_softmax"]
 

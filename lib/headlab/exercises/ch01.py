@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from headlab.exercises._core import Case, compare_number, run_cases
+from headlab.exercises import Case, compare_number, run_cases
 
 __all__ = ["check_attend_one_query", "check_causal_attention", "check_name_heads",
            "check_order_blind_accuracy"]

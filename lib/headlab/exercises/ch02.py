@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from headlab.exercises._core import Case, compare_arrays, run_cases
+from headlab.exercises import Case, compare_arrays, run_cases
 
 __all__ = ["check_split_heads", "check_qk_ranks", "check_attention_cost"]
 

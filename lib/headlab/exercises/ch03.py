@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from headlab.exercises._core import Case, compare_number, run_cases
+from headlab.exercises import Case, compare_number, run_cases
 
 __all__ = ["check_punctuation_score", "check_find_sink", "check_relation_vs_offset",
            "check_relation_vs_nearest_noun"]

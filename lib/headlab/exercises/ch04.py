@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from headlab.exercises._core import Case, compare_number, run_cases
+from headlab.exercises import Case, compare_number, run_cases
 
 __all__ = ["check_induction_score", "check_find_previous_token_head", "check_k_composition",
            "check_induction_after_ablation"]

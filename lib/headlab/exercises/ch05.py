@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from headlab.exercises._core import Case, ExerciseFailed, call_reader, compare_number, run_cases
+from headlab.exercises import Case, ExerciseFailed, call_reader, compare_number, run_cases
 
 __all__ = ["check_mean_ablation", "check_most_redundant_pair", "check_gini"]
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from headlab.exercises._core import Case, ExerciseFailed, call_reader, run_cases
+from headlab.exercises import Case, ExerciseFailed, call_reader, run_cases
 
 __all__ = ["check_worst_case_order", "check_layer_mean_z", "check_flag_hijacked"]
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from headlab.exercises._core import Case, run_cases
+from headlab.exercises import Case, run_cases
 
 __all__ = ["check_topk_activation", "check_fraction_recovered", "check_match_features", "check_units_for_mass"]
 

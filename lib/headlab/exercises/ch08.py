@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from headlab.exercises._core import Case, compare_number, run_cases
+from headlab.exercises import Case, compare_number, run_cases
 
 __all__ = ["check_keep_list", "check_is_redundant", "check_find_orphans", "check_induction_drop"]
 
