@@ -48,7 +48,13 @@ MOVED_PACKAGES: dict[str, str] = {
     "headlab.language": "headlab.data.language",
 }
 # old module -> {name: module that now defines it}, for names that left the module the old path aliases
-MOVED_NAMES: dict[str, dict[str, str]] = {}
+MOVED_NAMES: dict[str, dict[str, str]] = {
+    "headlab.organisms": {
+        name: "headlab.models.checkpoints"
+        for name in ("CHECKPOINT_DIR", "CheckpointError", "Organism", "available_organisms", "load_checkpoint",
+                     "load_organism", "save_checkpoint", "sha256_file", "verify_checkpoint")
+    },
+}
 
 REMOVAL = "headlab 0.3"
 
