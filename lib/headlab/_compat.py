@@ -49,6 +49,10 @@ MOVED_PACKAGES: dict[str, str] = {
 }
 # old module -> {name: module that now defines it}, for names that left the module the old path aliases
 MOVED_NAMES: dict[str, dict[str, str]] = {
+    "headlab.model": {
+        "ActivationCache": "headlab.heads.capture",
+        "Resampler": "headlab.heads.gate",
+    },
     "headlab.organisms": {
         name: "headlab.models.checkpoints"
         for name in ("CHECKPOINT_DIR", "CheckpointError", "Organism", "available_organisms", "load_checkpoint",

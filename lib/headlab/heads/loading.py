@@ -77,9 +77,7 @@ def load(name: str, device: str = "cpu") -> HeadModel:
         return _load_hf(str(minilm_path()), device, display=MINILM)
     if name in available_organisms():
         model, tokenizer, provenance = load_organism(name, device=device)
-        hm = HeadModel(model, tokenizer, name=name)
-        hm.provenance = provenance
-        return hm
+        return HeadModel(model, tokenizer, name=name, provenance=provenance)
     if Path(name).is_dir():
         return _load_hf(name, device, display=name)
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
