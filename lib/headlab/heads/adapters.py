@@ -44,15 +44,9 @@ class QKV(NamedTuple):
     ``q = x @ W_Q + b_Q`` for a row ``x`` of ``d_model`` numbers (the output of the attention's
     input norm), and likewise for ``k`` and ``v``. Columns are head-major: head ``h`` owns
     columns ``h * d_head`` to ``(h + 1) * d_head``. Queries and keys are taken *before* any
-    rotary position embedding.
-
-    Attributes:
-        W_Q: ``(d_model, n_heads * d_head)``.
-        W_K: ``(d_model, n_kv_heads * d_head)``.
-        W_V: ``(d_model, n_kv_heads * d_head)``.
-        b_Q: ``(n_heads * d_head,)``, or ``None`` where the family has no bias.
-        b_K: ``(n_kv_heads * d_head,)`` or ``None``.
-        b_V: ``(n_kv_heads * d_head,)`` or ``None``.
+    rotary position embedding. Shapes: ``W_Q`` ``(d_model, n_heads * d_head)``; ``W_K`` and
+    ``W_V`` ``(d_model, n_kv_heads * d_head)``; ``b_Q`` ``(n_heads * d_head,)``, ``b_K`` and
+    ``b_V`` ``(n_kv_heads * d_head,)``, each ``None`` where the family has no bias.
     """
 
     W_Q: torch.Tensor
