@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import headlab
     from headlab.training.distill import TRANSFER_TARGETS, distill
-    from headlab.models.gpt import save_checkpoint
+    from headlab.models.checkpoints import save_checkpoint
     from headlab.training.loop import ORGANISMS
 
     unknown = [t for t in args.targets if t not in TRANSFER_TARGETS]

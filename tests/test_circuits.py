@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from headlab.analysis.circuits import (
-    HeadWeights, composition, composition_score, composition_scores, head_weights, induction_circuit,
-    pattern_change, random_composition_baseline,
+    HeadWeights, circuit_ranks, circuit_singular_values, composition, composition_score, composition_scores,
+    head_weights, induction_circuit, pattern_change, random_composition_baseline,
 )
 from headlab.analysis.detect import induction_score, uniform_pattern
 from headlab.models.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
@@ -84,7 +84,10 @@ def test_planted_induction_head_k_composes_with_the_previous_token_head() -> Non
 def _residual_into(hm: HeadModel, layer: int, batch: dict) -> torch.Tensor:
     """The residual stream entering block ``layer`` (before its LayerNorm)."""
     seen = []
-    handle = hm._blocks[layer].register_forward_pre_hook(lambda m, args: seen.append(args[0].detach()))
+    def keep(module, args, kwargs):
+        seen.append((args[0] if args else kwargs["hidden_states"]).detach())
+
+    handle = hm.blocks[layer].register_forward_pre_hook(keep, with_kwargs=True)
     try:
         hm.run_with_cache(batch, names=("pattern",))
     finally:
@@ -93,20 +96,33 @@ def _residual_into(hm: HeadModel, layer: int, batch: dict) -> torch.Tensor:
 
 
 def _zero_biases(hm: HeadModel, seed: int = 0) -> None:
-    """Zero every bias (and LayerNorm shift); give LayerNorm scales random values to fold."""
+    """Zero every bias (and LayerNorm shift); give the norms' scales random values to fold."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in hm.model.named_parameters():
             if name.endswith("bias"):
                 p.zero_()
-            elif ("ln" in name) and name.endswith("weight"):
+            elif ("ln" in name or "norm" in name.lower()) and name.endswith("weight"):
                 p.copy_(0.5 + torch.rand(p.shape, generator=g))
 
 
-@pytest.mark.parametrize("arch", ["headlab", "gpt2"])
+def _norm_scale(hm: HeadModel, layer: int, x: torch.Tensor) -> torch.Tensor:
+    """``(batch, pos)``: what the attention's input norm divides each position by (1: no norm)."""
+    norm = hm.attn_norm(layer)
+    if norm is None:
+        return torch.ones(x.shape[:-1])
+    eps = getattr(norm, "eps", None) or getattr(norm, "variance_epsilon")
+    if isinstance(norm, torch.nn.LayerNorm):
+        return torch.sqrt(x.var(-1, unbiased=False) + eps)
+    return torch.sqrt(x.pow(2).mean(-1) + eps)  # RMSNorm
+
+
+@pytest.mark.parametrize("arch", ["headlab", "gpt2", "bert", "gpt_neox", "llama_gqa"])
 def test_folded_matrices_reproduce_the_pattern_and_the_write(arch: str) -> None:
     """With biases zero, softmax(x_i W_QK x_j^T / (s_i s_j sqrt(d_head))) is the model's pattern and
-    sum_j p_ij x_j W_OV / s_j the head's write, where s is LayerNorm's per-position std."""
+    sum_j p_ij x_j W_OV / s_j the head's write, where s is the norm's per-position scale: folding
+    the centring and gamma of a LayerNorm, gamma of an RMSNorm, nothing for a post-norm model.
+    Rotary families (NeoX, Llama) rotate q and k by position, so only their write is checked."""
     hm = make_model(arch)
     _zero_biases(hm)
     g = torch.Generator().manual_seed(1)
@@ -115,14 +131,17 @@ def test_folded_matrices_reproduce_the_pattern_and_the_write(arch: str) -> None:
     layer = 1
     x = _residual_into(hm, layer, batch).float()  # (batch, pos, d_model)
     _, cache = hm.run_with_cache(batch)
-    eps = hm._blocks[layer].ln1.eps if arch == "headlab" else hm._blocks[layer].ln_1.eps
-    s = torch.sqrt(x.var(-1, unbiased=False) + eps)  # (batch, pos)
+    s = _norm_scale(hm, layer, x)  # (batch, pos)
     causal = torch.ones(9, 9, dtype=torch.bool).tril()
     for head in range(hm.n_heads):
         w = head_weights(hm, layer, head)
-        scores = x @ w.W_QK @ x.transpose(1, 2) / (s[:, :, None] * s[:, None, :] * math.sqrt(hm.d_head))
-        pattern = scores.masked_fill(~causal, float("-inf")).softmax(-1)  # (batch, q_pos, k_pos)
-        torch.testing.assert_close(pattern, cache.pattern(layer)[:, head].float(), atol=1e-5, rtol=1e-4)
+        if not hm.arch.rotary:
+            scores = x @ w.W_QK @ x.transpose(1, 2) / (s[:, :, None] * s[:, None, :] * math.sqrt(hm.d_head))
+            if hm.causal:
+                scores = scores.masked_fill(~causal, float("-inf"))
+            torch.testing.assert_close(scores.softmax(-1), cache.pattern(layer)[:, head].float(),
+                                       atol=1e-5, rtol=1e-4)
+        pattern = cache.pattern(layer)[:, head].float()  # (batch, q_pos, k_pos)
         write = pattern @ ((x @ w.W_OV) / s[..., None])  # (batch, pos, d_model)
         torch.testing.assert_close(write, cache.result(layer)[:, :, head].float(), atol=1e-5, rtol=1e-4)
 
@@ -137,11 +156,43 @@ def test_unfolded_matrices_are_the_raw_slices() -> None:
     assert w.W_QK.shape == (hm.d_model, hm.d_model) and w.W_OV.shape == (hm.d_model, hm.d_model)
 
 
-def test_unsupported_architectures_are_refused() -> None:
-    with pytest.raises(ValueError, match="GPT organisms and GPT-2"):
-        head_weights(make_model("bert"), 0, 0)
+def test_head_weights_refuses_bad_input() -> None:
     with pytest.raises(ValueError, match="out of range"):
         head_weights(make_model("gpt2"), 5, 0)
+    with pytest.raises(TypeError, match="HeadModel"):
+        head_weights(make_model("gpt2").model, 0, 0)
+
+
+# ----------------------------------------------------------------------------------- ranks
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "bert", "llama_gqa"])
+def test_circuit_singular_values_are_those_of_the_full_product(arch: str) -> None:
+    hm = make_model(arch)
+    qk, ov = circuit_singular_values(hm, "QK"), circuit_singular_values(hm, "OV")
+    assert qk.shape == ov.shape == (hm.n_layers, hm.n_heads, hm.d_head) and qk.dtype == torch.float64
+    for layer, head in [(0, 0), (1, 3)]:
+        w = head_weights(hm, layer, head, fold_ln=False)
+        for mine, full in ((qk, w.W_QK), (ov, w.W_OV)):
+            top = torch.linalg.svdvals(full.double())[:hm.d_head]  # the rest are ~0
+            torch.testing.assert_close(mine[layer, head], top, rtol=1e-5, atol=1e-9)
+    assert torch.equal(circuit_ranks(hm, "QK"), torch.full((hm.n_layers, hm.n_heads), hm.d_head))
+
+
+def test_circuit_ranks_see_a_rank_deficient_head() -> None:
+    hm = make_model("headlab")
+    dh = hm.d_head
+    with torch.no_grad():  # head 1.2's queries read only 3 directions of its d_head
+        hm.model.blocks[1].attn.W_Q.weight[2 * dh + 3:3 * dh] = 0.0
+        hm.model.blocks[0].attn.W_V.weight[:dh] *= torch.tensor([1.0] * (dh - 1) + [0.0])[:, None]
+    qk, ov = circuit_ranks(hm, "QK"), circuit_ranks(hm, "OV")
+    assert int(qk[1, 2]) == 3 and int(ov[0, 0]) == dh - 1
+    assert int(qk.sum()) == hm.n_layers * hm.n_heads * dh - (dh - 3)
+    assert int(ov.sum()) == hm.n_layers * hm.n_heads * dh - 1
+    with pytest.raises(ValueError, match="unknown circuit 'VO'"):
+        circuit_ranks(hm, "VO")
+    with pytest.raises(ValueError, match="rtol"):
+        circuit_ranks(hm, "QK", rtol=0)
 
 
 def test_random_baseline_is_seeded_and_inside_0_1() -> None:

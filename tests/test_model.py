@@ -13,10 +13,6 @@ from headlab.heads.model import AblationNotApplied, HeadModel
 from tiny_models import ADAPTER_FACTORIES, make_model, random_batch
 
 
-def hook_count(module: torch.nn.Module) -> int:
-    return sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in module.modules())
-
-
 def snapshot(hm: HeadModel):
     return ({k: v.detach().clone() for k, v in hm.model.state_dict().items()},
             getattr(hm.model.config, "_attn_implementation", None))
@@ -29,8 +25,8 @@ def assert_unchanged(hm: HeadModel, snap) -> None:
     for k in state:
         assert torch.equal(state[k], now[k]), k
     assert getattr(hm.model.config, "_attn_implementation", None) == attn
-    assert hook_count(hm.model) == 0
-    assert not hm._state.edits and not hm._state.readers and not hm._state.handles
+    assert hm.hooks_installed == 0
+    assert not hm.dispatcher.edits and not hm.dispatcher.readers
     assert all(p.grad is None for p in hm.model.parameters())
 
 
@@ -92,7 +88,7 @@ def test_capture_shapes_rows_and_results(tiny):
         torch.testing.assert_close(cache.result(layer).sum(dim=2) + bias, full, atol=1e-5, rtol=1e-4)
     # the eager switch is undone
     assert getattr(hm.model.config, "_attn_implementation", None) in (None, "sdpa", "eager")
-    assert hook_count(hm.model) == 0
+    assert hm.hooks_installed == 0
 
 
 def test_padding_does_not_change_real_positions(tiny):
@@ -153,8 +149,6 @@ def test_head_gradients_match_finite_differences(tiny):
     grad = hm.head_gradients(batch)  # (batch, n_layers, n_heads)
     assert grad.shape == (2, hm.n_layers, hm.n_heads)
     kind = "loss" if hm.causal else "retrieval"
-    from headlab.heads.gate import _GateEdit
-
     with torch.no_grad():
         clean_out = hm(batch)
         pooled = None if hm.causal else hm.metric(clean_out, batch)
@@ -164,7 +158,7 @@ def test_head_gradients_match_finite_differences(tiny):
             for sign in (+1, -1):
                 gate = torch.ones(hm.n_layers, hm.n_heads, dtype=torch.float64)
                 gate[layer, head] += sign * eps
-                with hm._active(edit=_GateEdit(gate.float())):
+                with hm.gated(gate.float()):
                     values.append(hm.metric(hm(batch), batch, clean=pooled, kind=kind))
             fd = (values[0] - values[1]) / (2 * eps)
             torch.testing.assert_close(grad[:, layer, head], fd, atol=2e-3, rtol=5e-2)
@@ -324,7 +318,7 @@ def test_patch_z_generalises_ablation(tiny):
     with pytest.raises(ValueError, match="invalid"):
         with hm.patch_z(lambda l, z: z, layers=[7]):
             pass
-    assert hook_count(hm.model) == 0
+    assert hm.hooks_installed == 0
 
 
 def test_patch_pattern_only_where_the_pattern_is_used():
@@ -347,7 +341,7 @@ def test_patch_pattern_only_where_the_pattern_is_used():
     with pytest.raises(NotImplementedError, match="patch_pattern"):
         with make_model("gpt2").patch_pattern(uniform_causal):
             pass
-    assert hook_count(hm.model) == 0
+    assert hm.hooks_installed == 0
 
 
 def test_gated_is_ablate_with_an_explicit_gate_and_checks_the_gate_was_reached():
@@ -372,3 +366,56 @@ def test_gated_is_ablate_with_an_explicit_gate_and_checks_the_gate_was_reached()
         clean = hm(ids)
     assert torch.equal(a, b) and not torch.allclose(a, clean)
     assert torch.equal(c[1], b[1]) and torch.equal(c[0], clean[0]) and torch.equal(c[2], clean[2])
+
+
+def test_hooks_installed_counts_what_the_contexts_add_and_remove():
+    """Gates (one per layer) + the forward counter while any context is open, + one pattern hook
+    per captured layer; nested contexts share the gates; 0 after, also after an exception."""
+    hm = make_model("gpt2")
+    assert hm.hooks_installed == 0
+    with hm.ablate([(0, 1)]):
+        assert hm.hooks_installed == hm.n_layers + 1
+        with hm.capture(("pattern", "z"), layers=[1]):
+            assert hm.hooks_installed == hm.n_layers + 1 + 1
+        assert hm.hooks_installed == hm.n_layers + 1
+    assert hm.hooks_installed == 0
+    with pytest.raises(ZeroDivisionError):
+        with hm.capture(("pattern",)):
+            assert hm.hooks_installed == hm.n_layers
+            1 / 0
+    assert hm.hooks_installed == 0
+
+
+def _word_tokenizer(**special):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate(["<eos>", "<pad>", "the", "dog", "barks", "birds", "sing"])}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<eos>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=core, **special)
+
+
+@pytest.mark.parametrize("special, pad_id", [
+    (dict(eos_token="<eos>", padding_side="left"), 0),  # GPT-2 style: no pad token
+    (dict(eos_token="<eos>", pad_token="<pad>", padding_side="left"), 1),
+    (dict(eos_token="<eos>", pad_token="<pad>"), 1),
+])
+def test_tokenize_pads_on_the_right_and_leaves_the_tokenizer_alone(special, pad_id):
+    hm = make_model("gpt2")
+    hm.tokenizer = tok = _word_tokenizer(**special)
+    before = (tok.pad_token, tok.padding_side)
+    batch = hm.tokenize(["the dog barks", "birds sing"])
+    assert (tok.pad_token, tok.padding_side) == before
+    assert batch["input_ids"].tolist() == [[2, 3, 4], [5, 6, pad_id]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
+
+
+def test_provenance_is_declared_and_none_unless_loaded_from_a_checkpoint():
+    import headlab
+    from headlab.models.checkpoints import load_organism
+
+    assert make_model("gpt2").provenance is None
+    hm = headlab.load("attn-only-1l")
+    assert hm.provenance == load_organism("attn-only-1l").provenance
+    assert hm.provenance["sha256"]

@@ -276,3 +276,29 @@ def test_detectors_respect_padding_and_empty_inputs():
         previous_token_score(torch.zeros(2, 7, 7))
     with pytest.raises(ValueError, match="tokens must be"):
         induction_score(p, ids[:, :5])
+
+
+# ---------------------------------------------------------------------------- the planted model
+
+def test_planted_model_is_the_books_gpt_with_hand_set_weights():
+    from headlab.models.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, PlantedModel, planted_model
+
+    state = torch.get_rng_state()
+    hm = planted_model(d_vocab=10, n_ctx=12)
+    assert torch.equal(torch.get_rng_state(), state)  # building it draws no random number
+    model = hm.model
+    assert isinstance(model, PlantedModel) and isinstance(model, GPT)
+    cfg = model.config
+    assert (cfg.n_layers, cfg.n_heads, cfg.d_head, cfg.d_model) == (2, 2, 12, 3 * 10 + 12)
+    assert cfg.attn_only and not cfg.layer_norm and cfg.model_type == "headlab"
+    assert all(float(p.detach().abs().sum()) == 0 for n, p in model.named_parameters() if n.endswith("bias"))
+    # 10 random tokens after a <bos> (token 0), then the same 10 again
+    span = torch.randperm(9, generator=torch.Generator().manual_seed(0)) + 1
+    ids = torch.cat([torch.tensor([0]), span, span])[None, :12]
+    _, cache = hm.run_with_cache(ids)
+    prev = cache.pattern(PREVIOUS_TOKEN_HEAD[0])[0, PREVIOUS_TOKEN_HEAD[1]]  # (q_pos, k_pos)
+    assert torch.all(prev[torch.arange(1, 12), torch.arange(0, 11)] > 0.99)
+    induct = cache.pattern(INDUCTION_HEAD[0])[0, INDUCTION_HEAD[1]]
+    assert all(float(induct[i, i - 9 + 1]) > 0.99 for i in range(10, 12))  # the token after the earlier copy
+    with pytest.raises(ValueError, match="d_vocab >= 2"):
+        PlantedModel(d_vocab=1)

@@ -35,7 +35,7 @@ def test_busiest_windows_counts_items_and_breaks_ties_by_order() -> None:
 def test_a_head_that_writes_nothing_carries_nothing(model_and_windows) -> None:
     hm, windows = model_and_windows
     silent = copy.deepcopy(hm)
-    proj = silent._out_projs[1].weight  # (d_model, n_heads * d_head): head 2's columns to 0
+    proj = silent.out_proj(1).weight  # (d_model, n_heads * d_head): head 2's columns to 0
     with torch.no_grad():
         proj[:, 2 * hm.d_head:3 * hm.d_head] = 0.0
     share = margin_share_lost(silent, windows, "agreement", n_windows=4)

@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from headlab.models.gpt import CHECKPOINT_DIR, GPT, GPTConfig
+from headlab.models.checkpoints import CHECKPOINT_DIR
+from headlab.models.gpt import GPT, GPTConfig
 from headlab.data.two_relations import LanguageWindows, TwoRelations, answer_metrics, word_tokenizer
 
 

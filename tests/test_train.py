@@ -1,4 +1,4 @@
-"""Training data, recipes, reproducibility and the shipped checkpoints (headlab.training.loop, headlab.models.gpt)."""
+"""Training data, recipes, reproducibility and the shipped checkpoints (headlab.training.loop, headlab.models.checkpoints)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import torch
 import headlab
 from headlab.__main__ import main
 from headlab.analysis.detect import induction_score
-from headlab.models.gpt import (CHECKPOINT_DIR, GPT, CheckpointError, available_organisms, load_checkpoint,
-                               load_organism, sha256_file)
+from headlab.models.checkpoints import (CHECKPOINT_DIR, CheckpointError, available_organisms, load_checkpoint,
+                                       load_organism, sha256_file)
+from headlab.models.gpt import GPT
 from headlab.training.loop import ORGANISMS, RepeatedSpans, train
 
 TINY = "tiny-attn-2l"

@@ -48,7 +48,17 @@ MOVED_PACKAGES: dict[str, str] = {
     "headlab.language": "headlab.data.language",
 }
 # old module -> {name: module that now defines it}, for names that left the module the old path aliases
-MOVED_NAMES: dict[str, dict[str, str]] = {}
+MOVED_NAMES: dict[str, dict[str, str]] = {
+    "headlab.model": {
+        "ActivationCache": "headlab.heads.capture",
+        "Resampler": "headlab.heads.gate",
+    },
+    "headlab.organisms": {
+        name: "headlab.models.checkpoints"
+        for name in ("CHECKPOINT_DIR", "CheckpointError", "Organism", "available_organisms", "load_checkpoint",
+                     "load_organism", "save_checkpoint", "sha256_file", "verify_checkpoint")
+    },
+}
 # headlab.plotting (621 lines) became one module per kind of figure; viz.figures keeps new_axes
 MOVED_NAMES["headlab.plotting"] = {
     "plot_pattern": "headlab.viz.patterns",

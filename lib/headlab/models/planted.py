@@ -1,8 +1,9 @@
 """A model whose heads are known by construction: the detectors' known-answer test.
 
-:func:`planted_model` builds a 2-layer, 2-heads-per-layer attention-only transformer by
-setting its weights by hand (no training), wrapped as a ``HeadModel``. The residual stream
-is split into four blocks of coordinates, so every head reads and writes exactly one:
+:func:`planted_model` builds a 2-layer, 2-heads-per-layer attention-only transformer, the
+book's :class:`~headlab.models.gpt.GPT` with weights set by hand (no training), wrapped as a
+``HeadModel``. The residual stream is split into four blocks of coordinates, so every head
+reads and writes exactly one::
 
     [ token one-hot (d_vocab) | position one-hot (n_ctx) | previous token (d_vocab) | output (d_vocab) ]
 
@@ -31,10 +32,13 @@ matching key gets weight about ``1 - (n - 1) e^-sharpness``.
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import torch
-from torch import nn
+
+from headlab.models.gpt import GPT, GPTConfig
+
+__all__ = ["PlantedModel", "planted_model", "PREVIOUS_TOKEN_HEAD", "FIRST_TOKEN_HEAD", "INDUCTION_HEAD",
+           "UNIFORM_HEAD"]
 
 PREVIOUS_TOKEN_HEAD = (0, 0)
 FIRST_TOKEN_HEAD = (0, 1)
@@ -42,85 +46,43 @@ INDUCTION_HEAD = (1, 0)
 UNIFORM_HEAD = (1, 1)
 
 
-class _Attention(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, d_head: int):
-        super().__init__()
-        self.n_heads, self.d_head = n_heads, d_head
-        inner = n_heads * d_head
-        self.W_Q = nn.Linear(d_model, inner, bias=False)
-        self.W_K = nn.Linear(d_model, inner, bias=False)
-        self.W_V = nn.Linear(d_model, inner, bias=False)
-        self.W_O = nn.Linear(inner, d_model, bias=False)
-        self.hook_pattern = nn.Identity()
+class PlantedModel(GPT):
+    """The book's :class:`~headlab.models.gpt.GPT` with the weights of the module docstring.
 
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
-        batch, pos, _ = x.shape
-        return x.view(batch, pos, self.n_heads, self.d_head).transpose(1, 2)  # (batch, head, pos, d_head)
+    An attention-only config with no LayerNorm: 2 layers of 2 heads, ``d_head = max(d_vocab,
+    n_ctx)``, ``d_model = 3 d_vocab + n_ctx``; every weight and bias is zero except those the
+    four heads need. Building it leaves the global random state untouched.
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
-        batch, pos, _ = x.shape
-        q, k, v = self._split(self.W_Q(x)), self._split(self.W_K(x)), self._split(self.W_V(x))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)  # (batch, head, q_pos, k_pos)
-        causal = torch.ones(pos, pos, dtype=torch.bool, device=x.device).tril()
-        allowed = causal[None, None] & key_mask[:, None, None, :]  # (batch, 1, q_pos, k_pos)
-        pattern = self.hook_pattern(scores.masked_fill(~allowed, float("-inf")).softmax(-1))
-        z = (pattern @ v).transpose(1, 2).reshape(batch, pos, self.n_heads * self.d_head)
-        return self.W_O(z)  # (batch, pos, d_model)
+    Args:
+        d_vocab: number of tokens (at least 2).
+        n_ctx: longest input (at least 2).
+        sharpness: attention score where a query and a key match (0 elsewhere).
+        orphan: how much head 1.1 writes (0: nothing).
+    """
 
+    def __init__(self, d_vocab: int = 20, n_ctx: int = 48, sharpness: float = 20.0, orphan: float = 0.0):
+        if d_vocab < 2 or n_ctx < 2:
+            raise ValueError(f"need d_vocab >= 2 and n_ctx >= 2, got {d_vocab}, {n_ctx}")
+        config = GPTConfig(d_vocab=d_vocab, n_ctx=n_ctx, d_model=3 * d_vocab + n_ctx, n_layers=2, n_heads=2,
+                           d_head=max(d_vocab, n_ctx), d_mlp=0, layer_norm=False)
+        with torch.random.fork_rng(devices=[]):  # GPT's random init is overwritten below
+            super().__init__(config)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.zero_()
+            self._plant(sharpness, orphan)
+        self.eval()
 
-class _Block(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, d_head: int):
-        super().__init__()
-        self.attn = _Attention(d_model, n_heads, d_head)
-
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
-        return x + self.attn(x, key_mask)
-
-
-class PlantedModel(nn.Module):
-    """The hand-set attention-only transformer of :func:`planted_model` (logits out)."""
-
-    def __init__(self, d_vocab: int, n_ctx: int):
-        super().__init__()
-        d_head = max(d_vocab, n_ctx)
-        d_model = 3 * d_vocab + n_ctx
-        self.config = SimpleNamespace(model_type="headlab", n_heads=2, d_head=d_head, n_layers=2,
-                                      d_model=d_model, d_vocab=d_vocab, vocab_size=d_vocab, n_ctx=n_ctx)
-        self.embed = nn.Embedding(d_vocab, d_model)
-        self.pos_embed = nn.Embedding(n_ctx, d_model)
-        self.blocks = nn.ModuleList(_Block(d_model, 2, d_head) for _ in range(2))
-        self.unembed = nn.Linear(d_model, d_vocab, bias=False)
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        pos = input_ids.shape[1]
-        if pos > self.config.n_ctx:
-            raise ValueError(f"input of {pos} tokens exceeds n_ctx = {self.config.n_ctx}")
-        key_mask = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
-        x = self.embed(input_ids) + self.pos_embed(torch.arange(pos, device=input_ids.device))
-        for block in self.blocks:
-            x = block(x, key_mask)
-        return self.unembed(x)  # (batch, pos, d_vocab)
-
-
-def planted_model(d_vocab: int = 20, n_ctx: int = 48, sharpness: float = 20.0, orphan: float = 0.0):
-    """A ``HeadModel`` whose heads are, by construction, those listed in the module docstring."""
-    from headlab.heads.model import HeadModel
-
-    if d_vocab < 2 or n_ctx < 2:
-        raise ValueError(f"need d_vocab >= 2 and n_ctx >= 2, got {d_vocab}, {n_ctx}")
-    model = PlantedModel(d_vocab, n_ctx)
-    V, N, D = d_vocab, n_ctx, model.config.d_head
-    tok, pos, prev, out = 0, V, V + N, 2 * V + N  # where each block of the residual stream starts
-    c = sharpness * math.sqrt(D)  # so that matching scores are `sharpness` after the 1/sqrt(d_head)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.zero_()
-        model.embed.weight[:, tok:tok + V] = torch.eye(V)
-        model.pos_embed.weight[:, pos:pos + N] = torch.eye(N)
-        model.unembed.weight[:, out:out + V] = torch.eye(V)
+    def _plant(self, sharpness: float, orphan: float) -> None:
+        V, N, D = self.config.d_vocab, self.config.n_ctx, self.config.d_head
+        tok, pos, prev, out = 0, V, V + N, 2 * V + N  # where each block of the residual stream starts
+        c = sharpness * math.sqrt(D)  # so that matching scores are `sharpness` after the 1/sqrt(d_head)
+        self.embed.weight[:, tok:tok + V] = torch.eye(V)
+        self.pos_embed.weight[:, pos:pos + N] = torch.eye(N)
+        self.unembed.weight[:, out:out + V] = torch.eye(V)
 
         def head(layer: int, h: int):
-            attn = model.blocks[layer].attn
+            attn = self.blocks[layer].attn
             rows = slice(h * D, (h + 1) * D)
             return attn.W_Q.weight[rows], attn.W_K.weight[rows], attn.W_V.weight[rows], attn.W_O.weight[:, rows]
 
@@ -145,4 +107,11 @@ def planted_model(d_vocab: int = 20, n_ctx: int = 48, sharpness: float = 20.0, o
             _, _, v, o = head(*UNIFORM_HEAD)
             v[:V, tok:tok + V] = torch.eye(V)
             o[out:out + V, :V] = orphan * torch.eye(V)
-    return HeadModel(model.eval(), tokenizer=None, name="planted")
+
+
+def planted_model(d_vocab: int = 20, n_ctx: int = 48, sharpness: float = 20.0, orphan: float = 0.0):
+    """A ``HeadModel`` (named ``"planted"``, no tokenizer) around a :class:`PlantedModel`, whose
+    heads are, by construction, those listed in the module docstring."""
+    from headlab.heads.model import HeadModel
+
+    return HeadModel(PlantedModel(d_vocab, n_ctx, sharpness, orphan), tokenizer=None, name="planted")

@@ -32,7 +32,8 @@ from typing import Any, Callable, Iterator, Protocol
 
 import torch
 
-from headlab.models.gpt import GPT, GPTConfig, save_checkpoint
+from headlab.models.checkpoints import save_checkpoint
+from headlab.models.gpt import GPT, GPTConfig
 from headlab.data.tasks import (  # noqa: F401  (re-exported: the tasks live there)
     EVAL_SEED, LANGUAGE_EVAL_SEED, LanguageEval, RepeatedSpans, SpanBatch, SyntheticLanguage,
     per_input_head_scores, summarize_head_scores,
@@ -216,7 +217,7 @@ def train(recipe: Recipe, seed: int | None = None, steps: int | None = None, dev
 # ---------------------------------------------------------------------------- checkpoints
 
 def save_run(result: TrainResult, recipe: Recipe, out: str | Path, command: str) -> dict[str, Any]:
-    """Save a training run as a checkpoint (:func:`headlab.models.gpt.save_checkpoint`) with
+    """Save a training run as a checkpoint (:func:`headlab.models.checkpoints.save_checkpoint`) with
     its loss curve (loss_curve.json, loss_curve.png); returns the provenance written."""
     out = Path(out)
     provenance = {

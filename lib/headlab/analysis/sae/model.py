@@ -439,7 +439,7 @@ def save_sae(sae: SparseAutoencoder, path: str | Path, provenance: dict[str, Any
     """Write ``path.safetensors`` and ``path.json`` (``provenance`` plus config and sha256)."""
     from safetensors.torch import save_file
 
-    from headlab.models.gpt import sha256_file
+    from headlab.models.checkpoints import sha256_file
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -457,7 +457,7 @@ def load_sae(path: str | Path) -> tuple[SparseAutoencoder, dict[str, Any]]:
     (``sae.requires_grad_(True)`` to train it further)."""
     from safetensors.torch import load_file
 
-    from headlab.models.gpt import CheckpointError, sha256_file
+    from headlab.models.checkpoints import CheckpointError, sha256_file
 
     path = Path(path)
     meta = path.with_suffix(".json")

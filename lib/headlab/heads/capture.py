@@ -1,0 +1,193 @@
+"""Reading the heads: :class:`ActivationCache` and the capture and pattern-patching contexts.
+
+:class:`CaptureMethods` puts ``capture``, ``run_with_cache`` and ``patch_pattern`` on
+:class:`~headlab.heads.model.HeadModel`. The head outputs ``z`` are read at the gate before
+``W_O`` (after any active edit, :mod:`headlab.heads.gate`); patterns are read where the
+model's adapter says they appear (:mod:`headlab.heads.adapters`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Iterable, Iterator, Sequence
+
+import torch
+
+__all__ = ["ActivationCache", "CaptureMethods"]
+
+
+class ActivationCache:
+    """Activations recorded during a ``HeadModel.capture`` block.
+
+    Keys follow TransformerLens: ``blocks.{l}.attn.hook_pattern`` ``(batch, head, q_pos,
+    k_pos)``, ``blocks.{l}.attn.hook_z`` ``(batch, pos, head, d_head)`` (exactly what enters
+    ``W_O``, after any active edit), and ``blocks.{l}.attn.hook_result`` ``(batch, pos, head,
+    d_model)``, each head's write into the residual stream (``z_h @ W_O_h``, without the bias,
+    which belongs to no head), computed on demand from ``hook_z``.
+
+    A key recorded by several forward passes is returned concatenated along the batch (they
+    must share a sequence length); :meth:`all` gives the list.
+
+    Attributes:
+        input_ids, attention_mask: the batch of ``HeadModel.run_with_cache`` (``None`` after a
+            bare ``capture`` block).
+    """
+
+    def __init__(self, head_model):
+        self._hm = head_model
+        self._store: dict[str, list[torch.Tensor]] = {}
+        self.input_ids: torch.Tensor | None = None
+        self.attention_mask: torch.Tensor | None = None
+
+    def _record(self, key: str, value: torch.Tensor) -> None:
+        self._store.setdefault(key, []).append(value)
+
+    def keys(self) -> list[str]:
+        """Every key that can be read, ``hook_result`` keys included."""
+        keys = list(self._store)
+        keys += [k.replace("hook_z", "hook_result") for k in keys if k.endswith("hook_z")]
+        return keys
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.keys()
+
+    def all(self, key: str) -> list[torch.Tensor]:
+        """Every recording of ``key``, one tensor per forward pass."""
+        if key.endswith("hook_result"):
+            layer = int(key.split(".")[1])
+            return [self._hm.head_results(layer, z) for z in self.all(key.replace("hook_result", "hook_z"))]
+        if key not in self._store:
+            raise KeyError(f"{key!r} was not captured; captured: {sorted(self.keys())}")
+        return self._store[key]
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        values = self.all(key)
+        if len(values) == 1:
+            return values[0]
+        if len({v.shape[1:] for v in values}) != 1:
+            raise ValueError(f"{key!r} was recorded by {len(values)} forward passes of different "
+                             "shapes; use cache.all(key) for the list")
+        return torch.cat(values, dim=0)
+
+    def pattern(self, layer: int) -> torch.Tensor:
+        """``(batch, head, q_pos, k_pos)``"""
+        return self[f"blocks.{layer}.attn.hook_pattern"]
+
+    def z(self, layer: int) -> torch.Tensor:
+        """``(batch, pos, head, d_head)``"""
+        return self[f"blocks.{layer}.attn.hook_z"]
+
+    def result(self, layer: int) -> torch.Tensor:
+        """``(batch, pos, head, d_model)``"""
+        return self[f"blocks.{layer}.attn.hook_result"]
+
+
+class CaptureMethods:
+    """The reading contexts, methods of :class:`~headlab.heads.model.HeadModel` (mixed into it).
+
+    They use the model's ``arch``, ``blocks``, ``dispatcher``, geometry, ``tokenize`` and ``forward``.
+    """
+
+    @contextlib.contextmanager
+    def capture(self, names: Sequence[str] = ("pattern", "z"), layers: Iterable[int] | None = None,
+                detach: bool = True) -> Iterator[ActivationCache]:
+        """Record activations of every forward pass inside the block.
+
+        Args:
+            names: any of ``"pattern"``, ``"z"`` (``"result"`` is computed from ``z``).
+            layers: the layers to record (default: all).
+            detach: record detached tensors (``False`` keeps them in the autograd graph).
+
+        Hugging Face models are switched to eager attention while patterns are captured (the
+        fast kernels return no weights) and switched back after.
+        """
+        names = set(names)
+        if "result" in names:
+            names = (names - {"result"}) | {"z"}
+        unknown = names - {"pattern", "z"}
+        if unknown:
+            raise ValueError(f"unknown activation(s) {sorted(unknown)}: choose from 'pattern', 'z', 'result'")
+        layers = set(range(self.n_layers)) if layers is None else set(layers)
+        bad = [l for l in layers if not 0 <= l < self.n_layers]
+        if bad:
+            raise ValueError(f"layers {bad} out of range 0..{self.n_layers - 1}")
+        cache = ActivationCache(self)
+        keep = (lambda t: t.detach()) if detach else (lambda t: t)
+        dispatcher = self.dispatcher
+        level = dispatcher.level
+
+        def read_z(layer: int, z: torch.Tensor) -> None:
+            if layer in layers and dispatcher.level == level:
+                cache._record(f"blocks.{layer}.attn.hook_z", keep(z))
+
+        with contextlib.ExitStack() as stack:
+            if "pattern" in names:
+                stack.enter_context(self.arch.eager_attention(self.model))
+                for layer in sorted(layers):
+                    module = self.arch.pattern_module(self.blocks[layer])
+                    stack.callback(dispatcher.hook(module, self._pattern_reader(cache, layer, keep, level)))
+            stack.enter_context(dispatcher.active(reader=read_z) if "z" in names else contextlib.nullcontext())
+            yield cache
+
+    def _pattern_reader(self, cache: ActivationCache, layer: int, keep, level: int):
+        index = self.arch.pattern_index
+        dispatcher = self.dispatcher
+
+        def hook(module, args, output):
+            if dispatcher.level != level:
+                return
+            pattern = output if index is None else output[index]
+            if pattern is None:
+                raise RuntimeError(f"layer {layer}'s attention returned no weights; the eager "
+                                   "attention implementation is required to capture patterns")
+            cache._record(f"blocks.{layer}.attn.hook_pattern", keep(pattern))
+
+        return hook
+
+    def run_with_cache(self, inputs, names: Sequence[str] = ("pattern", "z"),
+                       layers: Iterable[int] | None = None) -> tuple[torch.Tensor, ActivationCache]:
+        """One forward pass; returns ``(output, cache)`` with the batch's ids and mask in the cache."""
+        batch = self.tokenize(inputs)
+        with torch.no_grad(), self.capture(names, layers) as cache:
+            out = self.forward(batch)
+        cache.input_ids, cache.attention_mask = batch["input_ids"], batch["attention_mask"]
+        return out, cache
+
+    @contextlib.contextmanager
+    def patch_pattern(self, fn: Callable[[int, torch.Tensor], torch.Tensor],
+                      layers: Iterable[int] | None = None) -> Iterator["CaptureMethods"]:
+        """Inside the block, layer ``l``'s attention pattern ``(batch, head, q_pos, k_pos)`` is
+        replaced by ``fn(l, pattern)`` before it weighs the values (e.g. every head given its
+        layer's mean pattern).
+
+        Only models whose adapter exposes the pattern before it is used support it (the book's
+        own GPT, through ``hook_pattern``); Hugging Face attention computes its output
+        internally, so other models raise ``NotImplementedError``.
+        """
+        if not self.arch.pattern_replaceable:
+            raise NotImplementedError(
+                f"patch_pattern needs the pattern before it is applied to the values; {self.name} "
+                f"({self.arch.name}) computes it inside its attention kernel. Use patch_z to intervene "
+                "on head outputs, or a headlab organism.")
+        layers = sorted(range(self.n_layers) if layers is None else layers)
+        if not layers or any(not 0 <= l < self.n_layers for l in layers):
+            raise ValueError(f"layers {layers} invalid: give layers in 0..{self.n_layers - 1}")
+        dispatcher = self.dispatcher
+        level = dispatcher.level
+
+        def make_hook(layer):
+            def hook(module, args, output):
+                if dispatcher.level != level:
+                    return None
+                new = fn(layer, output)
+                if new.shape != output.shape:
+                    raise ValueError(f"patch_pattern: fn returned shape {tuple(new.shape)} for a pattern "
+                                     f"of shape {tuple(output.shape)}")
+                return new
+            return hook
+
+        with contextlib.ExitStack() as stack:
+            for layer in layers:
+                module = self.arch.pattern_module(self.blocks[layer])
+                stack.callback(dispatcher.hook(module, make_hook(layer)))
+            yield self
