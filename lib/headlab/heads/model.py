@@ -33,14 +33,13 @@ from typing import Callable, Iterable, Iterator, Sequence
 import torch
 from torch import nn
 
+from headlab.heads.ablation import ABLATION_MODES, Ablation
 from headlab.heads.adapters import Architecture, architecture_of
 from headlab.heads.head import Head, parse_head
 from headlab.heads.gate import Resampler, _Edit, _FunctionEdit, _GateEdit, _ResampleDraw  # noqa: F401 (re-exported)
 from headlab.metrics import cosine_distance, mean_pool, next_token_loss, retrieval_loss
 
 __all__ = ["HeadModel", "ActivationCache", "AblationNotApplied", "Resampler", "Head", "ABLATION_MODES"]
-
-ABLATION_MODES = ("zero", "mean", "resample")
 
 
 class AblationNotApplied(RuntimeError):
@@ -508,7 +507,7 @@ class HeadModel:
     # ---------------------------------------------------------------- ablation
     @contextlib.contextmanager
     def ablate(self, heads: Iterable[Head], mode: str = "zero", reference=None,
-               seed: int = 0) -> Iterator["HeadModel"]:
+               seed: int = 0, *, ablation: Ablation | None = None) -> Iterator["HeadModel"]:
         """Inside the block, the given heads are ablated in every forward pass.
 
         Args:
@@ -519,14 +518,20 @@ class HeadModel:
                 reference input drawn at random among those long enough).
             reference: texts (or a batch) for ``"mean"`` / ``"resample"``.
             seed: the draw of ``"resample"``.
+            ablation: the same three as one :class:`~headlab.heads.ablation.Ablation`
+                value (then leave ``mode``, ``reference`` and ``seed`` alone).
 
         Raises ``AblationNotApplied`` if a forward pass runs but a targeted gate is never reached.
         """
+        if ablation is None:
+            ablation = Ablation(mode, reference, seed)
+        elif mode != "zero" or reference is not None or seed != 0:
+            raise TypeError("give either ablation= or mode=/reference=/seed=, not both")
         heads = self.check_heads(heads)
         gate = torch.ones(self.n_layers, self.n_heads, device=self.device)
         for layer, head in heads:
             gate[layer, head] = 0.0
-        replacement = self.replacements(mode, reference, sorted({l for l, _ in heads}), seed=seed)
+        replacement = ablation.replacements(self, sorted({l for l, _ in heads}))
         edit = _GateEdit(gate, replacement)
         before = self._state.forwards
         with self._active(edit=edit):
@@ -543,14 +548,9 @@ class HeadModel:
         output at the same position of a reference input drawn at random among
         those long enough (one draw per forward shape, shared by all layers).
         """
-        if mode not in ABLATION_MODES:
-            raise ValueError(f"unknown ablation mode {mode!r}: choose from {', '.join(ABLATION_MODES)}")
+        Ablation(mode, reference, seed)  # refuses an unknown mode and a missing or needless reference
         if mode == "zero":
-            if reference is not None:
-                raise ValueError("zero ablation takes no reference; use mode='mean' or 'resample' to use one")
             return None
-        if reference is None:
-            raise ValueError(f"mode={mode!r} needs reference=<texts> to take the {mode} from")
         ref = self.tokenize(reference)
         with torch.no_grad(), self._suspended(), self.capture(("z",), layers=layers) as cache:
             self.forward(ref)
