@@ -5,7 +5,11 @@
 
 * the atlases in ``lib/headlab/results/atlases/``: ``"schema": "headlab.atlas/1"`` first, and each
   head written ``"head": [layer, head]`` instead of separate ``"layer"`` and ``"head"`` numbers;
-* the claims files in ``chapters/claims/``: ``"schema": "headlab.claims/1"`` first.
+* the claims files in ``chapters/claims/``: ``"schema": "headlab.claims/1"`` first;
+* the training metrics recorded with the checkpoints (``lib/headlab/checkpoints/*/``) and in the
+  stored results (``distillation.json``, ``width_depth.json``): the previous-token score under
+  one name, ``previous_token`` (also ``previous_token_best`` and ``previous_token_best_head``),
+  as the detectors and the atlas call it, instead of ``prev_token``.
 
 Numbers are never touched: each file is parsed, its keys rearranged, and written back with the
 indentation, character escaping and final newline it had. Running it twice changes nothing.
@@ -51,9 +55,23 @@ def upgrade_claims(data: dict) -> dict:
     return {"schema": schema_of("claims"), **{k: v for k, v in data.items() if k != "schema"}}
 
 
+def rename_previous_token(data):
+    """``data`` with every key ``prev_token...`` renamed ``previous_token...``, at any depth, order kept."""
+    if isinstance(data, dict):
+        return {("previous_token" + k[len("prev_token"):] if k.startswith("prev_token") else k):
+                rename_previous_token(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [rename_previous_token(v) for v in data]
+    return data
+
+
 UPGRADES = [
     ("lib/headlab/results/atlases/*.json", upgrade_atlas),
     ("chapters/claims/*.json", upgrade_claims),
+    ("lib/headlab/checkpoints/*/provenance.json", rename_previous_token),
+    ("lib/headlab/checkpoints/*/loss_curve.json", rename_previous_token),
+    ("lib/headlab/results/distillation.json", rename_previous_token),
+    ("lib/headlab/results/width_depth.json", rename_previous_token),
 ]
 
 
