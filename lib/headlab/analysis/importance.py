@@ -55,6 +55,7 @@ class Importance:
 
     @classmethod
     def from_sweep(cls, result: SweepResult) -> "Importance":
+        """The single-head effects of a sweep over every head (``groups=None``)."""
         by_head = result.by_head()
         if torch.isnan(by_head).any():
             raise ValueError("the sweep did not cover every single head; run sweep(hm, inputs) with groups=None")
@@ -62,10 +63,12 @@ class Importance:
 
     @property
     def n_layers(self) -> int:
+        """The model's number of layers."""
         return self.effects.shape[0]
 
     @property
     def n_heads(self) -> int:
+        """The model's number of heads per layer."""
         return self.effects.shape[1]
 
     def mean(self, inputs: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:

@@ -37,11 +37,11 @@ sequences of its own.
    heads by :func:`headlab.analysis.importance.backup_heads` (``BACKUP_FACTOR``, ``BACKUP_MIN_EFFECT`` x
    the largest single mean).
 4. **Patterns vs writes** (``patterns_vs_writes``): normalised attention entropy and the mean
-   norm of the head's write (``cache.result``) on the texts, beside the mean |effect|.
-   *Orphans that matter*: entropy >= ``DIFFUSE_ENTROPY`` and (mean |effect| >= ``ORPHAN_EFFECT``
+   norm of the head's write (``cache.result``) on the texts, beside the mean ``|effect|``.
+   *Orphans that matter*: entropy >= ``DIFFUSE_ENTROPY`` and (mean ``|effect|`` >= ``ORPHAN_EFFECT``
    x the mean over heads, or write norm >= ``ORPHAN_WRITE_NORM`` x the median head's).
-   *Sharp but idle*: entropy <= ``SHARP_ENTROPY`` and mean |effect| < ``IDLE_EFFECT`` x the mean
-   over heads. Spearman correlations of entropy and of write norm with the mean |effect|.
+   *Sharp but idle*: entropy <= ``SHARP_ENTROPY`` and mean ``|effect|`` < ``IDLE_EFFECT`` x the mean
+   over heads. Spearman correlations of entropy and of write norm with the mean ``|effect|``.
 5. **Keep** (``keep``): the heads a pruning or distillation plan must keep, each with its
    reasons: ``worst case`` (worst >= ``TAIL_WORST_ABOVE`` x the largest mean, so the head with the
    largest mean is always kept), ``circuit``
@@ -70,7 +70,7 @@ JSON schema (``report.json``; a head is ``[layer, head]``, a grid is ``n_layers`
   ``backup``, ``alone``, ``given_removed``);
 * ``patterns_vs_writes``: ``entropy``, ``write_norm``, ``abs_effect`` (grids), ``labels``
   (grid of :func:`headlab.analysis.detect.label_heads` labels: the atlas's rule, with the pattern scores on
-  the texts, induction on the repeated sequences and the mean |effect|), ``strength`` (grid),
+  the texts, induction on the repeated sequences and the mean ``|effect|``), ``strength`` (grid),
   ``spearman_entropy_effect``, ``spearman_write_norm_effect``, ``orphans_that_matter``,
   ``sharp_but_idle`` (``head``, ``entropy``, ``write_norm``, ``abs_effect``);
 * ``keep``: ``heads`` (``head``, ``reasons``, ``mean``, ``worst``), ``n_keep``,
