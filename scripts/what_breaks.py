@@ -64,7 +64,7 @@ def _r(x, d=4):
 
 def eval_metrics(data, vocab):
     """The average set and the tail subsets, as metrics on the evaluation windows."""
-    from headlab.analysis.items import agreement_metric, copy_metric, pronoun_metric
+    from headlab.metrics import agreement_metric, copy_metric, pronoun_metric
     from headlab.analysis.prune import window_loss
 
     n = len(data.windows)
@@ -89,17 +89,18 @@ def run_pruning(hm, task, data, vocab) -> dict:
 
     from headlab.analysis.prune import iterative_order, order_by, pruning_curve_shared, random_order
     from headlab.analysis.sweep import sweep
+    from headlab.metrics import Metric
 
     select = task.windows(32, seed=-3)
     from headlab.data.language import encode
 
     sel_ids = encode(hm.tokenizer, select)
-    effects = sweep(hm, sel_ids, kind="loss").effects  # (head, window), layer-major
+    effects = sweep(hm, sel_ids, metric=Metric("loss")).effects  # (head, window), layer-major
     grid = lambda v: v.reshape(hm.n_layers, hm.n_heads)  # noqa: E731
     mean, worst = grid(effects.mean(1)), grid(effects.max(1).values)
     orders = {"mean (one-shot)": order_by(mean), "worst case (one-shot)": order_by(worst)}
     t0 = time.perf_counter()
-    orders["mean (iterative)"] = iterative_order(hm, sel_ids[:8], by="mean", kind="loss", stop_after=12)
+    orders["mean (iterative)"] = iterative_order(hm, sel_ids[:8], by="mean", metric=Metric("loss"), stop_after=12)
     iterative_seconds = time.perf_counter() - t0
     for seed in range(3):
         orders[f"random (seed {seed})"] = random_order(hm, seed=seed)
@@ -159,8 +160,8 @@ def run_averaging(hm, task, data, vocab) -> dict:
 def run_adversarial(hm, task, data, vocab, n_targets: int = 64) -> dict:
     import torch
 
-    from headlab.analysis.adversarial import (agreement_targets, copy_targets, detection_rates, flag_inputs, margins,
-                                     query_rows, random_triggers, rates_from_scores, trigger_search, weight_before)
+    from headlab.analysis.adversarial import agreement_targets, copy_targets, margins, random_triggers, trigger_search
+    from headlab.analysis.inspection import detection_rates, flag_inputs, query_rows, rates_from_scores, weight_before
 
     from headlab.data.language import agreement_items, copy_items
 
@@ -281,18 +282,19 @@ def run_minilm(argv: list[str] | None = None) -> dict:
     from headlab.analysis.importance import head_importance
     from headlab.data.language import load_english
     from headlab.analysis.prune import EvalSet, order_by, pruning_curve, random_order
+    from headlab.metrics import Metric
 
     hm = headlab.load("minilm")
     sentences = load_english()
     select, held = split_by_construction(sentences, MINILM_SPLIT_SEED)
     texts = [s.text for s in sentences]
     t0 = time.perf_counter()
-    imp = head_importance(hm, [texts[i] for i in select], kind="cosine")
+    imp = head_importance(hm, [texts[i] for i in select], metric=Metric("cosine"))
     importance_seconds = time.perf_counter() - t0
     orders = {"mean (one-shot)": order_by(imp.mean()), "worst case (one-shot)": order_by(imp.worst())}
     for seed in MINILM_RANDOM_SEEDS:
         orders[f"random (seed {seed})"] = random_order(hm, seed=seed)
-    eval_set = {"cosine": EvalSet([texts[i] for i in held], kind="cosine")}
+    eval_set = {"cosine": EvalSet([texts[i] for i in held], metric=Metric("cosine"))}
     curves = {}
     t0 = time.perf_counter()
     for name, order in orders.items():

@@ -36,7 +36,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "lib" / "headlab" / "results" / "width_depth.json"
 KEPT = ("val_loss", "agreement_acc", "agreement_n", "pronoun_acc", "pronoun_n", "copy_acc", "copy_n",
-        "rare_acc", "rare_n", "induction_best", "prev_token_best")
+        "rare_acc", "rare_n", "induction_best", "previous_token_best")
 
 
 def run_one(recipe, seed: int, steps: int | None, progress: bool) -> dict:

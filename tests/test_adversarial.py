@@ -1,4 +1,5 @@
-"""Tests of headlab.analysis.adversarial: trigger search, its random control, and mean vs per-head detection."""
+"""Tests of headlab.analysis.adversarial (trigger search and its random control) and of
+headlab.analysis.inspection (mean vs per-head detection)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from headlab.analysis.adversarial import (Target, detection_rates, flag_inputs, margins, peak_weight, random_triggers,
-                                 rates_from_scores, weight_before,
-                                 slots_before_sentence, suspicion, trigger_search)
+from headlab.analysis.adversarial import Target, margins, random_triggers, slots_before_sentence, trigger_search
+from headlab.analysis.inspection import (detection_rates, flag_inputs, peak_weight, rates_from_scores, suspicion,
+                                         weight_before)
 from headlab.heads.model import HeadModel
 from headlab.models.gpt import GPT, GPTConfig
 

@@ -30,17 +30,13 @@ TEXTS = [
 
 
 @pytest.fixture
-def cli(monkeypatch):
-    """``python -m headlab`` in-process, with the atlas command registered."""
-    if "headlab.analysis.atlas" not in entry.COMMAND_MODULES:
-        monkeypatch.setattr(entry, "COMMAND_MODULES", [*entry.COMMAND_MODULES, "headlab.analysis.atlas"])
+def cli():
+    """``python -m headlab`` in-process."""
     return entry.main
 
 
 def _cli_subprocess(*args: str) -> subprocess.CompletedProcess:
-    code = ("import sys, headlab.__main__ as m\n"
-            "m.COMMAND_MODULES += [] if 'headlab.analysis.atlas' in m.COMMAND_MODULES else ['headlab.analysis.atlas']\n"
-            "sys.exit(m.main(sys.argv[1:]))")
+    code = "import sys, headlab.__main__ as m\nsys.exit(m.main(sys.argv[1:]))"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "lib"), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=120)
 
@@ -56,7 +52,8 @@ def test_atlas_cli_on_minilm_writes_the_documented_json_and_a_png(cli, tmp_path)
     assert {"model", "n_layers", "n_heads", "n_texts", "heads", "induction_texts"} <= set(atlas)
     assert (atlas["model"], atlas["n_layers"], atlas["n_heads"], atlas["n_texts"]) == ("minilm", 6, 12, len(TEXTS))
     assert len(atlas["heads"]) == 72
-    assert [(h["layer"], h["head"]) for h in atlas["heads"]] == [(l, h) for l in range(6) for h in range(12)]
+    assert atlas["schema"] == "headlab.atlas/1"
+    assert [h["head"] for h in atlas["heads"]] == [[l, h] for l in range(6) for h in range(12)]
     for head in atlas["heads"]:
         assert set(head["scores"]) == set(ATLAS_SCORES) and REQUIRED_SCORES <= set(head["scores"])
         for name, value in head["scores"].items():
@@ -104,10 +101,10 @@ def test_atlas_labels_the_planted_heads(orphan, label):
     ids = torch.randint(0, 20, (8, 30), generator=g)
     atlas = compute_atlas(hm, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
     json.dumps(atlas)  # serialisable as it is
-    labels = {(h["layer"], h["head"]): h["label"] for h in atlas["heads"]}
+    labels = {tuple(h["head"]): h["label"] for h in atlas["heads"]}
     assert labels == {PREVIOUS_TOKEN_HEAD: "previous_token", FIRST_TOKEN_HEAD: "first_token",
                       INDUCTION_HEAD: "induction", UNIFORM_HEAD: label}
-    by_head = {(h["layer"], h["head"]): h for h in atlas["heads"]}
+    by_head = {tuple(h["head"]): h for h in atlas["heads"]}
     assert by_head[FIRST_TOKEN_HEAD]["effect"] == 0.0  # a pattern with no effect at all
     assert by_head[INDUCTION_HEAD]["scores"]["copying"] == 1.0
     assert by_head[UNIFORM_HEAD]["scores"]["entropy"] == pytest.approx(1.0)
@@ -157,11 +154,11 @@ def test_synthetic_language_model_gets_synthetic_texts_and_rare_words():
     assert atlas["effect"]["kind"] == "write_norm"
     from headlab.analysis.atlas import relation_summary
 
-    from headlab.analysis.atlas import _synthetic_language
+    from headlab.analysis.atlas import synthetic_language
 
-    assert _synthetic_language(hm).seed_vocab == 0  # recognised by its vocabulary
+    assert synthetic_language(hm).seed_vocab == 0  # recognised by its vocabulary
     hm.provenance = {"command": "...", "data": {"task": "language", "language": Language(seed_vocab=3).describe()}}
-    assert _synthetic_language(hm).seed_vocab == 3  # the provenance says which lexicon it was trained on
+    assert synthetic_language(hm).seed_vocab == 3  # the provenance says which lexicon it was trained on
     summary = relation_summary(hm)
     assert "synthetic" in summary["source"]
     # a causal model cannot look ahead from a subject to its verb: that relation has no items
@@ -201,10 +198,39 @@ def test_atlas_on_an_attention_only_organism():
     """A closed word-level vocabulary without an unknown token (the organisms' tokenizers) must not
     be mistaken for English; the atlas falls back to random tokens and finds the induction heads."""
     import headlab
-    from headlab.analysis.atlas import _reads_english, compute_atlas
+    from headlab.analysis.atlas import compute_atlas
 
     hm = headlab.load("attn-only-2l")
-    assert not _reads_english(hm, ["The cat sleeps."])
+    _, what = default_texts(hm)
+    assert "random tokens" in what and "reads neither English nor the synthetic language" in what
     atlas = compute_atlas(hm, effect="none")
+    assert atlas["texts"] == what
     best = max(atlas["heads"], key=lambda h: h["scores"]["induction"])
-    assert best["layer"] == 1 and best["scores"]["induction"] > 0.3
+    assert best["head"][0] == 1 and best["scores"]["induction"] > 0.3
+
+
+def test_load_atlas_reads_the_shipped_atlases_and_upgrades_0_1_ones(tmp_path):
+    from importlib.resources import files
+
+    from headlab.analysis.atlas import load_atlas
+    from headlab.schema import SchemaError
+
+    shipped = files("headlab") / "results" / "atlases" / "organism.json"
+    atlas = load_atlas(shipped)
+    assert atlas["schema"] == "headlab.atlas/1" and atlas["heads"][0]["head"] == [0, 0]
+    assert [h["head"] for h in atlas["heads"]] == [[l, h] for l in range(atlas["n_layers"])
+                                                  for h in range(atlas["n_heads"])]
+    # the same atlas as headlab 0.1 wrote it: no schema, each head as "layer" and "head" numbers
+    old = {k: v for k, v in atlas.items() if k != "schema"}
+    old["heads"] = [{"layer": e["head"][0], **{k: v for k, v in e.items() if k != "head"}, "head": e["head"][1]}
+                    for e in atlas["heads"]]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    assert load_atlas(path) == atlas
+    assert len(plot_atlas(load_atlas(path)).axes[0].texts) == atlas["n_layers"] * atlas["n_heads"]
+    with pytest.raises(SchemaError, match=r"newer than this headlab reads \('headlab.atlas/1'\)"):
+        load_atlas({**atlas, "schema": "headlab.atlas/2"})
+    with pytest.raises(SchemaError, match="is a headlab report file"):
+        load_atlas({**atlas, "schema": "headlab.report/1"})
+    with pytest.raises(ValueError, match="cannot read a head from 'L0H0'"):
+        load_atlas({**atlas, "heads": [{**atlas["heads"][0], "head": "L0H0"}]})

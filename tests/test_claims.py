@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from headlab.ledger import CLAIMS, Verdict, claims_dir, load_all, markdown_table, report
+from headlab.ledger import CLAIMS, SCHEMA, Verdict, claims_dir, load_all, markdown_table, report
+from headlab.schema import SchemaError
 
 
 def test_twenty_claims():
@@ -31,6 +32,7 @@ def test_report_writes_rows_the_ledger_reads(tmp_path, monkeypatch):
     assert "| **C8**" in text and "*holds with conditions* — on agreement only" in text
     assert claims_dir() == tmp_path / "chapters" / "claims"
     data = json.loads((tmp_path / "chapters" / "claims" / "ch99.json").read_text())
+    assert data["schema"] == SCHEMA == "headlab.claims/1"
     assert data["chapter"] == "ch99" and len(data["rows"]) == 2
     ledger = load_all()
     assert ledger["C8"][0]["measured"] == "Gini 0.61" and ledger["C8"][0]["chapter"] == "ch99"
@@ -42,3 +44,12 @@ def test_outside_a_checkout_nothing_is_written(tmp_path, monkeypatch):
     assert claims_dir() is None
     report("ch99", [Verdict("C3", "m", "x", "holds")])
     assert not any(tmp_path.iterdir())
+
+
+def test_the_ledger_reads_0_1_files_and_refuses_newer_ones(tmp_path):
+    row = {"claim": "C8", "models": "m", "measured": "x", "verdict": "holds", "note": ""}
+    (tmp_path / "ch01.json").write_text(json.dumps({"chapter": "ch01", "rows": [row]}))  # 0.1: no schema
+    assert load_all(tmp_path)["C8"] == [{"chapter": "ch01", **row}]
+    (tmp_path / "ch02.json").write_text(json.dumps({"schema": "headlab.claims/2", "chapter": "ch02", "rows": [row]}))
+    with pytest.raises(SchemaError, match=r"ch02.json has schema 'headlab.claims/2', newer than this headlab reads"):
+        load_all(tmp_path)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from headlab.analysis.detect import (
     FAMILIES, NotApplicable, PRONOUN_ANTECEDENT, SUBJECT_VERB, VERB_SUBJECT, Thresholds,
     dla_copying_score, duplicate_token_score, english_relation_set, entropy_score, first_token_score,
-    head_scores, induction_score, label_heads, local_score, next_token_score, offset_baseline,
+    head_scores, induction_score, key_mass_score, label_heads, local_score, next_token_score, offset_baseline,
     offset_score, ov_copying_score, pointer_targets, prediction_accuracy, previous_occurrence,
     previous_token_score, punctuation_score, rare_token_score, relation_accuracy, relation_scores,
     separator_score, synthetic_relation_set, synthetic_token_frequency, token_masks, unembedding,
@@ -105,6 +105,22 @@ def test_punctuation_head_attends_to_the_latest_punctuation_mark():
     assert labels[0, 0] == "punctuation"
     # queries 9..15 can see a separator; 9..12 read mark 9 (both kinds), 13..15 read mark 13 (punctuation only)
     assert scores["separator"].item() == pytest.approx(4 / 7)
+
+
+def test_key_mass_over_the_queries_that_see_a_mark_or_over_every_query():
+    targets = [max([m for m in (4, 9, 13) if m <= i], default=i) for i in range(N)]  # the latest mark
+    pattern = rows_to(targets)
+    seeing = key_mass_score(pattern, PUNCT, causal=True)
+    every = key_mass_score(pattern, PUNCT, causal=True, queries="all")
+    assert seeing.item() == 1.0  # queries 4..15 all read a mark
+    assert every.item() == pytest.approx(12 / 16)  # queries 0..3 see none: they count with weight 0
+    # an input with no marked key at all: no query sees one, yet every query counts under "all"
+    none = torch.zeros(1, N, dtype=torch.bool)
+    with pytest.raises(ValueError, match="no query that can see a marked key"):
+        key_mass_score(pattern, none, causal=True)
+    assert key_mass_score(pattern, none, causal=True, queries="all").item() == 0.0
+    with pytest.raises(ValueError, match="queries must be 'seeing'"):
+        key_mass_score(pattern, PUNCT, causal=True, queries="some")
 
 
 def test_separator_head_bidirectional():

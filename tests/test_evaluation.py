@@ -7,7 +7,7 @@ from types import SimpleNamespace as Item
 import pytest
 import torch
 
-from headlab.analysis.items import ItemMetric, agreement_metric, copy_metric, pronoun_metric
+from headlab.metrics import ItemMetric, Metric, agreement_metric, copy_metric, pronoun_metric
 from headlab.analysis.sweep import loop_sweep, sweep
 from tiny_models import make_model, random_batch
 
@@ -69,7 +69,7 @@ def test_item_metric_in_a_batched_sweep_equals_the_loop():
     items = [Item(doc=d, pos=p, correct=str(c), wrong=str(w)) for d, p, c, w in
              [(0, 2, 5, 9), (1, 4, 7, 3), (2, 1, 11, 12), (2, 3, 8, 2)]]
     metric = agreement_metric(items, vocab, n_windows=3, score="margin")
-    fast = sweep(hm, batch, kind=metric, max_batch=9)
-    slow = loop_sweep(hm, batch, kind=metric)
+    fast = sweep(hm, batch, metric=Metric(metric), max_batch=9)
+    slow = loop_sweep(hm, batch, metric=Metric(metric))
     torch.testing.assert_close(fast.effects, slow.effects, atol=1e-5, rtol=1e-4)
     assert fast.effects.abs().max() > 0

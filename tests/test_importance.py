@@ -9,6 +9,8 @@ import torch
 from headlab.analysis.importance import (Importance, PairEffects, backup_heads, gini, gradient_importance,
                                 head_importance, lorenz_curve, pair_effects, rank_disagreements,
                                 spearman, subset_effects, top_k_share)
+from headlab.heads.ablation import Ablation
+from headlab.metrics import Metric
 from tiny_models import make_model, random_batch
 
 
@@ -104,3 +106,33 @@ def test_subset_effects_and_gradients_shapes():
         assert r["sum_of_singles"] == pytest.approx(float(sum(imp.mean()[l, h] for l, h in r["heads"])), abs=1e-5)
     grads = gradient_importance(hm, batch, batch_size=1)
     torch.testing.assert_close(grads, hm.head_gradients(batch), atol=1e-5, rtol=1e-4)
+
+
+def test_gradient_importance_takes_the_metric_and_its_loss_mask():
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=3, seq=6)
+    mask = torch.zeros(3, 6, dtype=torch.bool)
+    mask[:, 3:] = True
+    grads = gradient_importance(hm, batch, metric=Metric("loss", loss_mask=mask), batch_size=2)
+    torch.testing.assert_close(grads, hm.head_gradients(batch, loss_mask=mask), atol=1e-5, rtol=1e-4)
+    assert not torch.allclose(grads, hm.head_gradients(batch), atol=1e-4)  # the mask changed what counts
+    with pytest.raises(ValueError, match="differentiates a named metric"):
+        gradient_importance(hm, batch, metric=lambda output, b: output[:, -1, 0])
+    with pytest.warns(DeprecationWarning, match=r"metric=Metric\('loss', loss_mask=\.\.\.\)"):
+        old = gradient_importance(hm, batch, kind="loss", loss_mask=mask, batch_size=2)
+    torch.testing.assert_close(old, grads)
+
+
+def test_mean_ablation_reaches_every_group_measurement():
+    """pair_effects with an Ablation value: the pair effect equals removing both by hm.ablate."""
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=2, seq=6)
+    ablation = Ablation("mean", reference=random_batch(hm, n=4, seq=8, seed=3))
+    pe = pair_effects(hm, batch, pairs=[((1, 0), (1, 2))], ablation=ablation)
+    with torch.no_grad():
+        clean = hm.metric(hm(batch), batch)
+        with hm.ablate([(1, 0), (1, 2)], ablation=ablation):
+            both = hm.metric(hm(batch), batch)
+    torch.testing.assert_close(pe.pairs[((1, 0), (1, 2))], both - clean, atol=1e-5, rtol=1e-4)
+    zero = pair_effects(hm, batch, pairs=[((1, 0), (1, 2))])
+    assert not torch.allclose(zero.pairs[((1, 0), (1, 2))], pe.pairs[((1, 0), (1, 2))])

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import CHAPTERS, chapter_notebooks
 
-from headlab.ledger import CLAIMS, Verdict, markdown_table
+from headlab.ledger import CLAIMS, SCHEMA, Verdict, markdown_table
 
 CLAIMS_DIR = CHAPTERS / "claims"
 LEDGER = CHAPTERS / "09_ledger" / "09_ledger.ipynb"
@@ -51,6 +51,7 @@ def _notebook_of(chapter: str) -> Path | None:
 @pytest.mark.parametrize("path", _claim_files(), ids=lambda p: p.name)
 def test_every_row_is_valid(path: Path) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
+    assert data.get("schema") == SCHEMA, f"{path.name} has schema {data.get('schema')!r}, not {SCHEMA!r}"
     assert data["chapter"] == path.stem, f"{path.name} says it is chapter {data['chapter']!r}"
     assert data["rows"], f"{path.name} records no verdict"
     for row in data["rows"]:

@@ -51,7 +51,7 @@ def test_accuracy_sets_degrade_downwards():
     def top1_correct(output, b):  # accuracy of predicting the last token
         return (output[:, -2].argmax(-1) == b["input_ids"][:, -1]).float()
 
-    curve = pruning_curve(hm, hm.heads(), {"acc": EvalSet(batch, kind=top1_correct, higher_is_better=True)},
+    curve = pruning_curve(hm, hm.heads(), {"acc": EvalSet(batch, metric=top1_correct, higher_is_better=True)},
                           counts=[0, 8])
     m = curve.mean("acc")
     assert curve.degradation("acc")[1] == pytest.approx(float(m[0] - m[1]))
@@ -104,7 +104,7 @@ def test_shared_curve_matches_one_set_at_a_time():
     counts = [0, 3, 8]
     shared = pruning_curve_shared(hm, order, batch, {"loss": (window_loss, False), "acc": (top1_correct, True),
                                                       "part": (only_first_two, True)}, counts=counts, batch_size=3)
-    alone = pruning_curve(hm, order, {"loss": EvalSet(batch), "acc": EvalSet(batch, kind=top1_correct,
+    alone = pruning_curve(hm, order, {"loss": EvalSet(batch), "acc": EvalSet(batch, metric=top1_correct,
                                                                              higher_is_better=True)}, counts=counts)
     assert torch.allclose(shared.values["loss"], alone.values["loss"], atol=1e-5)
     assert torch.equal(shared.values["acc"], alone.values["acc"])

@@ -14,7 +14,8 @@ import headlab.report as report_module
 from headlab.models.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
 from headlab.analysis.importance import Importance
 from headlab.report import JSON_KEYS, THRESHOLDS, checklist, render_markdown, write_report
-from headlab.report.checks import TAIL_MEAN_BELOW, TAIL_WORST_ABOVE, _ablation, _keep
+from headlab.report import ablation_section, keep_section
+from headlab.report.thresholds import TAIL_MEAN_BELOW, TAIL_WORST_ABOVE
 
 from tiny_models import make_model
 
@@ -26,10 +27,8 @@ def planted_report() -> dict:
 
 
 @pytest.fixture
-def cli(monkeypatch):
-    """``python -m headlab`` in-process, with the report command registered."""
-    if "headlab.report" not in entry.COMMAND_MODULES:
-        monkeypatch.setattr(entry, "COMMAND_MODULES", [*entry.COMMAND_MODULES, "headlab.report"])
+def cli():
+    """``python -m headlab`` in-process."""
     return entry.main
 
 
@@ -112,7 +111,7 @@ def _importance(effects) -> Importance:
 def test_hidden_in_the_tail_names_the_text_that_makes_a_head_critical():
     # 1 layer x 3 heads x 5 texts: 0.0 matters everywhere, 0.1 only on text 2, 0.2 barely
     imp = _importance([[[1.0] * 5, [0.0, 0.0, 1.2, 0.0, 0.0], [0.01, 0.0, 0.0, 0.02, 0.0]]])
-    section = _ablation(imp, ["a", "b", "c", "d", "e"])
+    section = ablation_section(imp, ["a", "b", "c", "d", "e"])
     assert TAIL_MEAN_BELOW * 1.0 > 0.24 and TAIL_WORST_ABOVE * 1.0 < 1.2  # the constants this case relies on
     (row,) = section["hidden_in_the_tail"]
     assert row["head"] == [0, 1] and row["text"] == "c" and row["worst"] == pytest.approx(1.2)
@@ -125,7 +124,7 @@ def test_keep_is_the_union_with_reasons():
     circuits = {"verified": [{"previous_token": [0, 3], "induction": [0, 1], "drop": 0.5}]}
     redundancy = {"backups": [{"removed": [0, 0], "backup": [0, 1], "alone": 0.1, "given_removed": 0.9}]}
     patterns = {"orphans_that_matter": []}
-    keep = _keep(imp, circuits, redundancy, patterns)
+    keep = keep_section(imp, circuits, redundancy, patterns)
     reasons = {tuple(k["head"]): k["reasons"] for k in keep["heads"]}
     assert set(reasons) == {(0, 0), (0, 1), (0, 2), (0, 3)}  # 0.4: mean 0.5, never critical, no role
     assert reasons[(0, 2)][0].startswith("worst case")  # mean 0.75 < 1.0, but 1.5 on one text

@@ -1,4 +1,4 @@
-"""evaluation.margin_share_lost: the share of a task's margin each head carries, by ablation."""
+"""task_shares.margin_share_lost: the share of a task's margin each head carries, by ablation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import headlab
-from headlab.analysis.items import TASKS, agreement_metric, busiest_windows, margin_share_lost
+from headlab.analysis.task_shares import TASKS, busiest_windows, margin_share_lost
+from headlab.metrics import agreement_metric
 from headlab.data.language import Language, agreement_items, encode, pack
 
 

@@ -164,8 +164,8 @@ def test_language_windows_evaluate_and_train_batches():
     model = GPT(GPTConfig(d_vocab=task.d_vocab, n_ctx=16, d_model=8, n_layers=2, n_heads=2, d_mlp=16)).eval()
     m = task.evaluate(model, task.eval_data(4))
     assert abs(m["val_loss"] - math.log(task.d_vocab)) < 0.5  # an untrained model is close to uniform
-    assert len(m["prev_token"]) == 2 and len(m["prev_token"][0]) == 2
-    assert m["prev_token_best"] == pytest.approx(max(max(r) for r in m["prev_token"]), abs=1e-4)
+    assert len(m["previous_token"]) == 2 and len(m["previous_token"][0]) == 2
+    assert m["previous_token_best"] == pytest.approx(max(max(r) for r in m["previous_token"]), abs=1e-4)
     a, _ = task.train_batch(3, gen(2))
     b = next(task.train_batches(3, gen(2)))
     assert torch.equal(a, b) and not torch.equal(a, task.eval_data(3))

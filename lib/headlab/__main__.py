@@ -15,10 +15,8 @@ import sys
 
 # Modules that contribute commands, in the order they appear in --help.
 COMMAND_MODULES = [
-    "headlab.cli",        # heads, sweep
-    "headlab.analysis.atlas",      # atlas
-    "headlab.report",     # report (the checklist)
-    "headlab.training.loop",      # train
+    "headlab.cli",             # heads, sweep, atlas, report (the checklist)
+    "headlab.training.loop",   # train
 ]
 
 

@@ -25,7 +25,7 @@ MOVED_MODULES: dict[str, str] = {
     "headlab.detect.planted": "headlab.models.planted",
     "headlab.tasks": "headlab.data.two_relations",
     "headlab.train_data": "headlab.data.tasks",
-    "headlab.evaluation": "headlab.analysis.items",
+    "headlab.evaluation": "headlab.metrics",  # the item metrics joined the other per-input metrics
     "headlab.sweep": "headlab.analysis.sweep",
     "headlab.importance": "headlab.analysis.importance",
     "headlab.circuits": "headlab.analysis.circuits",
@@ -87,6 +87,13 @@ MOVED_NAMES["headlab.plotting"] = {
     "plot_lift_vs_effect": "headlab.viz.atlas",
 }
 MOVED_NAMES["headlab.plotting_beyond_heads"] = {"plot_width_depth": "headlab.viz.scaling"}
+MOVED_NAMES["headlab.evaluation"] = {
+    name: "headlab.analysis.task_shares" for name in ("TASKS", "busiest_windows", "margin_share_lost")}
+MOVED_NAMES["headlab.adversarial"] = {
+    name: "headlab.analysis.inspection" for name in (
+        "query_rows", "peak_weight", "flag_inputs", "suspicion", "detection_rates", "weight_before",
+        "rates_from_scores")}
+MOVED_NAMES["headlab.atlas"] = {"add_commands": "headlab.cli"}  # every analysis command is registered there
 
 REMOVAL = "headlab 0.3"
 

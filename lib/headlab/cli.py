@@ -1,7 +1,14 @@
-"""Command-line tools over the head interface: ``heads`` and ``sweep``.
+"""The command line's analysis commands: ``heads``, ``sweep``, ``atlas`` and ``report``.
 
     python -m headlab heads --model minilm
     python -m headlab sweep --model minilm --texts sentences.txt --json sweep.json
+    python -m headlab atlas --model minilm --json atlas.json --png atlas.png
+    python -m headlab report --model minilm --out report_minilm
+
+Each command is a thin layer over one library function (:meth:`HeadModel` geometry,
+:func:`headlab.analysis.sweep.sweep`, :func:`headlab.analysis.atlas.compute_atlas`,
+:func:`headlab.report.checklist`); heavy imports happen inside the commands so that ``--help``
+stays fast. ``train`` lives with the training recipes (:mod:`headlab.__main__` lists both).
 """
 
 from __future__ import annotations
@@ -60,21 +67,81 @@ def _cmd_heads(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from headlab.heads.loading import load
     from headlab.analysis.sweep import sweep
+    from headlab.heads.ablation import Ablation
+    from headlab.heads.head import format_head
+    from headlab.heads.loading import load
+    from headlab.metrics import Metric
 
     texts = read_texts(args.texts)
     hm = load(args.model, device=args.device)
     reference = read_texts(args.reference) if args.reference else (texts if args.mode != "zero" else None)
-    result = sweep(hm, texts, mode=args.mode, reference=reference, kind=args.metric,
+    result = sweep(hm, texts, ablation=Ablation(args.mode, reference=reference), metric=Metric(args.metric),
                    max_batch=args.max_batch, progress=not args.quiet)
-    payload = {"model": hm.name, "n_texts": len(texts), **result.to_json()}
+    payload = {**result.to_json(), "model": hm.name, "n_texts": len(texts)}
     Path(args.json).write_text(json.dumps(payload, indent=1))
     top = sorted(zip(result.mean().tolist(), result.groups), reverse=True)[: args.top]
     print(f"{hm.name}: {len(result.groups)} ablations x {len(texts)} texts, mode={result.mode}, "
           f"metric={result.kind}; wrote {args.json}")
     for value, group in top:
-        print(f"  {' + '.join(f'{l}.{h}' for l, h in group):>8}  mean effect {value:+.4f}")
+        print(f"  {' + '.join(format_head(h) for h in group):>8}  mean effect {value:+.4f}")
+    return 0
+
+
+def _cmd_atlas(args: argparse.Namespace) -> int:
+    from headlab.analysis.atlas import ATLAS_SCORES, compute_atlas, plot_atlas
+    from headlab.heads.head import format_head
+    from headlab.heads.loading import load
+
+    texts = read_texts(args.texts) if args.texts else None
+    hm = load(args.model, device=args.device)
+    atlas = compute_atlas(hm, texts, effect=args.effect, effect_texts=args.effect_texts,
+                          induction_texts=args.induction_texts, induction_length=args.induction_length,
+                          seed=args.seed, batch_size=args.batch_size, relations=args.relations)
+    Path(args.json).write_text(json.dumps(atlas, indent=1))
+    print(f"{hm.name}: {hm.n_layers * hm.n_heads} heads on {atlas['n_texts']} texts; wrote {args.json}")
+    if args.png:
+        plot_atlas(atlas).savefig(args.png, dpi=120)
+        print(f"wrote {args.png}")
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(atlas["label_counts"].items(), key=lambda kv: -kv[1]))
+    print(f"labels: {counts}")
+    for name in ATLAS_SCORES:
+        values = [(e["scores"][name], tuple(e["head"])) for e in atlas["heads"] if e["scores"][name] is not None]
+        if values and name != "entropy":
+            value, head = max(values)
+            print(f"  top {name:>15}: {format_head(head)}  {value:.3f}")
+    for key in ("argmax", "argmax_without_special"):
+        for name, r in atlas.get("relations", {}).get(key, {}).items():
+            held = atlas["relations"][f"{key}_held_out"].get(name, {})
+            base = f", {r['baseline']['name']} {r['baseline']['accuracy']:.3f}" if "baseline" in r else ""
+            print(f"  {key} {name}: best head {format_head(r['best_head'])} {r['best_accuracy']:.3f} "
+                  f"vs offset {r['best_offset']:+d} {r['offset_accuracy']:.3f}{base}; held out: "
+                  f"{held.get('accuracy', float('nan')):.3f} vs offset {held.get('offset_accuracy', float('nan')):.3f}")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from headlab.heads.head import format_head
+    from headlab.heads.loading import load
+    from headlab.metrics import Metric
+    from headlab.report import checklist, format_value, write_report
+
+    texts = read_texts(args.texts) if args.texts else None
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; give a folder for the report")
+    hm = load(args.model, device=args.device)
+    report = checklist(hm, texts, n_texts=args.n_texts, seed=args.seed, scope=args.pairs, top_k=args.top_k,
+                       metric=Metric(args.metric), progress=not args.quiet)
+    path = write_report(report, out)
+    k, c, r = report["keep"], report["circuits"], report["redundancy"]
+    circuits = ", ".join(f"{format_head(x['previous_token'])}->{format_head(x['induction'])}" for x in c["verified"])
+    print(f"{hm.name}: checklist on {report['inputs']['n_texts']} texts in {report['seconds']['total']:.0f} s; "
+          f"wrote {path} and {out / 'report.json'}")
+    print(f"  hidden in the tail: {len(report['ablation']['hidden_in_the_tail'])}; verified circuits: "
+          f"{circuits or 'none'}; pairs underestimated: {format_value(r['fraction_underestimated'], '.0%')}; "
+          f"backups: {len(r['backups'])}")
+    print(f"  keep {k['n_keep']} heads: {', '.join(format_head(x['head']) for x in k['heads'])}")
     return 0
 
 
@@ -91,11 +158,57 @@ def add_commands(sub) -> None:
     p.add_argument("--json", required=True, help="where to write the results")
     p.add_argument("--mode", default="zero", choices=["zero", "mean", "resample"])
     p.add_argument("--reference", help="texts file for mean/resample (default: the texts themselves)")
-    p.add_argument("--metric", default=None, help="loss (causal LMs), cosine or retrieval (encoders)")
+    p.add_argument("--metric", default=None, choices=["loss", "cosine", "retrieval"],
+                   help="loss (causal LMs), cosine or retrieval (encoders)")
     p.add_argument("--max-batch", type=int, default=256)
     p.add_argument("--top", type=int, default=10, help="print the N largest mean effects")
     p.add_argument("--device", default="cpu")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_sweep)
+
+    _add_atlas(sub)
+    _add_report(sub)
+
+
+def _add_atlas(sub) -> None:
+    from headlab.analysis.atlas import EFFECT_KINDS, EFFECT_TEXTS, INDUCTION_LENGTH, INDUCTION_TEXTS
+
+    p = sub.add_parser("atlas", help="score and label every head (previous-token, first-token, induction, ...)")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="model name (default: %(default)s)")
+    p.add_argument("--texts", help="UTF-8 file, one text per line (default: a built-in set, see the docs)")
+    p.add_argument("--json", required=True, help="where to write the atlas")
+    p.add_argument("--png", help="also draw the layers x heads grid here")
+    p.add_argument("--effect", default="ablation", choices=EFFECT_KINDS,
+                   help="how to measure whether a head matters (default: %(default)s)")
+    p.add_argument("--effect-texts", type=int, default=EFFECT_TEXTS,
+                   help="ablate on the first N texts (default: %(default)s)")
+    p.add_argument("--induction-texts", type=int, default=INDUCTION_TEXTS)
+    p.add_argument("--induction-length", type=int, default=INDUCTION_LENGTH)
+    p.add_argument("--relations", action="store_true",
+                   help="also score verb->subject, subject->verb and pronoun->antecedent against ground truth")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random repeated sequences")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--device", default="cpu")
+    p.set_defaults(func=_cmd_atlas)
+
+
+def _add_report(sub) -> None:
+    from headlab.report.thresholds import N_TEXTS, PAIR_TOP_K
+
+    p = sub.add_parser("report", help="run the checklist (ablation tails, circuits, redundancy, writes, what to keep)")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="model name (default: %(default)s)")
+    p.add_argument("--out", required=True, help="folder for report.md, report.json and the figures")
+    p.add_argument("--texts", help="UTF-8 file, one text per line (default: the model's default set)")
+    p.add_argument("--n-texts", type=int, default=None,
+                   help=f"use this many texts, evenly spread (default: {N_TEXTS} of a default set, every given text)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random sequences (default: %(default)s)")
+    p.add_argument("--pairs", default="auto", choices=["auto", "layer", "top"],
+                   help="pairs to ablate: within layers, among the top-k heads, or auto (default)")
+    p.add_argument("--top-k", type=int, default=PAIR_TOP_K, help="heads whose pairs --pairs top ablates")
+    p.add_argument("--metric", default=None, choices=["loss", "cosine", "retrieval"],
+                   help="loss (causal LMs), cosine or retrieval (encoders)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_report)
 
 

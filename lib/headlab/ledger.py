@@ -13,7 +13,11 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["CLAIMS", "VERDICTS", "Verdict", "report", "markdown_table", "load_all", "claims_dir"]
+from headlab.schema import check_schema, schema_of
+
+__all__ = ["CLAIMS", "VERDICTS", "Verdict", "report", "markdown_table", "load_all", "claims_dir", "SCHEMA"]
+
+SCHEMA = schema_of("claims")  # chapters/claims/<chapter>.json: {"schema", "chapter", "rows"}
 
 CLAIMS: dict[str, str] = {
     "C1": "One projection must serve every relation (a single head is a bottleneck)",
@@ -96,7 +100,7 @@ def report(chapter: str, rows: list[Verdict], write: bool = True) -> None:
     folder = claims_dir() if write else None
     if folder is not None:
         folder.mkdir(exist_ok=True)
-        payload = {"chapter": chapter, "rows": [asdict(r) for r in rows]}
+        payload = {"schema": SCHEMA, "chapter": chapter, "rows": [asdict(r) for r in rows]}
         (folder / f"{chapter}.json").write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n",
                                                 encoding="utf-8")
     try:
@@ -108,13 +112,19 @@ def report(chapter: str, rows: list[Verdict], write: bool = True) -> None:
 
 
 def load_all(folder: str | Path | None = None) -> dict[str, list[dict]]:
-    """Every recorded row, by claim id (``C1`` ... ``C20``), each with its chapter."""
+    """Every recorded row, by claim id (``C1`` ... ``C20``), each with its chapter.
+
+    Raises:
+        FileNotFoundError: no ``chapters/claims`` folder.
+        headlab.schema.SchemaError: a file that is not a claims file, or from a newer headlab.
+    """
     folder = Path(folder) if folder is not None else claims_dir()
     if folder is None or not folder.is_dir():
         raise FileNotFoundError("no chapters/claims folder: run the chapters inside the book's repository")
     out: dict[str, list[dict]] = {c: [] for c in CLAIMS}
     for path in sorted(folder.glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
+        check_schema(data, "claims", str(path))
         for row in data["rows"]:
             Verdict(**row)  # validates
             out[row["claim"]].append({"chapter": data["chapter"], **row})

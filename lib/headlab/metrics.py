@@ -14,14 +14,116 @@ the reader asks for an average.
   embedding still pick its own clean sentence out of the batch? an InfoNCE loss
   with a stated temperature, which has a non-zero gradient at the clean point
   and so serves gradient importance).
+* Annotated items of the synthetic language (:class:`ItemMetric`, built by
+  :func:`agreement_metric`, :func:`pronoun_metric`, :func:`copy_metric`): at position ``pos``
+  of window ``doc`` the model should prefer one token over others; the accuracy or the logit
+  margin, averaged per window.
+
+What a measurement scores is passed as one :class:`Metric` value: a named kind (``"loss"``,
+``"cosine"``, ``"retrieval"``) or any callable ``metric(output, batch) -> (rows,)``, and the
+``loss_mask`` of the next-token loss::
+
+    sweep(hm, inputs, metric=Metric("loss", loss_mask=on_repeats))
+    sweep(hm, windows, metric=agreement_metric(items, vocab, n_windows))  # a callable: Metric(it)
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, Sequence
+
 import torch
 import torch.nn.functional as F
 
-__all__ = ["next_token_loss", "mean_pool", "cosine_distance", "retrieval_loss"]
+__all__ = ["Metric", "METRIC_KINDS", "next_token_loss", "mean_pool", "cosine_distance", "retrieval_loss",
+           "ItemMetric", "agreement_metric", "pronoun_metric", "copy_metric"]
+
+METRIC_KINDS = ("loss", "cosine", "retrieval")
+
+
+@dataclass(frozen=True, eq=False)
+class Metric:
+    """What a measurement scores, one value per input: a named kind or a callable, and a loss mask.
+
+    Attributes:
+        kind: ``"loss"`` (next-token loss, causal LMs), ``"cosine"`` or ``"retrieval"``
+            (encoders; see the module docstring), ``None`` for the model's default (``"loss"``
+            for a causal LM, ``"cosine"`` for an encoder), or a callable
+            ``metric(output, batch) -> (rows,)`` (e.g. an :class:`ItemMetric`). A callable's
+            ``batch`` holds ``input_ids``, ``attention_mask`` and ``index`` (each row's input in
+            the untiled batch, when a sweep tiles the inputs).
+        loss_mask: ``(batch, pos)`` positions whose next-token loss counts (only with the loss).
+
+    Raises:
+        ValueError: an unknown kind, or a ``loss_mask`` with a metric that is not the loss.
+    """
+
+    kind: str | Callable | None = None
+    loss_mask: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.kind is None or callable(self.kind) or self.kind in METRIC_KINDS):
+            raise ValueError(f"unknown metric kind {self.kind!r}: choose from {', '.join(METRIC_KINDS)}, "
+                             "or give a callable metric(output, batch) -> (rows,)")
+        if self.loss_mask is not None:
+            if self.kind not in (None, "loss"):
+                raise ValueError(f"loss_mask selects positions of the next-token loss; the metric "
+                                 f"{self.name!r} has none: drop loss_mask or use Metric('loss', loss_mask=...)")
+            if not isinstance(self.loss_mask, torch.Tensor) or self.loss_mask.dim() != 2:
+                raise ValueError(f"loss_mask must be a (batch, pos) tensor, got "
+                                 f"{tuple(getattr(self.loss_mask, 'shape', ())) or type(self.loss_mask).__name__}")
+
+    @classmethod
+    def of(cls, value: "Metric | str | Callable | None") -> "Metric":
+        """``value`` as a :class:`Metric`: itself, or ``Metric(value)`` for a kind, a callable or ``None``."""
+        return value if isinstance(value, cls) else cls(value)
+
+    @property
+    def name(self) -> str | None:
+        """The kind's name (a callable's ``__name__``, else ``"custom"``); ``None`` for the default."""
+        if self.kind is None or isinstance(self.kind, str):
+            return self.kind
+        return getattr(self.kind, "__name__", "custom")
+
+    def evaluator(self, hm, batch: Mapping[str, torch.Tensor]) -> tuple[str, Callable[[torch.Tensor, int], torch.Tensor]]:
+        """``(name, evaluate)`` for the inputs ``batch`` of model ``hm``, where ``evaluate(output, k)``
+        scores an output whose batch is ``batch`` tiled ``k`` times, one value per row.
+
+        An encoder's ``"cosine"`` and ``"retrieval"`` compare with the clean pooled embedding of
+        ``batch``, computed here (the model must be clean when this is called).
+        """
+        mask = self.loss_mask
+        if mask is not None and mask.shape != batch["input_ids"].shape:
+            raise ValueError(f"loss_mask {tuple(mask.shape)} must have the shape of the inputs "
+                             f"{tuple(batch['input_ids'].shape)}")
+        n = batch["input_ids"].shape[0]
+        index = torch.arange(n, device=batch["input_ids"].device)
+
+        def tiled(k: int) -> dict:
+            out = {key: v.repeat(k, 1) for key, v in batch.items()}
+            out["index"] = index.repeat(k)
+            return out
+
+        if callable(self.kind):
+            fn = self.kind
+            return self.name, lambda output, k: fn(output, tiled(k))
+        kind = self.kind or ("loss" if hm.causal else "cosine")
+        pooled = None
+        if not hm.causal:
+            with torch.no_grad():
+                pooled = hm.metric(hm.forward(batch), batch)
+
+        def evaluate(output: torch.Tensor, k: int) -> torch.Tensor:
+            rows_mask = None if mask is None else mask.repeat(k, 1)
+            return hm.metric(output, tiled(k), clean=pooled, kind=kind, loss_mask=rows_mask)
+
+        return kind, evaluate
+
+    def __repr__(self) -> str:
+        parts = [] if self.kind is None else [repr(self.kind) if isinstance(self.kind, str) else self.name]
+        if self.loss_mask is not None:
+            parts.append("loss_mask=...")
+        return f"Metric({', '.join(parts)})"
 
 
 def next_token_loss(
@@ -106,3 +208,116 @@ def retrieval_loss(embedding: torch.Tensor, clean: torch.Tensor, temperature: fl
     logits = e @ c.T / temperature  # (batch, n_clean)
     target = torch.arange(len(e), device=e.device) % len(c)
     return F.cross_entropy(logits, target, reduction="none")
+
+
+# ------------------------------------------------------------------ annotated items
+
+
+@dataclass
+class ItemMetric:
+    """A per-window metric over annotated items.
+
+    Attributes:
+        doc: ``(n_items,)`` window index of each item.
+        pos: ``(n_items,)`` position whose logits make the prediction.
+        correct: ``(n_items,)`` token id that should win.
+        competitors: ``(n_items, max_competitors)`` token ids it must beat, padded with -1;
+            ``None``: it must beat every other token (argmax).
+        score: ``"accuracy"`` or ``"margin"``.
+        n_windows: how many windows the inputs hold (items must index into them).
+    """
+
+    doc: torch.Tensor
+    pos: torch.Tensor
+    correct: torch.Tensor
+    competitors: torch.Tensor | None
+    n_windows: int
+    score: str = "accuracy"
+
+    def __post_init__(self) -> None:
+        if self.score not in ("accuracy", "margin"):
+            raise ValueError(f"score must be 'accuracy' or 'margin', not {self.score!r}")
+        if len(self.doc) == 0:
+            raise ValueError("no items: the metric would be undefined")
+        if int(self.doc.max()) >= self.n_windows or int(self.doc.min()) < 0:
+            raise ValueError(f"items refer to windows outside 0..{self.n_windows - 1}")
+        self.__name__ = f"item_{self.score}"
+
+    def restricted(self) -> tuple[torch.Tensor, "ItemMetric"]:
+        """``(windows, metric)``: the windows that hold at least one item (the others would score
+        NaN), and this metric re-indexed to them — run it on ``ids[windows]``."""
+        windows, doc = torch.unique(self.doc, return_inverse=True)
+        return windows, ItemMetric(doc, self.pos, self.correct, self.competitors, len(windows), self.score)
+
+    def per_item(self, logits: torch.Tensor) -> torch.Tensor:
+        """Scores of every item for logits ``(n_windows, pos, d_vocab)`` of the untiled windows."""
+        return self._scores(logits, self.doc, torch.arange(len(self.doc)))
+
+    def _scores(self, logits: torch.Tensor, rows: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+        """Score items ``items`` read from logit rows ``rows`` (equal lengths)."""
+        dev = logits.device
+        items = items.to(dev)
+        at = logits[rows.to(dev), self.pos.to(dev)[items]].float()  # (n, d_vocab)
+        correct = self.correct.to(dev)[items][:, None]
+        right = at.gather(1, correct)[:, 0]
+        if self.competitors is None:
+            best_other = at.scatter(1, correct, float("-inf")).max(dim=1).values
+        else:
+            comp = self.competitors.to(dev)[items]
+            best_other = at.gather(1, comp.clamp_min(0)).masked_fill(comp < 0, float("-inf")).max(dim=1).values
+        margin = right - best_other
+        return (margin > 0).float() if self.score == "accuracy" else margin
+
+    def __call__(self, output: torch.Tensor, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Per-row mean item score for a (possibly tiled) batch of the windows; rows whose window
+        holds no item get NaN. Row ``r`` of tile ``t`` holds window ``r - t * n_windows`` (the tiling
+        of :func:`headlab.analysis.sweep.sweep`)."""
+        n = self.n_windows
+        if output.shape[0] % n:
+            raise ValueError(f"the metric was built for {n} windows; the batch has {output.shape[0]} rows")
+        k = output.shape[0] // n
+        dev = output.device
+        # an item of window d lives in rows d + n * t, t = 0..k-1
+        rows = (self.doc.to(dev)[:, None] + n * torch.arange(k, device=dev)).flatten()
+        items = torch.arange(len(self.doc), device=dev).repeat_interleave(k)
+        values = self._scores(output, rows, items)
+        total = torch.zeros(output.shape[0], device=dev).index_add_(0, rows, values)
+        count = torch.zeros(output.shape[0], device=dev).index_add_(0, rows, torch.ones_like(values))
+        return total / count  # NaN (0/0) where a window holds no item
+
+
+def _ids(vocab: Mapping[str, int], words: Iterable[str]) -> list[int]:
+    out = []
+    for w in words:
+        if w not in vocab:
+            raise ValueError(f"token {w!r} is not in the tokenizer's vocabulary")
+        out.append(vocab[w])
+    return out
+
+
+def _padded(rows: Sequence[Sequence[int]]) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    return torch.tensor([list(r) + [-1] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+def agreement_metric(items, vocab: Mapping[str, int], n_windows: int, score: str = "accuracy") -> ItemMetric:
+    """Subject-verb agreement: the verb form in the text against the same verb in the other number."""
+    items = list(items)
+    return ItemMetric(torch.tensor([i.doc for i in items]), torch.tensor([i.pos for i in items]),
+                      torch.tensor(_ids(vocab, (i.correct for i in items))),
+                      _padded([_ids(vocab, [i.wrong]) for i in items]), n_windows, score)
+
+
+def pronoun_metric(items, vocab: Mapping[str, int], n_windows: int, score: str = "accuracy") -> ItemMetric:
+    """Pronoun resolution: the right pronoun against the other forms of its case."""
+    items = list(items)
+    return ItemMetric(torch.tensor([i.doc for i in items]), torch.tensor([i.pos for i in items]),
+                      torch.tensor(_ids(vocab, (i.correct for i in items))),
+                      _padded([_ids(vocab, i.alternatives) for i in items]), n_windows, score)
+
+
+def copy_metric(items, vocab: Mapping[str, int], n_windows: int, score: str = "accuracy") -> ItemMetric:
+    """Copying (repeated spans, rare words): the target must be the argmax over the vocabulary."""
+    items = list(items)
+    return ItemMetric(torch.tensor([i.doc for i in items]), torch.tensor([i.pos for i in items]),
+                      torch.tensor(_ids(vocab, (i.target for i in items))), None, n_windows, score)

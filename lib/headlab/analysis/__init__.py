@@ -1,10 +1,16 @@
 """Measurements on heads, all through the head interface (:mod:`headlab.heads`).
 
+How a head is removed is an :class:`~headlab.heads.ablation.Ablation`, what is measured a
+:class:`~headlab.metrics.Metric`; every function below that ablates takes them as ``ablation=``
+and ``metric=``.
+
 * :mod:`~headlab.analysis.sweep` -- many ablations in few forward passes;
 * :mod:`~headlab.analysis.importance` -- how unevenly the work is divided;
+* :mod:`~headlab.analysis.task_shares` -- which share of each task of the synthetic language a head carries;
 * :mod:`~headlab.analysis.detect` -- what a head's attention looks like (scores, labels, relations);
 * :mod:`~headlab.analysis.atlas` -- every head scored and labelled;
 * :mod:`~headlab.analysis.circuits` -- how one head's output becomes another's input;
 * :mod:`~headlab.analysis.prune`, :mod:`~headlab.analysis.adversarial` -- what breaks;
+* :mod:`~headlab.analysis.inspection` -- whether an inspector of the attention sees a hijacked head;
 * :mod:`~headlab.analysis.sae` -- sparse autoencoders beside the head basis.
 """

@@ -32,7 +32,6 @@ hand-annotated English set; otherwise, random token sequences.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from pathlib import Path
@@ -45,10 +44,14 @@ from headlab.analysis.detect import (
     head_scores, held_out_relation_scores, label_heads, ov_copying_score, relation_scores, synthetic_relation_set,
     synthetic_token_frequency,
 )
+from headlab.heads.head import Head, parse_head
+from headlab.schema import check_schema, schema_of
 from headlab.viz.atlas import LABEL_COLOURS, plot_atlas  # the atlas figure lives with the book's other figures
 
-__all__ = ["compute_atlas", "plot_atlas", "default_texts", "repeated_random_tokens", "relation_summary",
-           "add_commands", "ATLAS_SCORES", "LABEL_COLOURS"]
+__all__ = ["compute_atlas", "load_atlas", "plot_atlas", "default_texts", "repeated_random_tokens",
+           "relation_summary", "synthetic_language", "check_lengths", "ATLAS_SCORES", "LABEL_COLOURS", "SCHEMA"]
+
+SCHEMA = schema_of("atlas")
 
 INDUCTION_TEXTS = 4
 INDUCTION_LENGTH = 20
@@ -109,9 +112,10 @@ def _language_description(obj) -> dict | None:
     return None
 
 
-def _synthetic_language(hm):
+def synthetic_language(hm):
     """The synthetic ``Language`` the model reads, or None: from the language description in
-    its provenance (trained organisms), else by vocabulary (seed_vocab 0)."""
+    its provenance (trained organisms), else by vocabulary (a tokenizer that holds every word of
+    ``Language()``, seed_vocab 0)."""
     from headlab.data.language import Language
 
     description = _language_description(getattr(hm, "provenance", None))
@@ -140,7 +144,7 @@ def default_texts(hm, seed: int = 0) -> tuple[list[str] | dict, str]:
     """The atlas's default inputs for ``hm`` and a sentence saying what they are."""
     from headlab.data.language import load_english, pack
 
-    lang = _synthetic_language(hm)
+    lang = synthetic_language(hm)
     if lang is not None:
         n_ctx = min(64, _max_len(hm) or 64)
         windows = pack(lang.sample(40, seed=seed), n_ctx=n_ctx, drop_last=True)[:64]
@@ -228,7 +232,13 @@ def _special_wrapping(tok) -> tuple[list[int], list[int]]:
     return [], []
 
 
-def _check_lengths(hm, texts) -> None:
+def check_lengths(hm, texts) -> None:
+    """Refuse a list of texts of which one is longer, in tokens, than the model's maximum length
+    (a no-op for a token batch, or a model without a tokenizer or a stated maximum).
+
+    Raises:
+        ValueError: naming the first text that is too long, its length and the maximum.
+    """
     limit = _max_len(hm)
     if limit is None or not isinstance(texts, list) or hm.tokenizer is None:
         return
@@ -249,7 +259,7 @@ def relation_summary(hm, seed: int = 0) -> dict:
     """
     from headlab.data.language import load_english, pack
 
-    lang = _synthetic_language(hm)
+    lang = synthetic_language(hm)
     if lang is not None:
         windows = pack(lang.sample(200, seed=seed), n_ctx=min(64, _max_len(hm) or 64), drop_last=True)
         rs = synthetic_relation_set(windows, hm.tokenizer)
@@ -282,6 +292,11 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
 
     ``texts``: a list of texts or a token batch; None for :func:`default_texts`.
     ``relations``: also add :func:`relation_summary` under ``"relations"``.
+
+    The dict (schema :data:`SCHEMA`) holds the model's geometry, what the texts were, the
+    thresholds, definitions and notes, and under ``"heads"`` one entry per head, layer by layer:
+    ``head`` (``[layer, head]``), ``scores``, ``label``, ``strength``, ``lift``, ``effect``,
+    ``relative_effect`` and ``write_norm``. :func:`load_atlas` reads it back.
     """
     if effect not in EFFECT_KINDS:
         raise ValueError(f"unknown effect {effect!r}: choose from {', '.join(EFFECT_KINDS)}")
@@ -292,8 +307,8 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
         texts = list(texts)
         if not texts or not all(isinstance(t, str) and t.strip() for t in texts):
             raise ValueError("texts must be a non-empty list of non-empty strings")
-    _check_lengths(hm, texts)
-    lang = _synthetic_language(hm)
+    check_lengths(hm, texts)
+    lang = synthetic_language(hm)
     if token_frequency is None and lang is not None:
         token_frequency = synthetic_token_frequency(lang, hm.tokenizer)
 
@@ -318,7 +333,7 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
         from headlab.analysis.sweep import sweep
 
         subset = texts[:effect_texts] if isinstance(texts, list) else {k: v[:effect_texts] for k, v in texts.items()}
-        result = sweep(hm, subset, mode="zero")
+        result = sweep(hm, subset)  # zero ablation, the model's own metric
         effects = result.by_head().abs().mean(-1)  # (n_layers, n_heads): mean |effect| over texts
         effect_info.update(mode="zero", metric=result.kind, n_texts=min(effect_texts, n_texts),
                            definition="mean over texts of |metric(head zero-ablated) - metric(clean)|")
@@ -338,7 +353,7 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
                 else:
                     entry_scores[name] = _round(means[name][layer, head]) if name in means else None
             heads.append({
-                "layer": layer, "head": head, "scores": entry_scores,
+                "head": Head(layer, head).to_json(), "scores": entry_scores,
                 "label": labels[layer, head], "strength": _round(labels.strength[layer, head]),
                 "lift": {n: _round(v[layer, head]) for n, v in labels.lifts.items()},
                 "effect": None if effects is None else _round(effects[layer, head]),
@@ -349,7 +364,7 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
         if name not in means and name != "copying" and name not in notes:
             notes[name] = "undefined on every text"
     atlas = {
-        "model": hm.name, "n_layers": hm.n_layers, "n_heads": hm.n_heads, "n_texts": n_texts,
+        "schema": SCHEMA, "model": hm.name, "n_layers": hm.n_layers, "n_heads": hm.n_heads, "n_texts": n_texts,
         "texts": source, "induction_texts": induction_texts, "induction_length": span,
         "seed": seed, "effect": effect_info, "thresholds": thresholds.to_dict(),
         "uniform": {n: _round(u) for n, u in uniform.items()},
@@ -360,55 +375,25 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
     return atlas
 
 
-# ------------------------------------------------------------------------------ CLI
+def load_atlas(source) -> dict:
+    """An atlas written by :func:`compute_atlas` (or the ``atlas`` command), from a JSON file or an
+    already parsed dict; atlases written by headlab 0.1 (each head as ``"layer"`` and ``"head"``
+    numbers, no ``"schema"``) are upgraded to the current form.
 
-
-def _cmd_atlas(args: argparse.Namespace) -> int:
-    from headlab.cli import read_texts
-    from headlab.heads.loading import load
-
-    texts = read_texts(args.texts) if args.texts else None
-    hm = load(args.model, device=args.device)
-    atlas = compute_atlas(hm, texts, effect=args.effect, effect_texts=args.effect_texts,
-                          induction_texts=args.induction_texts, induction_length=args.induction_length,
-                          seed=args.seed, batch_size=args.batch_size, relations=args.relations)
-    Path(args.json).write_text(json.dumps(atlas, indent=1))
-    print(f"{hm.name}: {hm.n_layers * hm.n_heads} heads on {atlas['n_texts']} texts; wrote {args.json}")
-    if args.png:
-        plot_atlas(atlas).savefig(args.png, dpi=120)
-        print(f"wrote {args.png}")
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(atlas["label_counts"].items(), key=lambda kv: -kv[1]))
-    print(f"labels: {counts}")
-    for name in ATLAS_SCORES:
-        values = [(e["scores"][name], e["layer"], e["head"]) for e in atlas["heads"] if e["scores"][name] is not None]
-        if values and name != "entropy":
-            value, layer, head = max(values)
-            print(f"  top {name:>15}: {layer}.{head}  {value:.3f}")
-    for key in ("argmax", "argmax_without_special"):
-        for name, r in atlas.get("relations", {}).get(key, {}).items():
-            held = atlas["relations"][f"{key}_held_out"].get(name, {})
-            base = f", {r['baseline']['name']} {r['baseline']['accuracy']:.3f}" if "baseline" in r else ""
-            print(f"  {key} {name}: best head {r['best_head'][0]}.{r['best_head'][1]} {r['best_accuracy']:.3f} "
-                  f"vs offset {r['best_offset']:+d} {r['offset_accuracy']:.3f}{base}; held out: "
-                  f"{held.get('accuracy', float('nan')):.3f} vs offset {held.get('offset_accuracy', float('nan')):.3f}")
-    return 0
-
-
-def add_commands(sub) -> None:
-    p = sub.add_parser("atlas", help="score and label every head (previous-token, first-token, induction, ...)")
-    p.add_argument("--model", default="minilm", help="model name (default: %(default)s)")
-    p.add_argument("--texts", help="UTF-8 file, one text per line (default: a built-in set, see the docs)")
-    p.add_argument("--json", required=True, help="where to write the atlas")
-    p.add_argument("--png", help="also draw the layers x heads grid here")
-    p.add_argument("--effect", default="ablation", choices=EFFECT_KINDS,
-                   help="how to measure whether a head matters (default: %(default)s)")
-    p.add_argument("--effect-texts", type=int, default=EFFECT_TEXTS,
-                   help="ablate on the first N texts (default: %(default)s)")
-    p.add_argument("--induction-texts", type=int, default=INDUCTION_TEXTS)
-    p.add_argument("--induction-length", type=int, default=INDUCTION_LENGTH)
-    p.add_argument("--relations", action="store_true",
-                   help="also score verb->subject, subject->verb and pronoun->antecedent against ground truth")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random repeated sequences")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--device", default="cpu")
-    p.set_defaults(func=_cmd_atlas)
+    Raises:
+        headlab.schema.SchemaError: the data is not an atlas, or from a newer headlab.
+    """
+    if isinstance(source, dict):
+        data, where = source, "the atlas"
+    else:
+        data, where = json.loads(Path(source).read_text(encoding="utf-8")), str(source)
+    if check_schema(data, "atlas", where) == 0:
+        heads = []
+        for entry in data.get("heads", []):
+            entry = dict(entry)
+            layer = entry.pop("layer")
+            heads.append({"head": Head(layer, entry.pop("head")).to_json(), **entry})
+        data = {"schema": SCHEMA, **{k: v for k, v in data.items() if k != "heads"}, "heads": heads}
+    for entry in data.get("heads", []):
+        parse_head(entry["head"])  # a head in any other form is refused here, not deep in a figure
+    return data

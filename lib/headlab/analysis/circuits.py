@@ -46,13 +46,15 @@ measure it for every head of a model.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import nn
 
 from headlab.analysis.detect import induction_score, previous_token_score
-from headlab.heads.model import Head, HeadModel
+from headlab.heads.ablation import Ablation, upgrade_arguments
+from headlab.heads.head import Head
+from headlab.heads.model import HeadModel
 
 __all__ = [
     "HeadWeights", "head_weights", "CIRCUITS", "circuit_singular_values", "circuit_ranks", "composition_score", "COMPOSITIONS", "composition",
@@ -266,7 +268,7 @@ class InductionCircuit:
         means = self.mean(name)
         n_heads = means.shape[1]
         order = torch.argsort(means.flatten(), descending=True)[:k]
-        return [((int(i) // n_heads, int(i) % n_heads), float(means.flatten()[i])) for i in order]
+        return [(Head(*divmod(int(i), n_heads)), float(means.flatten()[i])) for i in order]
 
 
 def _scores(hm: HeadModel, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -282,15 +284,17 @@ def _scores(hm: HeadModel, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def induction_circuit(hm: HeadModel, inputs=None, *, n: int = 16, length: int = 20, seed: int = 0,
-                      mode: str = "zero", reference=None) -> InductionCircuit:
+                      ablation: Ablation | None = None, **legacy: Any) -> InductionCircuit:
     """Find the induction head of ``hm`` and the earlier heads it depends on.
 
     ``inputs``: a batch on which every input has a repeated token; default ``n`` sequences of
     ``length`` distinct random tokens repeated once (:func:`headlab.analysis.atlas.repeated_random_tokens`
     with ``seed``). The induction head is the head of layer 1 or above with the highest mean
-    induction score (nothing can feed a head of layer 0); every head of the layers below it is then ablated in turn (``mode``, ``reference`` as in
-    :meth:`HeadModel.ablate`) and every head's induction score measured again.
+    induction score (nothing can feed a head of layer 0); every head of the layers below it is
+    then removed in turn (``ablation``, default zero ablation) and every head's induction score
+    measured again. ``**legacy``: headlab 0.1's ``mode=`` and ``reference=`` (deprecated).
     """
+    ablation, _ = upgrade_arguments("induction_circuit", legacy, ablation=ablation, takes=("ablation",))
     if hm.n_layers < 2:
         raise ValueError(f"{hm.name} has one layer: an induction circuit needs a head in an earlier layer "
                          "to feed the induction head (see chapter 4)")
@@ -303,36 +307,37 @@ def induction_circuit(hm: HeadModel, inputs=None, *, n: int = 16, length: int = 
         induction, previous = _scores(hm, batch)
     means = induction.mean(dim=0)  # (n_layers, n_heads)
     best = int(means.flatten().argmax())
-    head = (best // hm.n_heads, best % hm.n_heads)
-    if head[0] == 0:  # layer 0 cannot be fed by anything: take the best head above it
+    head = Head(*divmod(best, hm.n_heads))
+    if head.layer == 0:  # layer 0 cannot be fed by anything: take the best head above it
         best = int(means[1:].flatten().argmax()) + hm.n_heads
-        head = (best // hm.n_heads, best % hm.n_heads)
-    candidates = [(l, h) for l in range(head[0]) for h in range(hm.n_heads)]
+        head = Head(*divmod(best, hm.n_heads))
+    candidates = [Head(l, h) for l in range(head.layer) for h in range(hm.n_heads)]
     ablated = []
     for cand in candidates:
-        with torch.no_grad(), hm.ablate([cand], mode=mode, reference=reference):
+        with torch.no_grad(), hm.ablate([cand], ablation=ablation):
             ablated.append(_scores(hm, batch)[0])
-    return InductionCircuit(batch, induction, previous, head, candidates, torch.stack(ablated), mode)
+    return InductionCircuit(batch, induction, previous, head, candidates, torch.stack(ablated), ablation.mode)
 
 
 # ------------------------------------------------------------------- who reads whom, by ablation
 
 
-def pattern_change(hm: HeadModel, inputs, heads: Sequence[Head], mode: str = "zero",
-                   reference=None) -> torch.Tensor:
+def pattern_change(hm: HeadModel, inputs, heads: Sequence[Head], *, ablation: Ablation | None = None,
+                   **legacy: Any) -> torch.Tensor:
     """How much every head's attention moves when ``heads`` are ablated: ``(n_inputs, n_layers, n_heads)``.
 
     For each input and head: the mean, over real query positions, of the total-variation
     distance ``0.5 * sum_k |p_ablated[q, k] - p_clean[q, k]|`` between the head's attention
-    row with ``heads`` ablated (``mode``, ``reference`` as in :meth:`HeadModel.ablate`) and
-    its clean row; 0 means the head attends exactly as before, 1 that it attends somewhere
-    else entirely. Heads in and below the lowest ablated layer cannot move (an ablation acts
+    row with ``heads`` removed (``ablation``, default zero ablation; ``**legacy``: headlab 0.1's
+    ``mode=`` and ``reference=``, deprecated) and its clean row; 0 means the head attends
+    exactly as before, 1 that it attends somewhere else entirely. Heads in and below the lowest ablated layer cannot move (an ablation acts
     on the output of a head, which only later layers read) and score 0.
     """
+    ablation, _ = upgrade_arguments("pattern_change", legacy, ablation=ablation, takes=("ablation",))
     batch = hm.tokenize(inputs)
     with torch.no_grad():
         _, clean = hm.run_with_cache(batch, names=("pattern",))
-        with hm.ablate(heads, mode=mode, reference=reference):
+        with hm.ablate(heads, ablation=ablation):
             _, ablated = hm.run_with_cache(batch, names=("pattern",))
     real = batch["attention_mask"].bool().cpu()  # (batch, pos)
     out = []

@@ -24,13 +24,16 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import torch
 
-from headlab.heads.model import Head, HeadModel
 from headlab.analysis.sweep import SweepResult, sweep
+from headlab.heads.ablation import Ablation, upgrade_arguments
+from headlab.heads.head import Head
+from headlab.heads.model import HeadModel
+from headlab.metrics import METRIC_KINDS, Metric
 
 __all__ = [
     "Importance", "head_importance", "top_k_share", "lorenz_curve", "gini",
@@ -52,6 +55,7 @@ class Importance:
 
     @classmethod
     def from_sweep(cls, result: SweepResult) -> "Importance":
+        """The single-head effects of a sweep over every head (``groups=None``)."""
         by_head = result.by_head()
         if torch.isnan(by_head).any():
             raise ValueError("the sweep did not cover every single head; run sweep(hm, inputs) with groups=None")
@@ -59,10 +63,12 @@ class Importance:
 
     @property
     def n_layers(self) -> int:
+        """The model's number of layers."""
         return self.effects.shape[0]
 
     @property
     def n_heads(self) -> int:
+        """The model's number of heads per layer."""
         return self.effects.shape[1]
 
     def mean(self, inputs: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
@@ -117,12 +123,15 @@ class Importance:
         return sorted(out, key=lambda row: -row[2])
 
 
-def head_importance(hm: HeadModel, inputs, mode: str = "zero", reference=None, kind: str | None = None,
-                    loss_mask: torch.Tensor | None = None, progress: bool = False) -> Importance:
-    """Every single head's ablation effect on every input (one batched :func:`~headlab.analysis.sweep.sweep`)."""
-    result = sweep(hm, inputs, mode=mode, reference=reference, kind=kind, loss_mask=loss_mask,
-                   progress=progress)
-    return Importance.from_sweep(result)
+def head_importance(hm: HeadModel, inputs, *, ablation: Ablation | None = None, metric: Metric | None = None,
+                    progress: bool = False, **legacy: Any) -> Importance:
+    """Every single head's ablation effect on every input (one batched :func:`~headlab.analysis.sweep.sweep`).
+
+    ``ablation``, ``metric``, ``progress`` (and the deprecated ``**legacy`` keywords) as in
+    :func:`~headlab.analysis.sweep.sweep`.
+    """
+    ablation, metric = upgrade_arguments("head_importance", legacy, ablation=ablation, metric=metric)
+    return Importance.from_sweep(sweep(hm, inputs, ablation=ablation, metric=metric, progress=progress))
 
 
 # --------------------------------------------------------------- heaviness of the tail
@@ -172,17 +181,35 @@ def gini(values) -> float:
 # ------------------------------------------------------------------- gradient importance
 
 
-def gradient_importance(hm: HeadModel, inputs, kind: str | None = None, loss_mask: torch.Tensor | None = None,
-                        batch_size: int = 32) -> torch.Tensor:
+def gradient_importance(hm: HeadModel, inputs, *, metric: Metric | None = None, batch_size: int = 32,
+                        **legacy: Any) -> torch.Tensor:
     """Per-input gate gradients ``(n_inputs, n_layers, n_heads)``; Michel et al.'s importance is
-    ``.abs().mean(0)``. First-order estimate of zero ablation: ``effect ~= -gradient``."""
+    ``.abs().mean(0)``. First-order estimate of zero ablation: ``effect ~= -gradient``.
+
+    Args:
+        hm: the model.
+        inputs: texts or a batch.
+        metric: a named :class:`~headlab.metrics.Metric` (default: the next-token loss for a causal
+            LM, the self-retrieval loss for an encoder, whose ``1 - cos`` has no gradient at the
+            clean model); a callable metric is not differentiated here.
+        batch_size: inputs per backward pass.
+        **legacy: headlab 0.1's ``kind=`` and ``loss_mask=`` (deprecated).
+    """
+    _, metric = upgrade_arguments("gradient_importance", legacy, metric=metric, takes=("metric",))
+    if callable(metric.kind):
+        raise ValueError(f"gradient_importance differentiates a named metric ({', '.join(METRIC_KINDS)}), "
+                         f"not the callable {metric.name!r}")
     batch = hm.tokenize(inputs)
     n = batch["input_ids"].shape[0]
+    loss_mask = metric.loss_mask
+    if loss_mask is not None and loss_mask.shape != batch["input_ids"].shape:
+        raise ValueError(f"loss_mask {tuple(loss_mask.shape)} must have the shape of the inputs "
+                         f"{tuple(batch['input_ids'].shape)}")
     parts = []
     for start in range(0, n, batch_size):
         sub = {k: v[start:start + batch_size] for k, v in batch.items()}
         mask = None if loss_mask is None else loss_mask[start:start + batch_size]
-        parts.append(hm.head_gradients(sub, kind=kind, loss_mask=mask).cpu())
+        parts.append(hm.head_gradients(sub, kind=metric.kind, loss_mask=mask).cpu())
     return torch.cat(parts)
 
 
@@ -272,18 +299,23 @@ class PairEffects:
                 "median_ratio": float(np.median(ratios)) if ratios else float("nan")}
 
 
-def pair_effects(hm: HeadModel, inputs, pairs: Iterable[tuple[Head, Head]] | None = None,
-                 mode: str = "zero", reference=None, kind: str | None = None,
-                 loss_mask: torch.Tensor | None = None, progress: bool = False) -> PairEffects:
-    """Ablate every single head and the given pairs (default: all pairs within each layer)."""
+def pair_effects(hm: HeadModel, inputs, pairs: Iterable[tuple[Head, Head]] | None = None, *,
+                 ablation: Ablation | None = None, metric: Metric | None = None, progress: bool = False,
+                 **legacy: Any) -> PairEffects:
+    """Ablate every single head and the given pairs (default: all pairs within each layer).
+
+    ``ablation``, ``metric``, ``progress`` (and the deprecated ``**legacy`` keywords) as in
+    :func:`~headlab.analysis.sweep.sweep`.
+    """
+    ablation, metric = upgrade_arguments("pair_effects", legacy, ablation=ablation, metric=metric)
     if pairs is None:
         pairs = [((l, a), (l, b)) for l in range(hm.n_layers) for a, b in combinations(range(hm.n_heads), 2)]
     pairs = [tuple(sorted(hm.check_heads(p))) for p in pairs]
     if any(len(p) != 2 for p in pairs):
         raise ValueError("each pair must name two different heads")
     singles = hm.heads()
-    result = sweep(hm, inputs, groups=[[h] for h in singles] + [list(p) for p in pairs], mode=mode,
-                   reference=reference, kind=kind, loss_mask=loss_mask, progress=progress)
+    result = sweep(hm, inputs, groups=[[h] for h in singles] + [list(p) for p in pairs], ablation=ablation,
+                   metric=metric, progress=progress)
     effects = result.effects
     return PairEffects(
         singles={h: effects[i] for i, h in enumerate(singles)},
@@ -292,17 +324,22 @@ def pair_effects(hm: HeadModel, inputs, pairs: Iterable[tuple[Head, Head]] | Non
 
 
 def subset_effects(hm: HeadModel, inputs, sizes: Sequence[int] = (2, 4, 8), n_per_size: int = 20,
-                   seed: int = 0, mode: str = "zero", reference=None, kind: str | None = None,
-                   loss_mask: torch.Tensor | None = None, progress: bool = False) -> list[dict]:
+                   seed: int = 0, *, ablation: Ablation | None = None, metric: Metric | None = None,
+                   progress: bool = False, **legacy: Any) -> list[dict]:
     """Random head subsets: the measured effect of removing all of them vs the sum of their
-    single effects (mean over inputs). ``[{"heads", "size", "effect", "sum_of_singles"}]``."""
+    single effects (mean over inputs). ``[{"heads", "size", "effect", "sum_of_singles"}]``.
+
+    ``seed`` draws the subsets; ``ablation``, ``metric``, ``progress`` (and the deprecated
+    ``**legacy`` keywords) as in :func:`~headlab.analysis.sweep.sweep`.
+    """
+    ablation, metric = upgrade_arguments("subset_effects", legacy, ablation=ablation, metric=metric)
     rng = random.Random(seed)
     heads = hm.heads()
     if max(sizes) > len(heads) or min(sizes) < 1:
         raise ValueError(f"subset sizes must be between 1 and {len(heads)}")
     subsets = [tuple(sorted(rng.sample(heads, k))) for k in sizes for _ in range(n_per_size)]
-    result = sweep(hm, inputs, groups=[[h] for h in heads] + [list(s) for s in subsets], mode=mode,
-                   reference=reference, kind=kind, loss_mask=loss_mask, progress=progress)
+    result = sweep(hm, inputs, groups=[[h] for h in heads] + [list(s) for s in subsets], ablation=ablation,
+                   metric=metric, progress=progress)
     single = {h: float(result.effects[i].mean()) for i, h in enumerate(heads)}
     return [{"heads": s, "size": len(s), "effect": float(result.effects[len(heads) + i].mean()),
              "sum_of_singles": sum(single[h] for h in s)} for i, s in enumerate(subsets)]

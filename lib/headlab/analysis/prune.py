@@ -21,26 +21,40 @@ from __future__ import annotations
 import contextlib
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
-from headlab.heads.model import Head, HeadModel
 from headlab.analysis.sweep import sweep
+from headlab.heads.ablation import Ablation, upgrade_arguments
+from headlab.heads.head import Head, parse_head
+from headlab.heads.model import HeadModel
+from headlab.metrics import Metric
 
 __all__ = ["EvalSet", "PruningCurve", "pruning_curve", "order_by", "random_order", "iterative_order",
            "window_loss", "pruning_curve_shared", "first_failure"]
 
 
-@dataclass
+@dataclass(init=False)
 class EvalSet:
-    """An evaluation set: inputs, a metric (name or callable, see :func:`headlab.analysis.sweep.sweep`), an
-    optional loss mask, and whether higher metric values are better (accuracies) or worse (losses)."""
+    """An evaluation set: inputs, the :class:`~headlab.metrics.Metric` measured on them, and whether
+    higher metric values are better (accuracies) or worse (losses).
+
+    Attributes:
+        inputs: texts or a batch.
+        metric: what is measured (default: the model's own metric); a kind name or a callable
+            is taken as ``Metric(it)``.
+        higher_is_better: True for accuracies, False for losses.
+    """
 
     inputs: object
-    kind: str | Callable | None = None
-    loss_mask: torch.Tensor | None = None
-    higher_is_better: bool = False
+    metric: Metric
+    higher_is_better: bool
+
+    def __init__(self, inputs, metric: Metric | str | Callable | None = None, higher_is_better: bool = False,
+                 **legacy: Any):
+        _, metric = upgrade_arguments("EvalSet", legacy, metric=metric, takes=("metric",))
+        self.inputs, self.metric, self.higher_is_better = inputs, metric, bool(higher_is_better)
 
 
 @dataclass
@@ -74,7 +88,8 @@ class PruningCurve:
         return first_failure(self.mean(name), self.counts, tolerance, self.higher_is_better.get(name, False))
 
     def to_json(self) -> dict:
-        return {"order": [list(h) for h in self.order], "counts": self.counts,
+        """The curve's order (heads as ``[layer, head]``), counts, mean per set and direction."""
+        return {"order": [parse_head(h).to_json() for h in self.order], "counts": self.counts,
                 "mean": {k: [round(float(x), 6) for x in self.mean(k)] for k in self.values},
                 "higher_is_better": self.higher_is_better}
 
@@ -102,7 +117,7 @@ def order_by(score: torch.Tensor, ascending: bool = True) -> list[Head]:
         raise ValueError("score contains NaN: every head needs a score to be ordered")
     flat = score.flatten()
     idx = torch.argsort(flat if ascending else -flat, stable=True).tolist()
-    return [divmod(i, score.shape[1]) for i in idx]
+    return [Head(*divmod(i, score.shape[1])) for i in idx]
 
 
 def random_order(hm: HeadModel, seed: int = 0) -> list[Head]:
@@ -112,13 +127,16 @@ def random_order(hm: HeadModel, seed: int = 0) -> list[Head]:
     return heads
 
 
-def iterative_order(hm: HeadModel, inputs, by: str = "mean", kind=None, loss_mask: torch.Tensor | None = None,
-                    mode: str = "zero", reference=None, stop_after: int | None = None,
-                    progress: bool = False) -> list[Head]:
+def iterative_order(hm: HeadModel, inputs, by: str = "mean", *, ablation: Ablation | None = None,
+                    metric: Metric | None = None, stop_after: int | None = None, progress: bool = False,
+                    **legacy: Any) -> list[Head]:
     """Greedy pruning order: at each step ablate the heads removed so far, measure every remaining
     head's effect on ``inputs``, and remove the one whose effect is smallest by ``by``
     (``"mean"`` or ``"worst"``, the largest effect on any input). ``stop_after``: order only that
-    many heads (the rest follow in one-shot order of the last measurement)."""
+    many heads (the rest follow in one-shot order of the last measurement). ``ablation`` (how the
+    heads are removed, both those already pruned and the one measured), ``metric`` and the
+    deprecated ``**legacy`` keywords as in :func:`~headlab.analysis.sweep.sweep`."""
+    ablation, metric = upgrade_arguments("iterative_order", legacy, ablation=ablation, metric=metric)
     if by not in ("mean", "worst"):
         raise ValueError(f"by must be 'mean' or 'worst', not {by!r}")
     remaining = hm.heads()
@@ -130,9 +148,8 @@ def iterative_order(hm: HeadModel, inputs, by: str = "mean", kind=None, loss_mas
         bar = tqdm(total=limit, desc=f"iterative pruning ({by})")
     score = None
     while remaining and len(removed) < limit:
-        with (hm.ablate(removed, mode=mode, reference=reference) if removed else contextlib.nullcontext()):
-            result = sweep(hm, inputs, groups=[[h] for h in remaining], mode=mode, reference=reference,
-                           kind=kind, loss_mask=loss_mask)
+        with (hm.ablate(removed, ablation=ablation) if removed else contextlib.nullcontext()):
+            result = sweep(hm, inputs, groups=[[h] for h in remaining], ablation=ablation, metric=metric)
         score = result.effects.mean(dim=1) if by == "mean" else result.effects.max(dim=1).values
         i = int(torch.argmin(score))
         removed.append(remaining.pop(i))
@@ -148,11 +165,14 @@ def iterative_order(hm: HeadModel, inputs, by: str = "mean", kind=None, loss_mas
 
 
 def pruning_curve(hm: HeadModel, order: Sequence[Head], eval_sets: dict[str, EvalSet],
-                  counts: Sequence[int] | None = None, mode: str = "zero", reference=None,
-                  progress: bool = False) -> PruningCurve:
+                  counts: Sequence[int] | None = None, *, ablation: Ablation | None = None,
+                  progress: bool = False, **legacy: Any) -> PruningCurve:
     """Evaluate every set with the first ``c`` heads of ``order`` removed, for each ``c`` in ``counts``
-    (default: 0, 1, ..., all heads)."""
-    order = [tuple(h) for h in order]
+    (default: 0, 1, ..., all heads). ``ablation``: how the heads are removed (default: zero
+    ablation); each set brings its own metric. ``**legacy``: headlab 0.1's ``mode=`` and
+    ``reference=`` (deprecated)."""
+    ablation, _ = upgrade_arguments("pruning_curve", legacy, ablation=ablation, takes=("ablation",))
+    order = [parse_head(h) for h in order]
     if sorted(order) != sorted(set(order)):
         raise ValueError("the pruning order names a head twice")
     hm.check_heads(order)
@@ -166,8 +186,7 @@ def pruning_curve(hm: HeadModel, order: Sequence[Head], eval_sets: dict[str, Eva
     for name, es in eval_sets.items():
         if not isinstance(es, EvalSet):
             raise TypeError(f"eval_sets[{name!r}] must be an EvalSet, got {type(es).__name__}")
-        result = sweep(hm, es.inputs, groups=groups, mode=mode, reference=reference, kind=es.kind,
-                       loss_mask=es.loss_mask, progress=progress)
+        result = sweep(hm, es.inputs, groups=groups, ablation=ablation, metric=es.metric, progress=progress)
         rows = [result.clean] if counts[0] == 0 else []
         rows += [result.clean + e for e in result.effects]
         values[name] = torch.stack(rows)
@@ -187,17 +206,20 @@ def window_loss(output: torch.Tensor, batch) -> torch.Tensor:
 
 
 def pruning_curve_shared(hm: HeadModel, order: Sequence[Head], inputs, metrics: dict[str, tuple[Callable, bool]],
-                         counts: Sequence[int] | None = None, mode: str = "zero", reference=None,
-                         batch_size: int = 64, progress: bool = False) -> PruningCurve:
+                         counts: Sequence[int] | None = None, *, ablation: Ablation | None = None,
+                         batch_size: int = 64, progress: bool = False, **legacy: Any) -> PruningCurve:
     """Like :func:`pruning_curve`, but every metric reads the *same* inputs, so each count costs one
     forward pass for all of them (e.g. the loss and several item accuracies on the same windows).
 
     ``metrics``: name -> ``(metric(output, batch) -> (batch,), higher_is_better)``; a metric may
-    return NaN for inputs it does not score (an :class:`headlab.analysis.items.ItemMetric` on a window
+    return NaN for inputs it does not score (an :class:`headlab.metrics.ItemMetric` on a window
     without items): those inputs are dropped from that metric's values (they are NaN at every count,
-    since which inputs hold items does not depend on the ablation).
+    since which inputs hold items does not depend on the ablation). ``ablation``: how the heads
+    are removed (default: zero ablation); ``**legacy``: headlab 0.1's ``mode=`` and ``reference=``
+    (deprecated).
     """
-    order = [tuple(h) for h in order]
+    ablation, _ = upgrade_arguments("pruning_curve_shared", legacy, ablation=ablation, takes=("ablation",))
+    order = [parse_head(h) for h in order]
     if len(order) != len(set(order)):
         raise ValueError("the pruning order names a head twice")
     hm.check_heads(order)
@@ -214,7 +236,7 @@ def pruning_curve_shared(hm: HeadModel, order: Sequence[Head], inputs, metrics: 
         from tqdm.auto import tqdm
         bar = tqdm(total=len(counts), desc="pruning curve")
     for c in counts:
-        ctx = hm.ablate(order[:c], mode=mode, reference=reference) if c > 0 else contextlib.nullcontext()
+        ctx = hm.ablate(order[:c], ablation=ablation) if c > 0 else contextlib.nullcontext()
         with ctx, torch.no_grad():  # forward in chunks, score the whole batch (item metrics index windows)
             out = torch.cat([hm.forward({k: v[start:start + batch_size] for k, v in batch.items()})
                              for start in range(0, n, batch_size)])

@@ -20,13 +20,19 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 import torch
 
-from headlab.heads.model import ABLATION_MODES, Head, HeadModel
+from headlab.heads.ablation import Ablation, upgrade_arguments
+from headlab.heads.head import Head, parse_head
+from headlab.heads.model import HeadModel
+from headlab.metrics import Metric
+from headlab.schema import check_schema, schema_of
 
-__all__ = ["sweep", "SweepResult", "loop_sweep"]
+__all__ = ["sweep", "SweepResult", "loop_sweep", "SCHEMA"]
+
+SCHEMA = schema_of("sweep")
 
 
 @dataclass
@@ -34,14 +40,16 @@ class SweepResult:
     """Effects of ablating each group on each input.
 
     Attributes:
-        groups: the ablated head groups, each a tuple of ``(layer, head)``.
+        groups: the ablated head groups, each a tuple of :class:`~headlab.heads.head.Head`.
         effects: ``(n_groups, n_inputs)``: metric(ablated) - metric(clean). For a
             causal LM the metric is the next-token loss (positive = the ablation
             hurts); for an encoder, 1 - cos of the pooled embedding to the clean
             one (clean = 0), or the self-retrieval loss.
         clean: ``(n_inputs,)`` the clean metric (zeros for ``cosine``).
-        mode, kind: the ablation mode and the metric kind.
-        n_layers, n_heads: the model's geometry.
+        mode: the ablation mode (see :class:`~headlab.heads.ablation.Ablation`).
+        kind: the metric's name (see :class:`~headlab.metrics.Metric`).
+        n_layers: the model's number of layers.
+        n_heads: the model's number of heads per layer.
     """
 
     groups: list[tuple[Head, ...]]
@@ -66,17 +74,33 @@ class SweepResult:
         return self.effects.mean(dim=1)
 
     def to_json(self) -> dict:
+        """The result as JSON (schema :data:`SCHEMA`): each group's heads as ``[[layer, head], ...]``,
+        its effect on every input and their mean (6 decimals)."""
         return {
-            "mode": self.mode, "metric": self.kind,
+            "schema": SCHEMA, "mode": self.mode, "metric": self.kind,
             "n_layers": self.n_layers, "n_heads": self.n_heads,
             "clean": [round(float(x), 6) for x in self.clean],
             "groups": [
-                {"heads": [list(h) for h in g],
+                {"heads": [parse_head(h).to_json() for h in g],
                  "effects": [round(float(x), 6) for x in row],
                  "mean": round(float(row.mean()), 6)}
                 for g, row in zip(self.groups, self.effects)
             ],
         }
+
+    @classmethod
+    def from_json(cls, data: dict, source: str = "the sweep") -> "SweepResult":
+        """Read back what :meth:`to_json` wrote (effects as stored, rounded to 6 decimals).
+
+        Raises:
+            headlab.schema.SchemaError: not a sweep file, or a newer schema than this headlab reads.
+        """
+        check_schema(data, "sweep", source)
+        groups = [tuple(parse_head(h) for h in g["heads"]) for g in data["groups"]]
+        effects = torch.tensor([g["effects"] for g in data["groups"]], dtype=torch.float32)
+        return cls(groups, effects.reshape(len(groups), len(data["clean"])),
+                   torch.tensor(data["clean"], dtype=torch.float32), data["mode"], data["metric"],
+                   data["n_layers"], data["n_heads"])
 
 
 def _tile_like(x, n: int, k: int):
@@ -122,42 +146,6 @@ def _normalise_groups(hm: HeadModel, groups) -> list[tuple[Head, ...]]:
     return out
 
 
-def _metric(hm: HeadModel, batch: dict, kind, loss_mask: torch.Tensor | None):
-    """The metric as ``(name, evaluate)``, where ``evaluate(output, k)`` scores an output whose
-    batch is ``batch`` tiled ``k`` times, one value per row.
-
-    ``kind`` is a name understood by :meth:`HeadModel.metric` or a callable
-    ``metric(output, batch) -> (rows,)``; its ``batch`` holds the tiled ``input_ids``,
-    ``attention_mask`` and ``index`` (each row's input index in the untiled batch), so a
-    metric can look up per-input data such as the position and target of an item.
-    """
-    if loss_mask is not None and loss_mask.shape != batch["input_ids"].shape:
-        raise ValueError(f"loss_mask {tuple(loss_mask.shape)} must have the shape of the inputs "
-                         f"{tuple(batch['input_ids'].shape)}")
-    n = batch["input_ids"].shape[0]
-    index = torch.arange(n, device=batch["input_ids"].device)
-
-    def tiled(k: int) -> dict:
-        out = {key: v.repeat(k, 1) for key, v in batch.items()}
-        out["index"] = index.repeat(k)
-        return out
-
-    if callable(kind):
-        name = getattr(kind, "__name__", "custom")
-        return name, lambda output, k: kind(output, tiled(k))
-    kind = kind or ("loss" if hm.causal else "cosine")
-    pooled = None
-    if not hm.causal:
-        with torch.no_grad():
-            pooled = hm.metric(hm.forward(batch), batch)
-
-    def evaluate(output, k):
-        mask = None if loss_mask is None else loss_mask.repeat(k, 1)
-        return hm.metric(output, tiled(k), clean=pooled, kind=kind, loss_mask=mask)
-
-    return kind, evaluate
-
-
 def _chunks(groups: list[tuple[Head, ...]], per_pass: int) -> list[list[int]]:
     """Indices of groups to run together: groups sharing their lowest layer, at most
     ``per_pass`` at a time (mixing lowest layers would recompute the shared blocks)."""
@@ -168,9 +156,9 @@ def _chunks(groups: list[tuple[Head, ...]], per_pass: int) -> list[list[int]]:
             for j in range(0, len(idx), per_pass)]
 
 
-def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, mode: str = "zero",
-          reference=None, kind: str | None = None, loss_mask: torch.Tensor | None = None,
-          max_batch: int = 256, seed: int = 0, progress: bool = False) -> SweepResult:
+def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ablation | None = None,
+          metric: Metric | None = None, max_batch: int = 256, progress: bool = False,
+          **legacy: Any) -> SweepResult:
     """Ablate each group of heads in turn and measure the metric on every input.
 
     Args:
@@ -178,24 +166,26 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, mode: str = "ze
         inputs: texts or a batch (as accepted by :meth:`HeadModel.tokenize`).
         groups: ``None`` for every single head, or a list of groups (each a list of
             ``(layer, head)``; a bare ``(layer, head)`` is a group of one).
-        mode, reference, seed: as in :meth:`HeadModel.ablate`.
-        kind: metric kind (``"loss"`` for causal LMs; ``"cosine"``/``"retrieval"``
-            for encoders; default per model), or a callable ``metric(output, batch) -> (rows,)``
-            (see :func:`_metric`; e.g. an accuracy on annotated items).
-        loss_mask: ``(batch, pos)`` positions whose next-token loss counts (causal LMs).
+        ablation: how a head is removed (default: zero ablation), e.g.
+            ``Ablation("mean", reference=texts)``.
+        metric: what is measured on each input (default: the model's own metric, the
+            next-token loss for a causal LM and ``1 - cos`` for an encoder), e.g.
+            ``Metric("loss", loss_mask=mask)`` or an item metric (any callable
+            ``metric(output, batch) -> (rows,)``, see :class:`~headlab.metrics.Metric`).
         max_batch: the largest tiled batch one forward pass may run.
         progress: show a progress bar.
+        **legacy: headlab 0.1's ``mode=``, ``reference=``, ``seed=``, ``kind=``, ``loss_mask=``
+            (deprecated: they become ``ablation=`` and ``metric=``, with a warning).
     """
-    if mode not in ABLATION_MODES:
-        raise ValueError(f"unknown ablation mode {mode!r}: choose from {', '.join(ABLATION_MODES)}")
+    ablation, metric = upgrade_arguments("sweep", legacy, ablation=ablation, metric=metric)
     batch = hm.tokenize(inputs)
     n = batch["input_ids"].shape[0]
     groups = _normalise_groups(hm, groups)
     if max_batch < n:
         raise ValueError(f"max_batch={max_batch} is smaller than the {n} inputs; raise it or split the inputs")
     layers = sorted({l for g in groups for l, _ in g})
-    replacement = hm.replacements(mode, reference, layers, seed=seed, base_batch=n)
-    name, evaluate = _metric(hm, batch, kind, loss_mask)
+    replacement = ablation.replacements(hm, layers, base_batch=n)
+    name, evaluate = metric.evaluator(hm, batch)
     with torch.no_grad():
         clean = evaluate(hm.forward(batch), 1)
 
@@ -214,22 +204,23 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, mode: str = "ze
         effects[chunk] = (values.reshape(k, n) - clean).float().cpu()
         bar.update(k)
     bar.close()
-    return SweepResult(groups, effects, clean.float().cpu(), mode, name, hm.n_layers, hm.n_heads)
+    return SweepResult(groups, effects, clean.float().cpu(), ablation.mode, name, hm.n_layers, hm.n_heads)
 
 
-def loop_sweep(hm: HeadModel, inputs, groups: Iterable | None = None, mode: str = "zero",
-               reference=None, kind: str | None = None, loss_mask: torch.Tensor | None = None,
-               seed: int = 0) -> SweepResult:
+def loop_sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ablation | None = None,
+               metric: Metric | None = None, **legacy: Any) -> SweepResult:
     """The same measurement as :func:`sweep`, one forward pass per group (the slow reference).
 
     The reference activations for mean/resample ablation are computed once, as in :func:`sweep`.
+    Arguments as in :func:`sweep`.
     """
+    ablation, metric = upgrade_arguments("loop_sweep", legacy, ablation=ablation, metric=metric)
     batch = hm.tokenize(inputs)
     n = batch["input_ids"].shape[0]
     groups = _normalise_groups(hm, groups)
     layers = sorted({l for g in groups for l, _ in g})
-    replacement = hm.replacements(mode, reference, layers, seed=seed, base_batch=n)
-    name, evaluate = _metric(hm, batch, kind, loss_mask)
+    replacement = ablation.replacements(hm, layers, base_batch=n)
+    name, evaluate = metric.evaluator(hm, batch)
     with torch.no_grad():
         clean = evaluate(hm.forward(batch), 1)
         rows = []
@@ -239,7 +230,7 @@ def loop_sweep(hm: HeadModel, inputs, groups: Iterable | None = None, mode: str 
                 gate[layer, head] = 0.0
             with hm.gated(gate, replacement):
                 rows.append(evaluate(hm.forward(batch), 1) - clean)
-    return SweepResult(groups, torch.stack(rows).float().cpu(), clean.float().cpu(), mode, name,
+    return SweepResult(groups, torch.stack(rows).float().cpu(), clean.float().cpu(), ablation.mode, name,
                        hm.n_layers, hm.n_heads)
 
 

@@ -132,7 +132,7 @@ class RepeatedSpans:
         ``loss``: mean next-token loss over all targets; ``loss_repeat``: over
         predictable targets (second copy, k >= 1); ``loss_random``: over the
         others (their best possible loss is ``ln n_tokens``).
-        ``induction``/``prev_token``: per (layer, head), the batch mean of
+        ``induction``/``previous_token``: per (layer, head), the batch mean of
         :func:`~headlab.analysis.detect.induction_score` / ``previous_token_score``.
         """
         tokens = data.tokens.to(model.device)
@@ -306,13 +306,13 @@ def per_input_head_scores(patterns: list[torch.Tensor], tokens: torch.Tensor) ->
     """Induction and previous-token scores ``(batch, layer, head)`` of each layer's pattern
     (NaN induction score for an input with no repeated token)."""
     return {"induction": torch.stack([induction_score(p, tokens, on_empty="nan") for p in patterns], 1),
-            "prev_token": torch.stack([previous_token_score(p) for p in patterns], 1)}
+            "previous_token": torch.stack([previous_token_score(p) for p in patterns], 1)}
 
 
 def summarize_head_scores(scores: dict[str, torch.Tensor]) -> dict[str, Any]:
     """Batch means per (layer, head) and the best head of each score.
 
-    ``induction``/``prev_token``: ``n_layers x n_heads`` lists (4 digits);
+    ``induction``/``previous_token``: ``n_layers x n_heads`` lists (4 digits);
     ``*_best``: the largest mean; ``*_best_head``: its ``[layer, head]``.
     """
     out: dict[str, Any] = {}

@@ -311,7 +311,7 @@ class LanguageWindows:
 
     @torch.no_grad()
     def evaluate(self, model: GPT, data: torch.Tensor) -> dict[str, Any]:
-        """``val_loss``: mean next-token loss on the evaluation windows; ``prev_token``: per
+        """``val_loss``: mean next-token loss on the evaluation windows; ``previous_token``: per
         (layer, head), :func:`headlab.analysis.detect.previous_token_score` averaged over windows."""
         from headlab.analysis.detect import previous_token_score
 
@@ -320,8 +320,8 @@ class LanguageWindows:
         prev = torch.stack([previous_token_score(p).mean(0) for p in patterns])  # (layer, head)
         return {
             "val_loss": float(next_token_loss(logits, tokens, reduction="mean")),
-            "prev_token_best": float(prev.max()),
-            "prev_token": [[round(float(v), 4) for v in row] for row in prev],
+            "previous_token_best": float(prev.max()),
+            "previous_token": [[round(float(v), 4) for v in row] for row in prev],
         }
 
     def describe(self) -> dict[str, Any]:

@@ -19,12 +19,12 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
+from headlab.heads.ablation import ABLATION_MODES, Ablation
 from headlab.heads.head import Head
 
 __all__ = ["ABLATION_MODES", "AblationNotApplied", "Edit", "GateEdit", "FunctionEdit", "ResampleDraw",
            "Resampler", "GateMethods"]
 
-ABLATION_MODES = ("zero", "mean", "resample")
 
 
 class AblationNotApplied(RuntimeError):
@@ -198,7 +198,7 @@ class GateMethods:
 
     @contextlib.contextmanager
     def ablate(self, heads: Iterable[Head], mode: str = "zero", reference=None,
-               seed: int = 0) -> Iterator["GateMethods"]:
+               seed: int = 0, *, ablation: Ablation | None = None) -> Iterator["GateMethods"]:
         """Inside the block, the given heads are ablated in every forward pass.
 
         Args:
@@ -209,15 +209,21 @@ class GateMethods:
                 long enough).
             reference: texts (or a batch) for ``"mean"`` and ``"resample"``.
             seed: the draw of ``"resample"``.
+            ablation: the same three as one :class:`~headlab.heads.ablation.Ablation` value (then
+                leave ``mode``, ``reference`` and ``seed`` alone).
 
         Raises:
             AblationNotApplied: a forward pass ran but a targeted gate was never reached.
         """
+        if ablation is None:
+            ablation = Ablation(mode, reference, seed)
+        elif mode != "zero" or reference is not None or seed != 0:
+            raise TypeError("give either ablation= or mode=/reference=/seed=, not both")
         heads = self.check_heads(heads)
         gate = torch.ones(self.n_layers, self.n_heads, device=self.device)
         for layer, head in heads:
             gate[layer, head] = 0.0
-        replacement = self.replacements(mode, reference, sorted({l for l, _ in heads}), seed=seed)
+        replacement = ablation.replacements(self, sorted({l for l, _ in heads}))
         with self._applying(GateEdit(gate, replacement)):
             yield self
 
@@ -248,14 +254,9 @@ class GateMethods:
         reference input drawn at random among those long enough (one draw per forward shape,
         shared by all layers; ``base_batch`` as in :class:`ResampleDraw`).
         """
-        if mode not in ABLATION_MODES:
-            raise ValueError(f"unknown ablation mode {mode!r}: choose from {', '.join(ABLATION_MODES)}")
+        Ablation(mode, reference, seed)  # refuses an unknown mode and a missing or needless reference
         if mode == "zero":
-            if reference is not None:
-                raise ValueError("zero ablation takes no reference; use mode='mean' or 'resample' to use one")
             return None
-        if reference is None:
-            raise ValueError(f"mode={mode!r} needs reference=<texts> to take the {mode} from")
         ref = self.tokenize(reference)
         with torch.no_grad(), self.dispatcher.suspended(), self.capture(("z",), layers=layers) as cache:
             self.forward(ref)

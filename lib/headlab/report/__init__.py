@@ -6,10 +6,12 @@
 :func:`checklist` measures, on one model and one set of texts, the five items of the checklist
 and returns a JSON-ready dict; :func:`write_report` writes ``DIR/report.json``, ``DIR/report.md``
 (sections, tables, and the figures it embeds, PNG files in ``DIR``). The checks live in
-:mod:`headlab.report.checks`, where every threshold is a named constant (it also travels in the
-JSON under ``thresholds``); the figures and the Markdown in :mod:`headlab.report.writing`. Effects are zero-ablation deltas
-``metric(head removed) - metric(clean)`` per text (:func:`headlab.analysis.sweep.sweep`): the next-token
-loss for causal LMs, ``1 - cos`` of the pooled embedding for encoders; positive = the head helps.
+:mod:`headlab.report.checks` (one function per section), every threshold is a named constant in
+:mod:`headlab.report.thresholds` (it also travels in the JSON under ``thresholds``), the inputs
+come from :mod:`headlab.report.inputs`, the figures and the Markdown from :mod:`headlab.report.writing`.
+Effects are zero-ablation deltas ``metric(head removed) - metric(clean)`` per text
+(:func:`headlab.analysis.sweep.sweep`): the next-token loss for causal LMs, ``1 - cos`` of the pooled
+embedding for encoders; positive = the head helps.
 
 Inputs (:func:`report_inputs`): the given texts, or ``N_TEXTS`` texts evenly spread over the
 model's default set (an attention-only organism's training data, else
@@ -35,11 +37,11 @@ sequences of its own.
    heads by :func:`headlab.analysis.importance.backup_heads` (``BACKUP_FACTOR``, ``BACKUP_MIN_EFFECT`` x
    the largest single mean).
 4. **Patterns vs writes** (``patterns_vs_writes``): normalised attention entropy and the mean
-   norm of the head's write (``cache.result``) on the texts, beside the mean |effect|.
-   *Orphans that matter*: entropy >= ``DIFFUSE_ENTROPY`` and (mean |effect| >= ``ORPHAN_EFFECT``
+   norm of the head's write (``cache.result``) on the texts, beside the mean ``|effect|``.
+   *Orphans that matter*: entropy >= ``DIFFUSE_ENTROPY`` and (mean ``|effect|`` >= ``ORPHAN_EFFECT``
    x the mean over heads, or write norm >= ``ORPHAN_WRITE_NORM`` x the median head's).
-   *Sharp but idle*: entropy <= ``SHARP_ENTROPY`` and mean |effect| < ``IDLE_EFFECT`` x the mean
-   over heads. Spearman correlations of entropy and of write norm with the mean |effect|.
+   *Sharp but idle*: entropy <= ``SHARP_ENTROPY`` and mean ``|effect|`` < ``IDLE_EFFECT`` x the mean
+   over heads. Spearman correlations of entropy and of write norm with the mean ``|effect|``.
 5. **Keep** (``keep``): the heads a pruning or distillation plan must keep, each with its
    reasons: ``worst case`` (worst >= ``TAIL_WORST_ABOVE`` x the largest mean, so the head with the
    largest mean is always kept), ``circuit``
@@ -68,7 +70,7 @@ JSON schema (``report.json``; a head is ``[layer, head]``, a grid is ``n_layers`
   ``backup``, ``alone``, ``given_removed``);
 * ``patterns_vs_writes``: ``entropy``, ``write_norm``, ``abs_effect`` (grids), ``labels``
   (grid of :func:`headlab.analysis.detect.label_heads` labels: the atlas's rule, with the pattern scores on
-  the texts, induction on the repeated sequences and the mean |effect|), ``strength`` (grid),
+  the texts, induction on the repeated sequences and the mean ``|effect|``), ``strength`` (grid),
   ``spearman_entropy_effect``, ``spearman_write_norm_effect``, ``orphans_that_matter``,
   ``sharp_but_idle`` (``head``, ``entropy``, ``write_norm``, ``abs_effect``);
 * ``keep``: ``heads`` (``head``, ``reasons``, ``mean``, ``worst``), ``n_keep``,
@@ -79,53 +81,13 @@ JSON schema (``report.json``; a head is ``[layer, head]``, a grid is ``n_layers`
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
+from headlab.report.checks import (
+    ablation_section, checklist, circuits_section, keep_section, patterns_section, redundancy_section,
+)
+from headlab.report.inputs import report_inputs
+from headlab.report.thresholds import DISTILLATION, JSON_KEYS, N_TEXTS, PAIR_TOP_K, SCHEMA, THRESHOLDS
+from headlab.report.writing import draw_figures, format_value, render_markdown, write_report
 
-from headlab.report.checks import DISTILLATION, JSON_KEYS, N_TEXTS, PAIR_TOP_K, SCHEMA, THRESHOLDS, checklist, report_inputs
-from headlab.report.writing import _fmt, _name, draw_figures, render_markdown, write_report
-
-__all__ = ["checklist", "report_inputs", "write_report", "render_markdown", "draw_figures", "add_commands",
-           "THRESHOLDS", "JSON_KEYS", "DISTILLATION", "SCHEMA"]
-
-
-# ------------------------------------------------------------------------------ CLI
-
-
-def _cmd_report(args: argparse.Namespace) -> int:
-    from headlab.cli import read_texts
-    from headlab.heads.loading import load
-
-    texts = read_texts(args.texts) if args.texts else None
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file; give a folder for the report")
-    hm = load(args.model, device=args.device)
-    report = checklist(hm, texts, n_texts=args.n_texts, seed=args.seed, scope=args.pairs, top_k=args.top_k,
-                       kind=args.metric, progress=not args.quiet)
-    path = write_report(report, out)
-    k, c, r = report["keep"], report["circuits"], report["redundancy"]
-    print(f"{hm.name}: checklist on {report['inputs']['n_texts']} texts in {report['seconds']['total']:.0f} s; "
-          f"wrote {path} and {out / 'report.json'}")
-    print(f"  hidden in the tail: {len(report['ablation']['hidden_in_the_tail'])}; verified circuits: "
-          f"{', '.join(_name(x['previous_token']) + '->' + _name(x['induction']) for x in c['verified']) or 'none'}; "
-          f"pairs underestimated: {_fmt(r['fraction_underestimated'], '.0%')}; backups: {len(r['backups'])}")
-    print(f"  keep {k['n_keep']} heads: {', '.join(_name(x['head']) for x in k['heads'])}")
-    return 0
-
-
-def add_commands(sub) -> None:
-    p = sub.add_parser("report", help="run the checklist (ablation tails, circuits, redundancy, writes, what to keep)")
-    p.add_argument("--model", default="minilm", help="model name (default: %(default)s)")
-    p.add_argument("--out", required=True, help="folder for report.md, report.json and the figures")
-    p.add_argument("--texts", help="UTF-8 file, one text per line (default: the model's default set)")
-    p.add_argument("--n-texts", type=int, default=None,
-                   help=f"use this many texts, evenly spread (default: {N_TEXTS} of a default set, every given text)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random sequences (default: %(default)s)")
-    p.add_argument("--pairs", default="auto", choices=["auto", "layer", "top"],
-                   help="pairs to ablate: within layers, among the top-k heads, or auto (default)")
-    p.add_argument("--top-k", type=int, default=PAIR_TOP_K, help="heads whose pairs --pairs top ablates")
-    p.add_argument("--metric", default=None, help="loss (causal LMs), cosine or retrieval (encoders)")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=_cmd_report)
+__all__ = ["checklist", "report_inputs", "write_report", "render_markdown", "draw_figures", "format_value",
+           "ablation_section", "circuits_section", "redundancy_section", "patterns_section", "keep_section",
+           "THRESHOLDS", "JSON_KEYS", "DISTILLATION", "SCHEMA", "N_TEXTS", "PAIR_TOP_K"]

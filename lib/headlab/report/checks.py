@@ -1,183 +1,44 @@
-"""The five checks of the checklist, their thresholds, and :func:`checklist` which runs them.
+"""The five checks of the checklist, and :func:`checklist` which runs them.
 
-See :mod:`headlab.report` for what each check measures and the JSON it returns. Every
-threshold is a named constant here and travels with each report under ``thresholds``.
+See :mod:`headlab.report` for what each check measures and the JSON it returns. Each check is a
+function of what was measured before it, returning its section of ``report.json``; the
+thresholds are in :mod:`headlab.report.thresholds`, the inputs in :mod:`headlab.report.inputs`.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import fields
 from itertools import combinations
+from typing import Any
 
-import numpy as np
 import torch
 
-from headlab.analysis.atlas import INDUCTION_LENGTH, _check_lengths, default_texts, repeated_random_tokens
 from headlab.analysis.detect import DIFFUSE_ENTROPY, ORPHAN_EFFECT, PATTERN_SCORES, head_scores, label_heads
 from headlab.analysis.importance import Importance, PairEffects, backup_heads, spearman
 from headlab.analysis.sweep import sweep
+from headlab.heads.ablation import upgrade_arguments
+from headlab.heads.head import Head, format_head
+from headlab.metrics import Metric
+from headlab.report.inputs import report_inputs, repeated_sequences
+from headlab.analysis.atlas import INDUCTION_LENGTH
+from headlab.report.thresholds import (
+    BACKUP_FACTOR, BACKUP_MIN_EFFECT, CANDIDATE_LIFT, CIRCUIT_MIN_DROP, CIRCUIT_MIN_RELATIVE_DROP, CIRCUIT_TEXTS,
+    DISTILLATION, HIGH_QUANTILE, IDLE_EFFECT, MAX_CANDIDATES, MAX_LAYER_PAIRS, METRIC_DEFINITIONS,
+    ORPHAN_WRITE_NORM, PAIR_MIN_EFFECT, PAIR_TOP_K, SCHEMA, SHARP_ENTROPY, TAIL_MEAN_BELOW, TAIL_WORST_ABOVE,
+    THRESHOLDS, TOP_K, UNDERESTIMATE_MARGIN,
+)
 
-__all__ = ["checklist", "report_inputs", "THRESHOLDS", "JSON_KEYS", "DISTILLATION", "SCHEMA"]
-
-SCHEMA = "headlab.report/1"
-N_TEXTS = 48                 # default texts: this many, evenly spread over the model's default set
-HIGH_QUANTILE = 0.9          # the high quantile reported beside mean and worst case
-TOP_K = 8                    # heads listed per ranking
-TAIL_MEAN_BELOW = 0.25       # hidden in the tail: mean < 0.25 x the largest mean effect ...
-TAIL_WORST_ABOVE = 1.0       # ... and worst > 1.0 x the largest mean effect (keep: worst >= it)
-CIRCUIT_TEXTS = 8            # repeated random sequences for the circuit check
-CANDIDATE_LIFT = 0.3         # previous-token / induction candidates: lift over uniform >= 0.3
-MAX_CANDIDATES = 4           # at most this many candidates per family, strongest first
-CIRCUIT_MIN_DROP = 0.1       # verified: the induction score drops by >= 0.1 (absolute) ...
-CIRCUIT_MIN_RELATIVE_DROP = 0.25  # ... and by >= 25 % of its clean value
-MAX_LAYER_PAIRS = 400        # scope "auto": pairs within layers up to this many, else top-k pairs
-PAIR_TOP_K = 16              # scope "top": every pair among the 16 heads with the largest worst case
-PAIR_MIN_EFFECT = 0.05       # pairs counted: mean pair effect > 0.05 x the largest single mean
-UNDERESTIMATE_MARGIN = 0.1   # clearly underestimated: pair > (1 + 0.1) x sum of singles
-BACKUP_FACTOR = 3.0          # backup: effect once the partner is removed > 3 x its own effect ...
-BACKUP_MIN_EFFECT = 0.05     # ... and > 0.05 x the largest single mean
-ORPHAN_WRITE_NORM = 1.5      # an orphan's write norm >= 1.5 x the median head's
-SHARP_ENTROPY = 0.3          # sharp pattern: normalised entropy <= 0.3 ...
-IDLE_EFFECT = 0.25           # ... idle: mean |effect| < 0.25 x the mean over heads
-
-THRESHOLDS = {
-    "N_TEXTS": N_TEXTS, "HIGH_QUANTILE": HIGH_QUANTILE, "TOP_K": TOP_K, "TAIL_MEAN_BELOW": TAIL_MEAN_BELOW,
-    "TAIL_WORST_ABOVE": TAIL_WORST_ABOVE, "CIRCUIT_TEXTS": CIRCUIT_TEXTS, "CANDIDATE_LIFT": CANDIDATE_LIFT,
-    "MAX_CANDIDATES": MAX_CANDIDATES, "CIRCUIT_MIN_DROP": CIRCUIT_MIN_DROP,
-    "CIRCUIT_MIN_RELATIVE_DROP": CIRCUIT_MIN_RELATIVE_DROP, "MAX_LAYER_PAIRS": MAX_LAYER_PAIRS,
-    "PAIR_TOP_K": PAIR_TOP_K, "PAIR_MIN_EFFECT": PAIR_MIN_EFFECT, "UNDERESTIMATE_MARGIN": UNDERESTIMATE_MARGIN,
-    "BACKUP_FACTOR": BACKUP_FACTOR, "BACKUP_MIN_EFFECT": BACKUP_MIN_EFFECT, "DIFFUSE_ENTROPY": DIFFUSE_ENTROPY,
-    "ORPHAN_EFFECT": ORPHAN_EFFECT, "ORPHAN_WRITE_NORM": ORPHAN_WRITE_NORM, "SHARP_ENTROPY": SHARP_ENTROPY,
-    "IDLE_EFFECT": IDLE_EFFECT,
-}
-
-# The documented top-level keys of report.json and of each section (the tests hold the module to them).
-JSON_KEYS = {
-    "": ["schema", "model", "kind", "n_layers", "n_heads", "seed", "thresholds", "seconds", "inputs", "metric",
-         "ablation", "circuits", "redundancy", "patterns_vs_writes", "keep", "figures"],
-    "inputs": ["source", "n_texts", "texts"],
-    "metric": ["kind", "mode", "definition", "clean"],
-    "ablation": ["mean", "worst", "quantile", "q", "per_text", "top_by_mean", "top_by_worst", "top_by_quantile",
-                 "hidden_in_the_tail", "spearman_mean_worst"],
-    "circuits": ["inputs", "previous_token", "induction", "previous_token_candidates", "induction_candidates",
-                 "pairs", "verified"],
-    "redundancy": ["scope", "n_pairs", "pairs", "counted", "fraction_underestimated",
-                   "fraction_clearly_underestimated", "median_ratio", "top_interactions", "backups"],
-    "patterns_vs_writes": ["entropy", "write_norm", "abs_effect", "labels", "strength", "spearman_entropy_effect",
-                           "spearman_write_norm_effect", "orphans_that_matter", "sharp_but_idle"],
-    "keep": ["heads", "n_keep", "mean_ranking_would_drop", "distillation"],
-}
-
-DISTILLATION = ("Distil per-head patterns, not the mean pattern: the heads above do different jobs "
-                "(and some only on a few inputs), and an average of their patterns is none of them.")
-
-METRIC_DEFINITIONS = {
-    "loss": "next-token loss (nats) with the head zero-ablated minus the clean loss, per text",
-    "cosine": "1 - cos(pooled embedding with the head zero-ablated, clean pooled embedding), per text",
-    "retrieval": "self-retrieval loss with the head zero-ablated minus the clean one, per text",
-}
-
-
-# ----------------------------------------------------------------------------- inputs
+__all__ = ["checklist", "ablation_section", "circuits_section", "redundancy_section", "patterns_section",
+           "keep_section"]
 
 
 def _grid(t: torch.Tensor, digits: int = 5) -> list:
     return [[None if x != x else round(float(x), digits) for x in row] for row in t.tolist()]
 
 
-def _spread(n: int, k: int) -> list[int]:
-    """``k`` indices evenly spread over ``range(n)`` (all of them when ``k >= n``)."""
-    return list(range(n)) if k >= n else sorted({int(round(x)) for x in np.linspace(0, n - 1, k)})
-
-
-def report_inputs(hm, texts=None, n_texts: int | None = None, seed: int = 0) -> tuple[object, str, list[str]]:
-    """The report's inputs: ``(inputs for hm, a sentence saying what they are, texts as strings)``.
-
-    ``texts``: a list of strings, or None for the model's default set: the training
-    distribution of an attention-only organism (repeated random spans), else
-    :func:`headlab.analysis.atlas.default_texts`, spread down to ``n_texts`` (default ``N_TEXTS``).
-    Given texts are all used unless ``n_texts`` is set.
-    """
-    if n_texts is not None and n_texts < 2:
-        raise ValueError(f"n_texts must be at least 2 (a worst case needs several texts), got {n_texts}")
-    if texts is not None:
-        if not isinstance(texts, (list, tuple)) or not texts or not all(isinstance(t, str) and t.strip() for t in texts):
-            raise ValueError("texts must be a non-empty list of non-empty strings")
-        if len(texts) < 2:
-            raise ValueError("give at least 2 texts: the worst case over one text is its mean")
-        keep = _spread(len(texts), n_texts or len(texts))
-        texts = [texts[i] for i in keep]
-        try:
-            hm.tokenize(texts[:1])
-        except Exception as err:  # noqa: BLE001 - the tokenizers library raises a bare Exception
-            raise ValueError(f"{hm.name} cannot read the given texts ({err}); give texts in its vocabulary") from None
-        _check_lengths(hm, texts)  # the atlas's check: no text longer than the model's maximum length
-        return texts, f"{len(texts)} given texts", list(texts)
-    n = n_texts or N_TEXTS
-    spans = _span_task(hm)
-    if spans is not None:
-        batch = spans.sample(n, torch.Generator().manual_seed(seed)).tokens
-        inputs = {"input_ids": batch, "attention_mask": torch.ones_like(batch)}
-        source = (f"{n} sequences of the model's training data (random tokens with one span repeated, "
-                  f"RepeatedSpans, seed {seed})")
-    else:
-        inputs, source = default_texts(hm, seed=seed)
-        if isinstance(inputs, list):
-            total = len(inputs)
-            inputs = [inputs[i] for i in _spread(total, n)]
-            if len(inputs) < total:
-                source += f", {len(inputs)} of them evenly spread"
-        else:
-            inputs = {k: v[:n] for k, v in inputs.items()}
-    if isinstance(inputs, list):
-        return inputs, source, list(inputs)
-    ids = inputs["input_ids"]
-    shown = [hm.tokenizer.decode(row) if hm.tokenizer is not None else " ".join(map(str, row.tolist())) for row in ids]
-    return inputs, source, shown
-
-
-def _span_task(hm):
-    """The RepeatedSpans task an attention-only organism was trained on, from its provenance, or None."""
-    data = (getattr(hm, "provenance", None) or {}).get("data") or {}
-    if data.get("kind") != "repeated_spans":
-        return None
-    from headlab.training.loop import RepeatedSpans
-
-    names = {f.name for f in fields(RepeatedSpans)}
-    return RepeatedSpans(**{k: v for k, v in data.items() if k in names})
-
-
-def _repeated_sequences(hm, n: int, length: int, seed: int) -> dict:
-    """Repeated random sequences (:func:`headlab.analysis.atlas.repeated_random_tokens`).
-
-    Tokenizers that cannot encode an arbitrary string (a word-level vocabulary with no unknown
-    token, as the attention-only organisms have) make the atlas's helper fail; for them the same
-    sequences are built from token ids: ``<bos>`` (if any), ``length`` distinct ordinary tokens, the same again.
-    """
-    try:
-        return repeated_random_tokens(hm, n=n, length=length, seed=seed)
-    except Exception:  # noqa: BLE001 - the tokenizers library raises a bare Exception
-        tok = hm.tokenizer
-        special = set(getattr(tok, "all_special_ids", []) or [])
-        pool = torch.tensor([i for i in range(len(tok)) if i not in special])
-        length = min(length, len(pool))
-        gen = torch.Generator().manual_seed(seed)
-        bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-        rows = []
-        for _ in range(n):
-            span = pool[torch.randperm(len(pool), generator=gen)[:length]].tolist()
-            rows.append(bos + span + span)
-        ids = torch.tensor(rows)
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-
-
-# ------------------------------------------------------------------------ the checklist
-
-
 def _head(h) -> list[int]:
-    return [int(h[0]), int(h[1])]
+    return Head(int(h[0]), int(h[1])).to_json()
 
 
 def _r(x, digits: int = 5) -> float | None:
@@ -192,8 +53,13 @@ def _rank_correlation(a, b) -> float | None:
         return None
 
 
-def _ablation(imp: Importance, texts: list[str]) -> dict:
-    """Item 1: per-head ablation deltas, their summaries and the heads hidden in the tail."""
+def ablation_section(imp: Importance, texts: list[str]) -> dict:
+    """Item 1, ``ablation``: per-head ablation deltas, their summaries and the heads hidden in the tail.
+
+    Args:
+        imp: every head's effect on every text.
+        texts: the texts, as shown in the report (one per input of ``imp``).
+    """
     mean, worst, q = imp.mean(), imp.worst(), imp.quantile(HIGH_QUANTILE)
     arg = imp.effects.argmax(dim=-1)  # (n_layers, n_heads): the text of the worst case
 
@@ -221,11 +87,15 @@ def _candidates(lift: torch.Tensor, layers) -> list[tuple[tuple[int, int], float
     return sorted(rows, key=lambda row: (-row[1], row[0]))[:MAX_CANDIDATES]
 
 
-def _circuits(hm, seed: int):
-    """Item 2: previous-token -> induction pairs from the detectors' scores, verified by ablation.
+def circuits_section(hm, seed: int) -> tuple[dict, Any]:
+    """Item 2, ``circuits``: previous-token -> induction pairs from the detectors' scores, verified by
+    ablation, on ``CIRCUIT_TEXTS`` repeated random sequences drawn with ``seed``.
 
-    Returns the section and the clean scores on the repeated sequences (a ``HeadScores``)."""
-    repeats = _repeated_sequences(hm, CIRCUIT_TEXTS, INDUCTION_LENGTH, seed)
+    Returns:
+        The section, and the clean scores on the repeated sequences (a ``HeadScores``, which
+        :func:`patterns_section` reads the induction scores from).
+    """
+    repeats = repeated_sequences(hm, CIRCUIT_TEXTS, INDUCTION_LENGTH, seed)
     clean = head_scores(hm, repeats, scores=["previous_token", "induction"])
     prev, induction = clean.mean("previous_token"), clean.mean("induction")
     prev_c = _candidates(clean.lift("previous_token"), range(hm.n_layers - 1))
@@ -272,10 +142,21 @@ def _pair_list(hm, imp: Importance, scope: str, top_k: int) -> tuple[str, list]:
     raise ValueError(f"unknown pair scope {scope!r}: choose 'auto', 'layer' or 'top'")
 
 
-def _redundancy(hm, inputs, imp: Importance, kind, scope: str, top_k: int, progress: bool) -> dict:
-    """Item 3: pair ablations, how often single ablations underestimate them, backup heads."""
+def redundancy_section(hm, inputs, imp: Importance, metric: Metric | None = None, scope: str = "auto",
+                       top_k: int = PAIR_TOP_K, progress: bool = False) -> dict:
+    """Item 3, ``redundancy``: pair ablations, how often single ablations underestimate them, backup heads.
+
+    Args:
+        hm: the model.
+        inputs: the inputs ``imp`` was measured on.
+        imp: every head's effect on every input (the single ablations).
+        metric: the metric ``imp`` was measured with (default: the model's own).
+        scope: which pairs: ``"layer"``, ``"top"`` or ``"auto"`` (see :mod:`headlab.report`).
+        top_k: the number of heads whose pairs ``scope="top"`` ablates.
+        progress: show a progress bar.
+    """
     scope, pairs = _pair_list(hm, imp, scope, top_k)
-    result = sweep(hm, inputs, groups=[list(p) for p in pairs], kind=kind, progress=progress)
+    result = sweep(hm, inputs, groups=[list(p) for p in pairs], metric=metric, progress=progress)
     singles = {(l, h): imp.effects[l, h] for l in range(hm.n_layers) for h in range(hm.n_heads)}
     effects = PairEffects(singles, {p: result.effects[i] for i, p in enumerate(pairs)})
     peak = float(imp.mean().max())
@@ -303,8 +184,16 @@ def _redundancy(hm, inputs, imp: Importance, kind, scope: str, top_k: int, progr
     }
 
 
-def _patterns_vs_writes(hm, inputs, imp: Importance, repeated) -> dict:
-    """Item 4: attention entropy and write norms beside the ablation effect; orphans that matter."""
+def patterns_section(hm, inputs, imp: Importance, repeated) -> dict:
+    """Item 4, ``patterns_vs_writes``: attention entropy and write norms beside the ablation effect;
+    orphans that matter, and sharp but idle heads.
+
+    Args:
+        hm: the model.
+        inputs: the inputs ``imp`` was measured on.
+        imp: every head's effect on every input.
+        repeated: the clean scores on the repeated sequences (from :func:`circuits_section`).
+    """
     wanted = [s for s in PATTERN_SCORES if s not in ("induction", "rare_token")] + ["write_norm"]
     scores = head_scores(hm, inputs, scores=wanted)
     entropy, write = scores.mean("entropy"), scores.mean("write_norm")
@@ -318,7 +207,7 @@ def _patterns_vs_writes(hm, inputs, imp: Importance, repeated) -> dict:
     average, median_write = float(effect.mean()), float(write.median())
 
     def row(l: int, h: int) -> dict:
-        return {"head": [l, h], "entropy": _r(entropy[l, h], 4), "write_norm": _r(write[l, h], 4),
+        return {"head": _head((l, h)), "entropy": _r(entropy[l, h], 4), "write_norm": _r(write[l, h], 4),
                 "abs_effect": _r(effect[l, h])}
 
     heads = [(l, h) for l in range(hm.n_layers) for h in range(hm.n_heads)]
@@ -336,8 +225,9 @@ def _patterns_vs_writes(hm, inputs, imp: Importance, repeated) -> dict:
     }
 
 
-def _keep(imp: Importance, circuits: dict, redundancy: dict, patterns: dict) -> dict:
-    """Item 5: the heads a pruning or distillation plan must keep, each with its reasons."""
+def keep_section(imp: Importance, circuits: dict, redundancy: dict, patterns: dict) -> dict:
+    """Item 5, ``keep``: the heads a pruning or distillation plan must keep, each with its reasons,
+    from the four sections before it (each as returned by its function)."""
     mean, worst = imp.mean(), imp.worst()
     peak = float(mean.max())
     reasons: dict[tuple[int, int], list[str]] = {}
@@ -352,12 +242,12 @@ def _keep(imp: Importance, circuits: dict, redundancy: dict, patterns: dict) -> 
                             f"({peak:.3g})")
     for pair in circuits["verified"]:
         p, i = pair["previous_token"], pair["induction"]
-        add(p, f"circuit: previous-token head for induction head {i[0]}.{i[1]} (drop {pair['drop']:.2f})")
-        add(i, f"circuit: induction head fed by {p[0]}.{p[1]} (drop {pair['drop']:.2f})")
+        add(p, f"circuit: previous-token head for induction head {format_head(i)} (drop {pair['drop']:.2f})")
+        add(i, f"circuit: induction head fed by {format_head(p)} (drop {pair['drop']:.2f})")
     for b in redundancy["backups"]:
         a, k = b["removed"], b["backup"]
-        add(k, f"backup: matters once {a[0]}.{a[1]} is removed ({b['alone']:.3g} alone, {b['given_removed']:.3g})")
-        add(a, f"backed up by {k[0]}.{k[1]}")
+        add(k, f"backup: matters once {format_head(a)} is removed ({b['alone']:.3g} alone, {b['given_removed']:.3g})")
+        add(a, f"backed up by {format_head(k)}")
     average = float(imp.effects.abs().mean())
     for o in patterns["orphans_that_matter"]:
         if average > 0 and o["abs_effect"] >= ORPHAN_EFFECT * average:
@@ -374,7 +264,8 @@ def _keep(imp: Importance, circuits: dict, redundancy: dict, patterns: dict) -> 
 
 
 def checklist(hm, texts=None, *, n_texts: int | None = None, seed: int = 0, scope: str = "auto",
-              top_k: int = PAIR_TOP_K, kind: str | None = None, progress: bool = False) -> dict:
+              top_k: int = PAIR_TOP_K, metric: Metric | None = None, progress: bool = False,
+              **legacy: Any) -> dict:
     """Run the five checks of the checklist on ``hm`` and return the JSON-ready report (see the module docstring).
 
     Args:
@@ -383,9 +274,12 @@ def checklist(hm, texts=None, *, n_texts: int | None = None, seed: int = 0, scop
         seed: the draw of the repeated random sequences (and of a default set that is random).
         scope: which pairs to ablate: ``"layer"``, ``"top"`` or ``"auto"`` (see item 3).
         top_k: the number of heads whose pairs ``scope="top"`` ablates.
-        kind: the metric (default: next-token loss for causal LMs, ``"cosine"`` for encoders).
+        metric: the :class:`~headlab.metrics.Metric` (default: next-token loss for causal LMs,
+            ``"cosine"`` for encoders); heads are always zero-ablated.
         progress: show progress bars.
+        **legacy: headlab 0.1's ``kind=`` (deprecated).
     """
+    _, metric = upgrade_arguments("checklist", legacy, metric=metric, takes=("metric",))
     seconds: dict[str, float] = {}
     start = clock = time.perf_counter()
 
@@ -398,19 +292,19 @@ def checklist(hm, texts=None, *, n_texts: int | None = None, seed: int = 0, scop
     inputs, source, shown = report_inputs(hm, texts, n_texts, seed)
     step = _Steps(progress, hm.name)
     step(f"1/4 ablation deltas: every head, one at a time, on {len(shown)} texts")
-    result = sweep(hm, inputs, kind=kind, progress=progress)
+    result = sweep(hm, inputs, metric=metric, progress=progress)
     imp = Importance.from_sweep(result)
-    ablation = _ablation(imp, shown)
+    ablation = ablation_section(imp, shown)
     lap("ablation")
     step("2/4 circuits: previous-token -> induction candidates, checked by ablation")
-    circuits, repeated = _circuits(hm, seed)
+    circuits, repeated = circuits_section(hm, seed)
     lap("circuits")
     step("3/4 redundancy: pair ablations")
-    redundancy = _redundancy(hm, inputs, imp, kind, scope, top_k, progress)
+    redundancy = redundancy_section(hm, inputs, imp, metric, scope, top_k, progress)
     lap("redundancy")
     step("4/4 patterns vs writes, and what to keep")
-    patterns = _patterns_vs_writes(hm, inputs, imp, repeated)
-    keep = _keep(imp, circuits, redundancy, patterns)
+    patterns = patterns_section(hm, inputs, imp, repeated)
+    keep = keep_section(imp, circuits, redundancy, patterns)
     lap("patterns_and_keep")
     seconds["total"] = round(time.perf_counter() - start, 2)
     metric = result.kind if isinstance(result.kind, str) else "custom"

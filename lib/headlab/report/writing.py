@@ -7,13 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
-from headlab.report.checks import TOP_K, UNDERESTIMATE_MARGIN
+from headlab.heads.head import format_head, parse_head
+from headlab.report.thresholds import TOP_K, UNDERESTIMATE_MARGIN
 
-__all__ = ["draw_figures", "render_markdown", "write_report"]
+__all__ = ["draw_figures", "render_markdown", "write_report", "format_value"]
 
 
 def _tuple(head) -> tuple[int, int]:
-    return int(head[0]), int(head[1])
+    return tuple(parse_head(head))
 
 
 def _figure(width: float, height: float):
@@ -92,7 +93,7 @@ def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str
     for l in range(L):
         for h in range(H):
             label = p["labels"][l][h]
-            atlas["heads"].append({"layer": l, "head": h, "label": label, "strength": p["strength"][l][h]})
+            atlas["heads"].append({"head": [l, h], "label": label, "strength": p["strength"][l][h]})
             atlas["label_counts"][label] = atlas["label_counts"].get(label, 0) + 1
     save(plot_atlas(atlas), "labels")
 
@@ -103,10 +104,6 @@ def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str
     ax.set_title(f"{k['n_keep']} heads to keep", fontsize=9)
     save(fig, "keep")
     return files
-
-
-def _name(head) -> str:
-    return f"{int(head[0])}.{int(head[1])}"
 
 
 def _cell(text) -> str:
@@ -121,7 +118,9 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
     return lines + [""]
 
 
-def _fmt(x, spec: str = ".4f") -> str:
+def format_value(x, spec: str = ".4f") -> str:
+    """A number of the report as text: ``format(x, spec)``, or ``"n/a"`` for a value the report
+    left undefined (``None``, e.g. a ratio over no pair)."""
     return "n/a" if x is None else format(x, spec)
 
 
@@ -146,15 +145,15 @@ def render_markdown(report: dict) -> str:
 
     out += ["## 1. Ablation deltas per head, not attention entropy", "",
             f"Mean, worst case and {a['q']:g} quantile of each head's effect over the texts. Largest mean effect: "
-            f"{peak:.4g}. Rank correlation of mean and worst case: {_fmt(a['spearman_mean_worst'], '.3f')}.", ""]
-    rows = [[i + 1, _name(m["head"]), _fmt(m["mean"]), _name(w["head"]), _fmt(w["worst"]), _name(q["head"]),
-             _fmt(q["quantile"])] for i, (m, w, q) in enumerate(zip(a["top_by_mean"], a["top_by_worst"],
+            f"{peak:.4g}. Rank correlation of mean and worst case: {format_value(a['spearman_mean_worst'], '.3f')}.", ""]
+    rows = [[i + 1, format_head(m["head"]), format_value(m["mean"]), format_head(w["head"]), format_value(w["worst"]), format_head(q["head"]),
+             format_value(q["quantile"])] for i, (m, w, q) in enumerate(zip(a["top_by_mean"], a["top_by_worst"],
                                                                       a["top_by_quantile"]))]
     out += _table(["rank", "by mean", "mean", "by worst case", "worst", f"by q{round(a['q'] * 100)}", "quantile"], rows)
     out += [f"**Hidden in the tail** (mean < {t['TAIL_MEAN_BELOW']:g} x the largest mean, worst case > "
             f"{t['TAIL_WORST_ABOVE']:g} x the largest mean): {len(a['hidden_in_the_tail'])} heads.", ""]
     out += _table(["head", "mean", "worst", "the text that makes it critical"],
-                  [[_name(h["head"]), _fmt(h["mean"]), _fmt(h["worst"]), _short(h["text"])]
+                  [[format_head(h["head"]), format_value(h["mean"]), format_value(h["worst"]), _short(h["text"])]
                    for h in a["hidden_in_the_tail"]])
     figure("effects", "Mean and worst-case ablation effect of every head")
 
@@ -163,14 +162,14 @@ def render_markdown(report: dict) -> str:
             f"{t['MAX_CANDIDATES']} each). A pair is verified when ablating the previous-token head lowers the "
             f"induction head's score by >= {t['CIRCUIT_MIN_DROP']:g} and by >= "
             f"{t['CIRCUIT_MIN_RELATIVE_DROP']:.0%} of its clean score.", "",
-            "Previous-token candidates: " + (", ".join(f"{_name(x['head'])} ({x['score']:.2f})"
+            "Previous-token candidates: " + (", ".join(f"{format_head(x['head'])} ({x['score']:.2f})"
                                                       for x in c["previous_token_candidates"]) or "none") + ". "
-            "Induction candidates: " + (", ".join(f"{_name(x['head'])} ({x['score']:.2f})"
+            "Induction candidates: " + (", ".join(f"{format_head(x['head'])} ({x['score']:.2f})"
                                                  for x in c["induction_candidates"]) or "none") + ".", ""]
     out += _table(["previous-token head", "induction head", "clean score", "ablated", "drop", "relative drop",
                    "verified"],
-                  [[_name(x["previous_token"]), _name(x["induction"]), _fmt(x["clean"], ".3f"),
-                    _fmt(x["ablated"], ".3f"), _fmt(x["drop"], ".3f"), _fmt(x["relative_drop"], ".0%"),
+                  [[format_head(x["previous_token"]), format_head(x["induction"]), format_value(x["clean"], ".3f"),
+                    format_value(x["ablated"], ".3f"), format_value(x["drop"], ".3f"), format_value(x["relative_drop"], ".0%"),
                     "yes" if x["verified"] else "no"] for x in c["pairs"]])
     out += [f"Verified circuits: {len(c['verified'])}.", ""]
     figure("circuits", "Previous-token and induction scores on repeated sequences, and the ablation check")
@@ -178,26 +177,26 @@ def render_markdown(report: dict) -> str:
     out += ["## 3. Group ablations and redundancy", "",
             f"{r['n_pairs']} pairs ({'every pair within a layer' if r['scope'] == 'layer' else 'every pair among the heads with the largest worst case'}); "
             f"{r['counted']} have a pair effect above {t['PAIR_MIN_EFFECT']:g} x the largest single mean and are counted. "
-            f"Single ablations underestimate removing the pair in {_fmt(r['fraction_underestimated'], '.0%')} of them, "
-            f"by more than {t['UNDERESTIMATE_MARGIN']:.0%} in {_fmt(r['fraction_clearly_underestimated'], '.0%')}; "
-            f"median ratio pair / sum of singles: {_fmt(r['median_ratio'], '.3f')}.", ""]
+            f"Single ablations underestimate removing the pair in {format_value(r['fraction_underestimated'], '.0%')} of them, "
+            f"by more than {t['UNDERESTIMATE_MARGIN']:.0%} in {format_value(r['fraction_clearly_underestimated'], '.0%')}; "
+            f"median ratio pair / sum of singles: {format_value(r['median_ratio'], '.3f')}.", ""]
     out += _table(["pair", "effect of the pair", "sum of singles", "interaction"],
-                  [[" + ".join(_name(h) for h in x["heads"]), _fmt(x["pair"]), _fmt(x["sum_of_singles"]),
-                    _fmt(x["interaction"], "+.4f")] for x in r["top_interactions"]])
+                  [[" + ".join(format_head(h) for h in x["heads"]), format_value(x["pair"]), format_value(x["sum_of_singles"]),
+                    format_value(x["interaction"], "+.4f")] for x in r["top_interactions"]])
     out += [f"**Backup heads** (effect once the partner is removed > {t['BACKUP_FACTOR']:g} x its own, and > "
             f"{t['BACKUP_MIN_EFFECT']:g} x the largest single mean): {len(r['backups'])}.", ""]
     out += _table(["removed", "backup", "backup's effect alone", "once the other is removed"],
-                  [[_name(x["removed"]), _name(x["backup"]), _fmt(x["alone"]), _fmt(x["given_removed"])]
+                  [[format_head(x["removed"]), format_head(x["backup"]), format_value(x["alone"]), format_value(x["given_removed"])]
                    for x in r["backups"]])
     figure("redundancy", "Pair ablations against the sum of single ablations")
 
     out += ["## 4. Value and output writes, not only attention weights", "",
-            f"Rank correlation with the mean |effect|: attention entropy {_fmt(p['spearman_entropy_effect'], '.3f')}, "
-            f"write norm {_fmt(p['spearman_write_norm_effect'], '.3f')}.", "",
+            f"Rank correlation with the mean |effect|: attention entropy {format_value(p['spearman_entropy_effect'], '.3f')}, "
+            f"write norm {format_value(p['spearman_write_norm_effect'], '.3f')}.", "",
             f"**Orphans that matter** (entropy >= {t['DIFFUSE_ENTROPY']:g}, and mean |effect| >= "
             f"{t['ORPHAN_EFFECT']:g} x the average head or write norm >= {t['ORPHAN_WRITE_NORM']:g} x the median head's):", ""]
-    head_rows = lambda rows: [[_name(x["head"]), _fmt(x["entropy"], ".3f"), _fmt(x["write_norm"], ".3f"),  # noqa: E731
-                               _fmt(x["abs_effect"])] for x in rows]
+    head_rows = lambda rows: [[format_head(x["head"]), format_value(x["entropy"], ".3f"), format_value(x["write_norm"], ".3f"),  # noqa: E731
+                               format_value(x["abs_effect"])] for x in rows]
     out += _table(["head", "entropy", "write norm", "mean abs effect"], head_rows(p["orphans_that_matter"]))
     out += [f"**Sharp but idle** (entropy <= {t['SHARP_ENTROPY']:g}, mean |effect| < {t['IDLE_EFFECT']:g} x the "
             "average head): a crisp pattern is no proof of importance.", ""]
@@ -209,8 +208,8 @@ def render_markdown(report: dict) -> str:
             f"{k['n_keep']} heads: large worst case, circuit members, backups and the heads they back up, and "
             "orphans that matter.", ""]
     out += _table(["head", "mean", "worst", "reasons"],
-                  [[_name(x["head"]), _fmt(x["mean"]), _fmt(x["worst"]), "; ".join(x["reasons"])] for x in k["heads"]])
-    dropped = ", ".join(_name(h) for h in k["mean_ranking_would_drop"]) or "none"
+                  [[format_head(x["head"]), format_value(x["mean"]), format_value(x["worst"]), "; ".join(x["reasons"])] for x in k["heads"]])
+    dropped = ", ".join(format_head(h) for h in k["mean_ranking_would_drop"]) or "none"
     out += [f"A plan that keeps the {k['n_keep']} heads with the largest mean effect would drop: {dropped}.", "",
             k["distillation"], ""]
     figure("keep", "The heads to keep, coloured by their first reason")

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import torch
 
-from headlab.heads.head import format_head
+from headlab.heads.head import format_head, parse_head
 from headlab.viz.figures import layer_head_axes, new_axes
 
 
@@ -44,9 +44,10 @@ def plot_atlas(atlas: dict, ax=None):
         colour = torch.tensor(to_rgb(LABEL_COLOURS[entry["label"]]))
         strength = entry["strength"] or 0.0
         alpha = 0.25 + 0.75 * min(max(strength, 0.0), 1.0)
-        image[entry["layer"], entry["head"]] = (1 - alpha) + alpha * colour
-        dark = float((image[entry["layer"], entry["head"]] * torch.tensor([0.3, 0.6, 0.1])).sum()) < 0.5
-        ax.text(entry["head"], entry["layer"], f"{_SHORT[entry['label']]}\n{strength:.2f}", ha="center",
+        layer, head = parse_head(entry["head"])
+        image[layer, head] = (1 - alpha) + alpha * colour
+        dark = float((image[layer, head] * torch.tensor([0.3, 0.6, 0.1])).sum()) < 0.5
+        ax.text(head, layer, f"{_SHORT[entry['label']]}\n{strength:.2f}", ha="center",
                 va="center", fontsize=7, color="white" if dark else "black")
     ax.imshow(image.numpy(), aspect="auto", interpolation="nearest")
     layer_head_axes(ax, n_layers, n_heads, line="white", linewidth=1.5)
@@ -75,7 +76,7 @@ def plot_lift_vs_effect(ax, atlas: dict, annotate: Sequence[str] = ("orphan",)):
                 label=None if label in seen else label)
         seen.add(label)
         if label in annotate:
-            ax.annotate(format_head((entry["layer"], entry["head"])), (x, y), fontsize=6, xytext=(3, 2),
+            ax.annotate(format_head(entry["head"]), (x, y), fontsize=6, xytext=(3, 2),
                         textcoords="offset points")
     ax.axvline(atlas["thresholds"]["lift"], color="0.5", lw=0.8, ls=":")
     ax.set_xlabel("best family lift over uniform attention")

@@ -30,7 +30,7 @@ Modules, by meaning:
 * ``scores`` — :func:`head_scores`: every score of every head in one pass per batch.
 """
 
-from headlab.analysis.detect._common import allowed_keys, uniform_pattern
+from headlab.analysis.detect.base import allowed_keys, uniform_pattern
 from headlab.analysis.detect.annotated import (
     RelationResult, RelationSet, english_relation_set, held_out_relation_scores, relation_scores,
     synthetic_relation_set,

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from headlab.analysis.detect._common import check_pattern, check_positions, mean_over
+from headlab.analysis.detect.base import check_pattern, check_positions, mean_over
 
 
 class NotApplicable(ValueError):

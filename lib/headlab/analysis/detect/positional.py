@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from headlab.analysis.detect._common import check_pattern, mean_over
+from headlab.analysis.detect.base import check_pattern, mean_over
 
 
 def offset_score(pattern: torch.Tensor, offset: int, attention_mask: torch.Tensor | None = None,

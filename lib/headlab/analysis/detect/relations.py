@@ -22,7 +22,7 @@ from typing import Sequence
 
 import torch
 
-from headlab.analysis.detect._common import check_pattern
+from headlab.analysis.detect.base import check_pattern
 
 VERB_SUBJECT = "verb->subject"
 SUBJECT_VERB = "subject->verb"

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import torch
 
-from headlab.analysis.detect._common import uniform_pattern
+from headlab.analysis.detect.base import uniform_pattern
 from headlab.analysis.detect.copying import NotApplicable, dla_copying_score, unembedding
 from headlab.analysis.detect.labels import DEFAULT_THRESHOLDS, HeadLabels, Thresholds, label_heads, lift
 from headlab.analysis.detect.positional import local_score, next_token_score, previous_token_score

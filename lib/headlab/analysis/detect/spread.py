@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from headlab.analysis.detect._common import allowed_keys, check_allowed, check_causal, check_pattern, mean_over
+from headlab.analysis.detect.base import allowed_keys, check_allowed, check_causal, check_pattern, mean_over
 
 
 def entropy_score(pattern: torch.Tensor, attention_mask: torch.Tensor | None = None, *, causal: bool,

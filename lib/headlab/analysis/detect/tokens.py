@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from headlab.analysis.detect._common import (
+from headlab.analysis.detect.base import (
     allowed_keys, check_allowed, check_causal, check_pattern, check_positions, mean_over,
 )
 
@@ -25,15 +25,26 @@ def first_token_score(pattern: torch.Tensor, attention_mask: torch.Tensor | None
     return mean_over(weights, real, on_empty, "real query position")
 
 
+KEY_MASS_QUERIES = ("seeing", "all")
+
+
 def key_mass_score(pattern: torch.Tensor, key_mask: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                   *, causal: bool, on_empty: str = "raise") -> torch.Tensor:
+                   *, causal: bool, on_empty: str = "raise", queries: str = "seeing") -> torch.Tensor:
     """Attention mass on a set of key positions ``(batch, head)``.
 
     ``key_mask`` ``(batch, pos)`` marks the keys of interest (separators, punctuation, ...).
-    For each input and head: the mean, over real queries that may attend to at least one
-    marked real key (for a causal model, one at or before the query), of the total weight on
-    the marked keys. Queries that cannot see any marked key are left out.
+    For each input and head: the mean, over the eligible queries, of the total weight on the
+    marked keys. Which queries are eligible is ``queries``:
+
+    * ``"seeing"`` (the default, the detectors' rule): real queries that may attend to at least
+      one marked real key (for a causal model, one at or before the query); the others are
+      left out, so the score says how much a query that *could* look there does;
+    * ``"all"``: every real query; one that sees no marked key counts with weight 0, so the
+      score is where the head's attention goes on average (e.g. how much of it a sink takes).
     """
+    if queries not in KEY_MASS_QUERIES:
+        raise ValueError(f"queries must be 'seeing' (queries that can see a marked key) or 'all' (every real "
+                         f"query), got {queries!r}")
     real = check_pattern(pattern, attention_mask)
     key_mask = check_positions("key_mask", key_mask, real).bool()
     causal = check_causal(causal)
@@ -41,6 +52,8 @@ def key_mass_score(pattern: torch.Tensor, key_mask: torch.Tensor, attention_mask
     check_allowed(pattern, real, allowed, causal)
     marked = allowed & key_mask[:, None, :]  # (batch, q_pos, k_pos)
     weights = (pattern * marked[:, None]).sum(-1)  # (batch, head, q_pos)
+    if queries == "all":
+        return mean_over(weights, real, on_empty, "real query position")
     eligible = real & marked.any(-1)
     return mean_over(weights, eligible, on_empty, "query that can see a marked key")
 

@@ -1,4 +1,5 @@
-"""Shared pieces of the detectors: validation, masks, averaging, uniform attention."""
+"""What every detector shares: validating a pattern, which keys a query may attend to, averaging
+over eligible queries, and uniform attention (the reference every score is compared with)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def check_positions(name: str, values: torch.Tensor, real: torch.Tensor) -> torc
 
 
 def check_causal(causal) -> bool:
+    """``causal`` itself, refused unless it is a bool (what a query may attend to depends on it)."""
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True (a causal LM: query i sees keys j <= i) or False "
                         f"(an encoder: every real key), got {causal!r}")

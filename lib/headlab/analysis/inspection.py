@@ -1,0 +1,125 @@
+"""Inspecting attention for hijacked heads: can a trigger be seen in the attention pattern?
+
+The attack is in :mod:`headlab.analysis.adversarial`. An inspector looks at the attention rows at
+the query position (:func:`query_rows`) and asks whether a head puts an unusual amount of weight on a *single*
+key. :func:`peak_weight` is that largest weight on one key, leaving out keys the model parks
+attention on in every input (position 0, ``<bos>``). Two inspectors:
+
+* **per head**: an input is flagged when some head's peak exceeds ``x``;
+* **mean**: an input is flagged when the peak of some layer's *mean* pattern over heads
+  exceeds ``x`` (what one sees from a head-averaged attention map).
+
+Raw peaks differ from head to head (a previous-token head always peaks near 1), so
+:func:`suspicion` also gives each input a calibrated score: the largest z-score of a peak
+against the same head's (or layer's) peaks on clean calibration inputs; :func:`detection_rates`
+then reports, at a threshold that flags a chosen fraction of the calibration inputs, the
+fraction of attacked inputs flagged (detection rate) and of *other* clean inputs flagged
+(false-positive rate).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from headlab.heads.model import HeadModel
+
+__all__ = ["query_rows", "peak_weight", "flag_inputs", "suspicion", "detection_rates", "weight_before",
+           "rates_from_scores"]
+
+
+def query_rows(hm: HeadModel, ids: torch.Tensor, queries: torch.Tensor, batch_size: int = 64) -> torch.Tensor:
+    """``(n, n_layers, n_heads, pos)``: every head's attention row at each input's query position."""
+    out = []
+    for start in range(0, len(ids), batch_size):
+        sl = slice(start, start + batch_size)
+        _, cache = hm.run_with_cache(ids[sl].to(hm.device), names=("pattern",))
+        q = queries[sl].to(hm.device)
+        rows = [cache.pattern(l)[torch.arange(len(q)), :, q] for l in range(hm.n_layers)]  # (b, head, k_pos)
+        out.append(torch.stack(rows, 1).float().cpu())
+    return torch.cat(out)
+
+
+def peak_weight(rows: torch.Tensor, ignore: Sequence[int] = (0,)) -> torch.Tensor:
+    """The largest weight a row puts on one key, ignoring the keys ``ignore`` (default: position 0,
+    the sink). ``rows``: ``(..., pos)`` -> ``(...)``."""
+    r = rows.clone()
+    if len(ignore):
+        r[..., list(ignore)] = 0.0
+    return r.max(dim=-1).values
+
+
+def flag_inputs(rows: torch.Tensor, x: float, mode: str = "per_head", ignore: Sequence[int] = (0,)) -> torch.Tensor:
+    """``(n,)`` bool: flag the inputs on which some head (``mode="per_head"``) or some layer's mean
+    over heads (``mode="mean"``) puts more than ``x`` on a single key. ``rows``: ``(n, layer, head, pos)``."""
+    if mode == "per_head":
+        return (peak_weight(rows, ignore) > x).flatten(1).any(dim=1)
+    if mode == "mean":
+        return (peak_weight(rows.mean(dim=2), ignore) > x).any(dim=1)
+    raise ValueError(f"mode must be 'per_head' or 'mean', not {mode!r}")
+
+
+def suspicion(rows: torch.Tensor, calibration: torch.Tensor, mode: str = "per_head",
+              ignore: Sequence[int] = (0,)) -> torch.Tensor:
+    """``(n,)`` calibrated score: the largest z-score, over heads (``per_head``) or layers (``mean``),
+    of the input's peak weight against the peaks of the same head (layer) on clean ``calibration``
+    rows ``(m, layer, head, pos)``."""
+    if mode == "per_head":
+        peak, ref = peak_weight(rows, ignore), peak_weight(calibration, ignore)  # (n|m, layer, head)
+    elif mode == "mean":
+        peak, ref = peak_weight(rows.mean(2), ignore), peak_weight(calibration.mean(2), ignore)  # (n|m, layer)
+    else:
+        raise ValueError(f"mode must be 'per_head' or 'mean', not {mode!r}")
+    if len(ref) < 2:
+        raise ValueError("calibration needs at least two clean inputs")
+    z = (peak - ref.mean(0)) / ref.std(0).clamp_min(1e-6)
+    return z.flatten(1).max(dim=1).values
+
+
+def detection_rates(calibration: torch.Tensor, clean: torch.Tensor, attacked: torch.Tensor,
+                    mode: str = "per_head", calibration_rate: float = 0.05,
+                    ignore: Sequence[int] = (0,)) -> dict[str, float]:
+    """Calibrate a threshold on clean ``calibration`` rows so that it flags ``calibration_rate`` of
+    them, then report the fraction of held-out ``clean`` inputs flagged (false positives) and of
+    ``attacked`` inputs flagged (detections). All three are ``(n, layer, head, pos)`` rows."""
+    if not 0 < calibration_rate < 1:
+        raise ValueError(f"calibration_rate must be in (0, 1), got {calibration_rate}")
+    ref = suspicion(calibration, calibration, mode, ignore)
+    threshold = float(torch.quantile(ref, 1 - calibration_rate))
+    return {"threshold": threshold,
+            "false_positive_rate": float((suspicion(clean, calibration, mode, ignore) > threshold).float().mean()),
+            "detection_rate": float((suspicion(attacked, calibration, mode, ignore) > threshold).float().mean())}
+
+
+def weight_before(rows: torch.Tensor, boundary: torch.Tensor, ignore: Sequence[int] = (0,)) -> torch.Tensor:
+    """The total weight each row puts on keys ``1 .. boundary[i]`` (e.g. everything before the
+    query's own sentence), leaving out the keys ``ignore``. ``rows``: ``(n, ..., pos)``,
+    ``boundary``: ``(n,)`` -> ``(n, ...)``."""
+    if boundary.shape != (rows.shape[0],):
+        raise ValueError(f"boundary must hold one position per input ({rows.shape[0]}), got {tuple(boundary.shape)}")
+    keys = torch.arange(rows.shape[-1])
+    mask = keys[None, :] <= boundary[:, None]  # (n, pos)
+    if len(ignore):
+        mask[:, list(ignore)] = False
+    mask = mask.view(rows.shape[0], *([1] * (rows.dim() - 2)), rows.shape[-1])
+    return (rows * mask).sum(-1)
+
+
+def rates_from_scores(calibration: torch.Tensor, clean: torch.Tensor, attacked: torch.Tensor,
+                      calibration_rate: float = 0.05) -> dict[str, float]:
+    """Detection and false-positive rates for any per-unit score ``(n, ...)`` (a unit: a head, or a
+    layer's mean): each input's suspicion is its largest z-score against the units' scores on the
+    clean ``calibration`` inputs; the threshold flags ``calibration_rate`` of those."""
+    if not 0 < calibration_rate < 1:
+        raise ValueError(f"calibration_rate must be in (0, 1), got {calibration_rate}")
+    if len(calibration) < 2:
+        raise ValueError("calibration needs at least two clean inputs")
+    mu, sd = calibration.mean(0), calibration.std(0).clamp_min(1e-6)
+
+    def z(x):
+        return ((x - mu) / sd).flatten(1).max(dim=1).values
+
+    threshold = float(torch.quantile(z(calibration), 1 - calibration_rate))
+    return {"threshold": threshold, "false_positive_rate": float((z(clean) > threshold).float().mean()),
+            "detection_rate": float((z(attacked) > threshold).float().mean())}

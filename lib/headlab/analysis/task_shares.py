@@ -1,0 +1,87 @@
+"""Which share of a task each head carries: the tasks of the synthetic language, by ablation.
+
+The synthetic language (:mod:`headlab.data.language`) annotates three tasks a model must solve,
+:data:`TASKS`: subject-verb agreement, pronoun resolution and copying. Each has an item finder
+there and an item metric in :mod:`headlab.metrics`; :func:`margin_share_lost` puts the two
+together and asks, head by head, how much of the task's margin is gone once the head is removed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from headlab.heads.ablation import Ablation, upgrade_arguments
+from headlab.metrics import agreement_metric, copy_metric, pronoun_metric
+
+__all__ = ["TASKS", "busiest_windows", "margin_share_lost"]
+
+TASKS = ("agreement", "pronoun", "copy")
+
+
+def _task(task: str):
+    """``(find items, make metric)`` of a task of the synthetic language."""
+    from headlab.data.language import agreement_items, copy_items, pronoun_items
+
+    table = {"agreement": (agreement_items, agreement_metric), "pronoun": (pronoun_items, pronoun_metric),
+             "copy": (copy_items, copy_metric)}
+    if task not in table:
+        raise ValueError(f"unknown task {task!r}: choose from {', '.join(TASKS)}")
+    return table[task]
+
+
+def busiest_windows(items, n_docs: int, k: int) -> list[int]:
+    """The ``k`` windows (of ``0 .. n_docs - 1``) that hold the most ``items`` (each with ``doc``),
+    in increasing order; between windows holding as many items, the earlier one is taken."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, not {k}")
+    count = [0] * n_docs
+    for item in items:
+        if not 0 <= item.doc < n_docs:
+            raise ValueError(f"an item refers to window {item.doc}, outside 0..{n_docs - 1}")
+        count[item.doc] += 1
+    ranked = sorted(range(n_docs), key=lambda d: (-count[d], d))
+    return sorted(d for d in ranked[:k] if count[d] > 0)
+
+
+def margin_share_lost(hm, docs, task: str, n_windows: int = 16, *, ablation: Ablation | None = None,
+                      **legacy: Any) -> torch.Tensor:
+    """``(n_layers, n_heads)``: the share of a task's margin that each head carries, by ablation.
+
+    On the ``n_windows`` windows that hold the most items of the task (:func:`busiest_windows`),
+    the task's ``"margin"`` metric (the correct token's logit minus the best competitor's,
+    averaged per window) is measured clean, ``m``, and with each head removed in turn, ``m_h``.
+    The share is ``(mean over windows of m - m_h) / (mean over windows of m)``: 0, the head does
+    not matter to the task; 1, without it the margin is gone; negative, the head worked against
+    the task.
+
+    Args:
+        hm: a model of the synthetic language.
+        docs: windows of the synthetic language (``headlab.data.language.pack``).
+        task: one of :data:`TASKS`.
+        n_windows: how many windows to measure on.
+        ablation: how a head is removed (default: zero ablation).
+        **legacy: headlab 0.1's ``mode=`` (deprecated).
+
+    Raises:
+        ValueError: an unknown task, windows without items of the task, or a clean margin that
+            averages 0 (a share of it is undefined).
+    """
+    from headlab.analysis.sweep import sweep
+    from headlab.data.language import encode
+
+    ablation, _ = upgrade_arguments("margin_share_lost", legacy, ablation=ablation, takes=("ablation",))
+    find_items, make_metric = _task(task)
+    docs = list(docs)
+    chosen = [docs[d] for d in busiest_windows(find_items(docs), len(docs), n_windows)]
+    if not chosen:
+        raise ValueError(f"the windows hold no {task} items")
+    metric = make_metric(find_items(chosen), hm.tokenizer.get_vocab(), len(chosen), score="margin")
+    ids = encode(hm.tokenizer, chosen)
+    result = sweep(hm, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, ablation=ablation,
+                   metric=metric)
+    clean = result.clean.mean()
+    if float(clean) == 0.0:
+        raise ValueError(f"the clean {task} margin averages 0 on these windows: a share of it is undefined")
+    return -result.by_head().mean(-1) / clean  # by_head: m_h - m, (layer, head, window)

@@ -1,0 +1,79 @@
+"""The JSON files the library writes: their schema versions, and the check every reader makes.
+
+Every JSON file headlab writes says what it is and in which version of its layout, under the
+top-level key ``"schema"``: ``"headlab.<kind>/<version>"``, e.g. ``"headlab.atlas/1"``. A reader
+calls :func:`check_schema` first, so a file from a newer headlab (or another kind of file) is
+refused with a message that says so, instead of failing later on a missing key.
+
+In every one of these files a head is written ``[layer, head]`` (:meth:`headlab.heads.head.Head.to_json`).
+
+========== ============================================================= =====================================
+kind       written by                                                    schema
+========== ============================================================= =====================================
+atlas      :func:`headlab.analysis.atlas.compute_atlas` (``atlas`` CLI)  ``headlab.atlas/1``
+sweep      :meth:`headlab.analysis.sweep.SweepResult.to_json`            ``headlab.sweep/1``
+report     :func:`headlab.report.checklist` (``report`` CLI)             ``headlab.report/1``
+claims     :func:`headlab.ledger.report` (``chapters/claims/*.json``)    ``headlab.claims/1``
+========== ============================================================= =====================================
+
+Files written before the versions existed (headlab 0.1) have no ``"schema"`` key: they are
+version 0, which readers upgrade in memory where they can.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["SCHEMAS", "SchemaError", "schema_of", "check_schema"]
+
+SCHEMAS: dict[str, int] = {"atlas": 1, "sweep": 1, "report": 1, "claims": 1}
+
+_PATTERN = re.compile(r"^headlab\.([a-z_]+)/(\d+)$")
+
+
+class SchemaError(ValueError):
+    """A JSON file is not of the kind or of a version this headlab can read."""
+
+
+def schema_of(kind: str) -> str:
+    """The ``"schema"`` value this headlab writes for files of ``kind`` (e.g. ``"headlab.atlas/1"``)."""
+    if kind not in SCHEMAS:
+        raise ValueError(f"unknown kind of file {kind!r}: headlab writes {', '.join(SCHEMAS)}")
+    return f"headlab.{kind}/{SCHEMAS[kind]}"
+
+
+def check_schema(data: Any, kind: str, source: str = "the data") -> int:
+    """The schema version of ``data``, a dict read from a JSON file of ``kind``.
+
+    Args:
+        data: the parsed file.
+        kind: what the reader expects (a key of :data:`SCHEMAS`).
+        source: where the data came from (e.g. the file's path), for the messages.
+
+    Returns:
+        The version: ``0`` for a file without ``"schema"`` (written by headlab 0.1), else the
+        version number, at most the one this headlab writes.
+
+    Raises:
+        SchemaError: not a dict, another kind of file, a malformed schema, or a version newer
+            than this headlab knows.
+    """
+    expected = schema_of(kind)
+    if not isinstance(data, dict):
+        raise SchemaError(f"{source} is not a headlab {kind} file: expected a JSON object, got "
+                          f"{type(data).__name__}")
+    if "schema" not in data:
+        return 0
+    value = data["schema"]
+    match = _PATTERN.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise SchemaError(f"{source} has schema {value!r}, which is not of the form 'headlab.<kind>/<version>' "
+                          f"(this headlab writes {expected!r})")
+    found, version = match.group(1), int(match.group(2))
+    if found != kind:
+        raise SchemaError(f"{source} is a headlab {found} file ({value!r}), not a {kind} file")
+    if version > SCHEMAS[kind]:
+        raise SchemaError(f"{source} has schema {value!r}, newer than this headlab reads ({expected!r}): "
+                          "upgrade headlab, or regenerate the file with this version")
+    return version
