@@ -18,7 +18,7 @@ COMMAND_MODULES = [
     "headlab.cli",        # heads, sweep
     "headlab.analysis.atlas",      # atlas
     "headlab.report",     # report (the checklist)
-    "headlab.training.loop",      # train
+    "headlab.training.runs",      # train
 ]
 
 
