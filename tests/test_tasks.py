@@ -277,3 +277,20 @@ def test_run_with_patterns_leaves_the_model_mode_alone():
     assert patterns[1].shape == (3, 2, 8, 8) and torch.allclose(patterns[1].sum(-1), torch.ones(3, 2, 8))
     with torch.no_grad():
         assert torch.allclose(logits, model(tokens), atol=1e-6)
+
+
+def test_old_names_of_moved_and_renamed_task_names_still_resolve():
+    """headlab 0.1 code keeps working: the two EVAL_SEEDs, renamed, keep their values under their old paths."""
+    import importlib
+    import warnings
+
+    from headlab.data.spans import RepeatedSpans
+    from headlab.data.windows import LanguageWindows as Windows
+    from headlab.training.recipes import RECIPES
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        train, tasks, train_data = (importlib.import_module(f"headlab.{m}") for m in ("train", "tasks", "train_data"))
+    assert (train.EVAL_SEED, train_data.EVAL_SEED, tasks.EVAL_SEED) == (1234, 1234, 4321)
+    assert train.RepeatedSpans is train_data.RepeatedSpans is RepeatedSpans and tasks.LanguageWindows is Windows
+    assert train.ORGANISMS is RECIPES and "two-relations-2h-s0" in train.ORGANISMS

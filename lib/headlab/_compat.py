@@ -24,7 +24,7 @@ MOVED_MODULES: dict[str, str] = {
     "headlab.organisms": "headlab.models.gpt",
     "headlab.detect.planted": "headlab.models.planted",
     "headlab.tasks": "headlab.data.two_relations",
-    "headlab.train_data": "headlab.data.tasks",
+    "headlab.train_data": "headlab.data.spans",
     "headlab.evaluation": "headlab.analysis.items",
     "headlab.sweep": "headlab.analysis.sweep",
     "headlab.importance": "headlab.analysis.importance",
@@ -36,7 +36,7 @@ MOVED_MODULES: dict[str, str] = {
     "headlab.sae_analysis": "headlab.analysis.sae.compare",
     "headlab.train": "headlab.training.loop",
     "headlab.distill": "headlab.training.distill",
-    "headlab.width_depth": "headlab.training.width_depth",
+    "headlab.width_depth": "headlab.training.recipes.width_depth",
     "headlab.claims": "headlab.ledger",
     "headlab.plotting": "headlab.viz.figures",
     "headlab.plotting_beyond_heads": "headlab.viz.beyond_heads",
@@ -47,8 +47,39 @@ MOVED_PACKAGES: dict[str, str] = {
     "headlab.detect": "headlab.analysis.detect",
     "headlab.language": "headlab.data.language",
 }
-# old module -> {name: module that now defines it}, for names that left the module the old path aliases
+# old module -> {name: module that now defines it}, for names that left the module the old path aliases;
+# "module:new_name" for a name that was also renamed
 MOVED_NAMES: dict[str, dict[str, str]] = {}
+# training, recipes, data tasks (one loop, one registry, tasks named by content)
+MOVED_NAMES.update({
+    "headlab.train": {
+        "EVAL_SEED": "headlab.data.spans:SPANS_EVAL_SEED", "GPT": "headlab.models.gpt",
+        "LANGUAGE_EVAL_SEED": "headlab.data.windows", "LANGUAGE_OPTIONS": "headlab.training.recipes.organisms",
+        "ORGANISMS": "headlab.training.recipes:RECIPES", "Recipe": "headlab.training.recipe",
+        "Task": "headlab.training.recipe", "add_commands": "headlab.training.runs", "save_run": "headlab.training.runs",
+        "plot_curve": "headlab.viz.training",
+        # re-exported by 0.1's headlab.train from its data module
+        "RepeatedSpans": "headlab.data.spans", "SpanBatch": "headlab.data.spans",
+        "SyntheticLanguage": "headlab.data.windows", "LanguageEval": "headlab.data.windows",
+        "per_input_head_scores": "headlab.data.head_scores", "summarize_head_scores": "headlab.data.head_scores",
+    },
+    "headlab.train_data": {
+        "EVAL_SEED": "headlab.data.spans:SPANS_EVAL_SEED", "GPT": "headlab.models.gpt",
+        "LANGUAGE_EVAL_SEED": "headlab.data.windows", "LanguageEval": "headlab.data.windows",
+        "SyntheticLanguage": "headlab.data.windows", "per_input_head_scores": "headlab.data.head_scores",
+        "summarize_head_scores": "headlab.data.head_scores",
+    },
+    "headlab.tasks": {
+        "EVAL_SEED": "headlab.data.two_relations:TWO_RELATIONS_EVAL_SEED", "LanguageWindows": "headlab.data.windows",
+    },
+    "headlab.distill": {
+        "average_heads": "headlab.analysis.averaging", "layer_mean_pattern": "headlab.analysis.averaging",
+        "layer_mean_z": "headlab.analysis.averaging", "specialists": "headlab.analysis.specialists",
+    },
+    "headlab.sae": {
+        "SAETrainLog": "headlab.training.sae", "resample_dead": "headlab.training.sae", "train_sae": "headlab.training.sae",
+    },
+})
 
 REMOVAL = "headlab 0.3"
 
@@ -75,7 +106,8 @@ class _Alias(types.ModuleType):
     def __getattr__(self, name: str):
         moved = MOVED_NAMES.get(self.__name__, {}).get(name)
         if moved is not None:
-            return getattr(importlib.import_module(moved), name)
+            module, _, new_name = moved.partition(":")
+            return getattr(importlib.import_module(module), new_name or name)
         return getattr(self.__dict__["_target"], name)
 
     def __dir__(self):
