@@ -247,3 +247,17 @@ def test_distill_refuses_a_teacher_on_another_device(tiny_recipe):
     teacher = HeadModel(GPT(tiny_recipe.config).eval())
     with pytest.raises(ValueError, match="teacher is on cpu but the student trains on cuda"):
         distill(tiny_recipe, teacher, target="mean", device="cuda", steps=1, progress=False)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_distill_on_cuda_matches_the_cpu_run(tiny_recipe):
+    """The student trains on the GPU with the teacher there too; the run is the CPU run up to float noise."""
+    torch.manual_seed(7)
+    teacher = HeadModel(GPT(tiny_recipe.config).eval())
+    cpu = distill(tiny_recipe, teacher, target="per_head", weight=1.0, seed=0, steps=4, progress=False)
+    teacher.model.to("cuda")
+    gpu = distill(tiny_recipe, teacher, target="per_head", weight=1.0, seed=0, steps=4, device="cuda", progress=False)
+    assert gpu.model.device.type == "cpu"  # returned on the CPU, as train() returns its models
+    assert gpu.metrics["val_loss"] == pytest.approx(cpu.metrics["val_loss"], abs=1e-3)
+    assert gpu.curve[-1]["train_transfer_loss"] == pytest.approx(cpu.curve[-1]["train_transfer_loss"], abs=1e-3)

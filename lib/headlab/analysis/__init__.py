@@ -6,5 +6,7 @@
 * :mod:`~headlab.analysis.atlas` -- every head scored and labelled;
 * :mod:`~headlab.analysis.circuits` -- how one head's output becomes another's input;
 * :mod:`~headlab.analysis.prune`, :mod:`~headlab.analysis.adversarial` -- what breaks;
+* :mod:`~headlab.analysis.averaging` -- a layer's heads averaged into one mechanism;
+* :mod:`~headlab.analysis.specialists` -- per head, how well it does the jobs the book names;
 * :mod:`~headlab.analysis.sae` -- sparse autoencoders beside the head basis.
 """
