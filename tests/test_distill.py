@@ -1,4 +1,4 @@
-"""Tests of headlab.training.distill: head averaging and attention-transfer distillation."""
+"""Head averaging (headlab.analysis.averaging) and attention-transfer distillation (headlab.training.distill)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from headlab.training.distill import (attention_transfer_loss, average_heads, distill, layer_mean_pattern, layer_mean_z,
-                             transfer_targets)
+from headlab.analysis.averaging import average_heads, layer_mean_pattern, layer_mean_z
+from headlab.training.distill import attention_transfer_loss, distill, transfer_targets
 from headlab.heads.model import HeadModel
 from headlab.models.gpt import GPT, GPTConfig
 
@@ -154,9 +154,9 @@ def test_transfer_loss_errors():
 
 @pytest.fixture(scope="module")
 def tiny_recipe():
-    from headlab.training.loop import ORGANISMS
+    from headlab.training.recipes import RECIPES
 
-    base = ORGANISMS["distill-student"]
+    base = RECIPES["distill-student"]
     config = dataclasses.replace(base.config, d_model=16, n_heads=2, d_head=8, d_mlp=32)
     return dataclasses.replace(base, name="tiny-student", config=config, steps=6, batch_size=2, warmup=2,
                                eval_every=100, eval_size=8)
@@ -205,3 +205,60 @@ def test_distill_rejects_bad_settings(tiny_recipe):
     wide = HeadModel(GPT(dataclasses.replace(tiny_recipe.config, n_heads=4, d_head=4)).eval())
     with pytest.raises(ValueError, match="per-head transfer needs as many heads"):
         distill(tiny_recipe, wide, target="per_head", steps=1, progress=False)
+
+
+# Recorded with distill as it was before it ran on the one training loop (its own copy of the loop,
+# commit 10ebb64): (val_loss, train_lm_loss, train_transfer_loss at the end, sum of the embedding, sum
+# of layer 1's W_Q). Moving it onto headlab.training.loop changed no number.
+BEFORE_THE_LOOP = {
+    "mean": (6.446476459503174, 6.658520796308665, 1.3646122476275262, -3.076869180999438, -1.1040488844300853),
+    "mean_to_mean": (6.447791576385498, 6.658720136308072, 1.359745013444498, -3.1161812029445173, -1.079944065597374),
+    "per_head": (6.45529842376709, 6.659884707973152, 1.9122521376775203, -3.017496174225471, -1.145478589402046),
+}
+
+
+@pytest.mark.parametrize("target, weight", [("mean", 1.0), ("mean_to_mean", 2.0), ("per_head", 5.0)])
+def test_distill_on_the_loop_gives_the_numbers_recorded_before_it(tiny_recipe, target, weight):
+    torch.manual_seed(7)
+    teacher = HeadModel(GPT(tiny_recipe.config).eval())
+    with torch.no_grad():
+        for block in teacher.model.blocks:
+            block.attn.W_Q.weight.mul_(20.0)
+    res = distill(tiny_recipe, teacher, target=target, weight=weight, seed=1, steps=6, eval_every=3, progress=False)
+    last = res.curve[-1]
+    got = (res.metrics["val_loss"], last["train_lm_loss"], last["train_transfer_loss"],
+           float(res.model.embed.weight.detach().double().sum()),
+           float(res.model.blocks[1].attn.W_Q.weight.detach().double().sum()))
+    assert [r["step"] for r in res.curve] == [0, 3, 6]
+    assert got == pytest.approx(BEFORE_THE_LOOP[target], rel=1e-4, abs=1e-5)
+
+
+def test_distill_curve_has_both_terms_and_the_control_only_one(tiny_recipe):
+    teacher = HeadModel(GPT(tiny_recipe.config).eval())
+    none = distill(tiny_recipe, teacher, target="none", weight=0.0, seed=0, steps=2, progress=False)
+    mean = distill(tiny_recipe, teacher, target="mean", weight=1.0, seed=0, steps=2, progress=False)
+    for run in (none, mean):  # one schema for every target, the organisms' curve columns included
+        assert list(run.curve[0])[:4] == ["step", "seconds", "train_lm_loss", "train_transfer_loss"]
+        assert run.curve[0]["train_lm_loss"] is None and "induction_best_head" in run.curve[0]
+    assert none.curve[-1]["train_transfer_loss"] is None and mean.curve[-1]["train_transfer_loss"] > 0
+    assert none.curve[-1]["train_lm_loss"] != mean.curve[-1]["train_lm_loss"]
+
+
+def test_distill_refuses_a_teacher_on_another_device(tiny_recipe):
+    teacher = HeadModel(GPT(tiny_recipe.config).eval())
+    with pytest.raises(ValueError, match="teacher is on cpu but the student trains on cuda"):
+        distill(tiny_recipe, teacher, target="mean", device="cuda", steps=1, progress=False)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_distill_on_cuda_matches_the_cpu_run(tiny_recipe):
+    """The student trains on the GPU with the teacher there too; the run is the CPU run up to float noise."""
+    torch.manual_seed(7)
+    teacher = HeadModel(GPT(tiny_recipe.config).eval())
+    cpu = distill(tiny_recipe, teacher, target="per_head", weight=1.0, seed=0, steps=4, progress=False)
+    teacher.model.to("cuda")
+    gpu = distill(tiny_recipe, teacher, target="per_head", weight=1.0, seed=0, steps=4, device="cuda", progress=False)
+    assert gpu.model.device.type == "cpu"  # returned on the CPU, as train() returns its models
+    assert gpu.metrics["val_loss"] == pytest.approx(cpu.metrics["val_loss"], abs=1e-3)
+    assert gpu.curve[-1]["train_transfer_loss"] == pytest.approx(cpu.curve[-1]["train_transfer_loss"], abs=1e-3)

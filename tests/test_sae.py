@@ -17,8 +17,9 @@ from headlab.heads.model import HeadModel
 from headlab.models.gpt import GPT, GPTConfig
 from headlab.analysis.sae.model import (
     SAEConfig, SparseAutoencoder, evaluate_sae, fraction_loss_recovered, load_sae, loss_recovered,
-    resample_dead, save_sae, spliced, topk_relu, train_sae,
+    save_sae, spliced, topk_relu,
 )
+from headlab.training.sae import resample_dead, train_sae
 from headlab.analysis.sae.compare import (
     auroc, auroc_table, feature_write_norms, head_ownership, head_write_norms, label_purity, match_features,
     POS_CLASSES, POS_NAMES, polysemantic_heads, token_labels, units_for_mass, write_explained_by_top,
@@ -99,6 +100,41 @@ def test_training_is_deterministic_given_the_seed(dictionary_data):
         assert torch.equal(p, b.state_dict()[name]), name
     assert log_a.curve == log_b.curve and log_a.resampled == log_b.resampled
     assert not torch.equal(a.W_dec, c.W_dec)
+
+
+# Recorded with train_sae as it was before it moved onto the one training loop (its own loop in
+# headlab.analysis.sae.model, commit 10ebb64), on the data above: moving it changed no number.
+BEFORE_THE_LOOP = {
+    "topk": {"curve": [(20, 0.51811, 0.51811, 2.0), (40, 0.43746, 0.43746, 2.0), (60, 0.37241, 0.37241, 2.0)],
+             "resampled": [(10, 0), (20, 0), (30, 0), (40, 3)], "dead_at_end": 6,
+             "W_dec": 308.88401753332437, "W_enc": 282.9863320769364},
+    "l1": {"curve": [(20, 1.80558, 0.76892, 20.47266), (40, 0.85281, 0.32683, 14.0209), (60, 0.73293, 0.35738, 11.28906)],
+           "resampled": [(15, 0), (30, 0)], "dead_at_end": 0,
+           "W_dec": 156.25312522187596, "W_enc": 125.38558153843042},
+}
+
+
+@pytest.mark.parametrize("kind", ["topk", "l1"])
+def test_training_on_the_loop_gives_the_numbers_recorded_before_it(dictionary_data, kind):
+    """Same seed, same batches, same resampling, same losses: top-k with resampling at work, L1 with its
+    penalty as the loop's extra loss term (tolerances: float noise between machines only)."""
+    _, x = dictionary_data
+    if kind == "topk":
+        sae, log = train_sae(x, SAEConfig(D_IN, 96, "topk", k=2), seed=2, steps=60, resample_every=10,
+                             batch_size=128, lr=3e-3, log_every=20, progress=False)
+    else:
+        sae, log = train_sae(x, SAEConfig(D_IN, 48, "l1", k=None, l1_coeff=0.3), seed=2, steps=60,
+                             resample_every=15, batch_size=256, lr=3e-3, log_every=20, progress=False)
+    before = BEFORE_THE_LOOP[kind]
+    assert [(r["step"], r["n"]) for r in log.resampled] == before["resampled"]
+    assert log.dead_at_end == before["dead_at_end"]
+    got = [(r["step"], r["loss"], r["fvu"], r["l0"]) for r in log.curve]
+    assert [r[0] for r in got] == [r[0] for r in before["curve"]]
+    assert [v for r in got for v in r[1:]] == pytest.approx([v for r in before["curve"] for v in r[1:]], abs=2e-4)
+    assert float(sae.W_dec.abs().sum()) == pytest.approx(before["W_dec"], rel=1e-4)
+    assert float(sae.W_enc.abs().sum()) == pytest.approx(before["W_enc"], rel=1e-4)
+    if kind == "l1":  # the L1 term is in the loss: loss = fvu + l1_coeff * mean L1 norm > fvu
+        assert all(r["loss"] > r["fvu"] for r in log.curve)
 
 
 def test_resampling_revives_dead_features(dictionary_data):

@@ -1,4 +1,5 @@
-"""The synthetic tasks of chapters 1 and 2 (headlab.data.two_relations) and their recipes and checkpoints."""
+"""The synthetic tasks of chapters 1 and 2 (headlab.data.two_relations, headlab.data.windows) and their recipes
+and checkpoints."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import torch
 
 from headlab.models.checkpoints import CHECKPOINT_DIR
 from headlab.models.gpt import GPT, GPTConfig
-from headlab.data.two_relations import LanguageWindows, TwoRelations, answer_metrics, word_tokenizer
+from headlab.data.two_relations import TwoRelations, answer_metrics, word_tokenizer
+from headlab.data.windows import LanguageWindows
 
 
 def gen(seed: int = 0) -> torch.Generator:
@@ -175,9 +177,11 @@ def test_language_windows_evaluate_and_train_batches():
 
 
 def chapter_recipes():
-    from headlab.training.loop import ORGANISMS
+    from headlab.training.recipes import CHAPTERS_1_2, RECIPES
 
-    return {name: r for name, r in ORGANISMS.items() if name.startswith(("two-relations-", "heads-"))}
+    recipes = {name: r for name, r in RECIPES.items() if name.startswith(("two-relations-", "heads-"))}
+    assert recipes == CHAPTERS_1_2  # the family holds exactly these
+    return recipes
 
 
 def test_chapter_recipes_match_their_tasks():
@@ -206,10 +210,88 @@ def test_shipped_checkpoints_were_made_by_their_recipes():
 
 
 def test_training_a_chapter_recipe_is_deterministic():
-    from headlab.training.loop import ORGANISMS, train
+    from headlab.training.loop import train
+    from headlab.training.recipes import RECIPES
 
-    recipe = ORGANISMS["two-relations-2h-s0"]
+    recipe = RECIPES["two-relations-2h-s0"]
     first = train(recipe, steps=15, progress=False)
     second = train(recipe, steps=15, progress=False)
     assert first.metrics == second.metrics
     assert first.curve[-1]["step"] == 15 and "accuracy" in first.metrics
+
+
+# ---------------------------------------------------------------------------- one generator of repeated spans
+
+
+def test_copy_span_known_answer_and_errors():
+    from headlab.data.spans import copy_span
+
+    tokens = torch.arange(10).repeat(2, 1)  # (2, 10): 0..9 twice
+    out, predictable = copy_span(tokens, torch.tensor([1, 0]), torch.tensor([4, 3]), torch.tensor([3, 2]))
+    assert out[0].tolist() == [0, 1, 2, 3, 4, 1, 2, 3, 8, 9]  # 1 2 3 copied 4 further on
+    assert out[1].tolist() == [0, 1, 2, 0, 1, 5, 6, 7, 8, 9]  # 0 1 copied 3 further on
+    assert predictable[0].nonzero().flatten().tolist() == [6, 7] and predictable[1].nonzero().flatten().tolist() == [4]
+    assert tokens[0].tolist() == list(range(10))  # the input is not modified
+    with pytest.raises(ValueError, match="must not overlap"):
+        copy_span(tokens, torch.tensor([0, 0]), torch.tensor([2, 2]), torch.tensor([3, 3]))
+    with pytest.raises(ValueError, match="run past the end"):
+        copy_span(tokens, torch.tensor([5, 0]), torch.tensor([3, 3]), torch.tensor([3, 3]))
+
+
+def test_repeated_tokens_are_distinct_spans_repeated_between_prefix_and_suffix():
+    from headlab.data.spans import repeated_tokens
+
+    ids = repeated_tokens([10, 11, 12, 13, 14, 15], 20, 4, gen(0), prefix=[1], suffix=[2, 3])
+    assert ids.shape == (20, 1 + 8 + 2) and ids.dtype == torch.long
+    assert (ids[:, 0] == 1).all() and ids[:, -2:].tolist() == [[2, 3]] * 20
+    span = ids[:, 1:5]
+    assert torch.equal(span, ids[:, 5:9])
+    assert all(len(set(row)) == 4 and set(row) <= {10, 11, 12, 13, 14, 15} for row in span.tolist())
+    assert len({tuple(r) for r in span.tolist()}) > 10  # the rows differ
+    assert torch.equal(ids, repeated_tokens([10, 11, 12, 13, 14, 15], 20, 4, gen(0), prefix=[1], suffix=[2, 3]))
+    with pytest.raises(ValueError, match=r"length must be in \[1, 6\]"):
+        repeated_tokens(range(6), 2, 7, gen(0))
+
+
+
+def test_evaluation_seeds_have_distinct_names_and_unchanged_values():
+    from headlab.data.spans import SPANS_EVAL_SEED, RepeatedSpans
+    from headlab.data.two_relations import TWO_RELATIONS_EVAL_SEED
+    from headlab.data.windows import LANGUAGE_EVAL_SEED
+
+    assert (SPANS_EVAL_SEED, TWO_RELATIONS_EVAL_SEED, LANGUAGE_EVAL_SEED) == (1234, 4321, -1)
+    task = TwoRelations()
+    assert torch.equal(task.eval_data(8).tokens, task.sample(8, gen(TWO_RELATIONS_EVAL_SEED)).tokens)
+    spans = RepeatedSpans()
+    assert torch.equal(spans.eval_data(8).tokens, spans.sample(8, gen(SPANS_EVAL_SEED)).tokens)
+    assert torch.equal(LanguageWindows(n_ctx=16).eval_data(2), LanguageWindows(n_ctx=16).windows(2, seed=-1))
+
+
+def test_run_with_patterns_leaves_the_model_mode_alone():
+    from headlab.data.head_scores import run_with_patterns
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(d_vocab=11, n_ctx=8, d_model=8, n_layers=2, n_heads=2, d_mlp=0)).train()
+    tokens = torch.randint(0, 11, (3, 8), generator=gen(1))
+    logits, patterns = run_with_patterns(model, tokens)
+    assert model.training and logits.shape == (3, 8, 11) and len(patterns) == 2
+    assert patterns[1].shape == (3, 2, 8, 8) and torch.allclose(patterns[1].sum(-1), torch.ones(3, 2, 8))
+    with torch.no_grad():
+        assert torch.allclose(logits, model(tokens), atol=1e-6)
+
+
+def test_old_names_of_moved_and_renamed_task_names_still_resolve():
+    """headlab 0.1 code keeps working: the two EVAL_SEEDs, renamed, keep their values under their old paths."""
+    import importlib
+    import warnings
+
+    from headlab.data.spans import RepeatedSpans
+    from headlab.data.windows import LanguageWindows as Windows
+    from headlab.training.recipes import RECIPES
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        train, tasks, train_data = (importlib.import_module(f"headlab.{m}") for m in ("train", "tasks", "train_data"))
+    assert (train.EVAL_SEED, train_data.EVAL_SEED, tasks.EVAL_SEED) == (1234, 1234, 4321)
+    assert train.RepeatedSpans is train_data.RepeatedSpans is RepeatedSpans and tasks.LanguageWindows is Windows
+    assert train.ORGANISMS is RECIPES and "two-relations-2h-s0" in train.ORGANISMS

@@ -1,4 +1,5 @@
-"""Training data, recipes, reproducibility and the shipped checkpoints (headlab.training.loop, headlab.models.checkpoints)."""
+"""Training data, recipes, reproducibility and the shipped checkpoints (headlab.training, headlab.data.spans,
+headlab.models.gpt)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from headlab.analysis.detect import induction_score
 from headlab.models.checkpoints import (CHECKPOINT_DIR, CheckpointError, available_organisms, load_checkpoint,
                                        load_organism, sha256_file)
 from headlab.models.gpt import GPT
-from headlab.training.loop import ORGANISMS, RepeatedSpans, train
+from headlab.data.spans import RepeatedSpans
+from headlab.training.loop import train
+from headlab.training.recipes import RECIPES
 
 TINY = "tiny-attn-2l"
 # Retraining on the same machine is bit-identical (checked below); across machines, BLAS
@@ -80,14 +83,14 @@ def test_span_tokenizer_is_a_hf_tokenizer_matching_the_ids():
 # ---------------------------------------------------------------------------- recipes and training
 
 def test_recipes_are_consistent():
-    assert {"attn-only-1l", "attn-only-2l", TINY} <= set(ORGANISMS)
-    for name, r in ORGANISMS.items():
+    assert {"attn-only-1l", "attn-only-2l", TINY} <= set(RECIPES)
+    for name, r in RECIPES.items():
         assert r.name == name
         assert r.config.d_vocab == r.task.d_vocab and r.config.n_ctx == r.task.n_ctx
-    assert ORGANISMS["attn-only-1l"].config.n_layers == 1 and ORGANISMS["attn-only-2l"].config.n_layers == 2
-    assert ORGANISMS["attn-only-2l"].config.attn_only and ORGANISMS["attn-only-1l"].config.attn_only
+    assert RECIPES["attn-only-1l"].config.n_layers == 1 and RECIPES["attn-only-2l"].config.n_layers == 2
+    assert RECIPES["attn-only-2l"].config.attn_only and RECIPES["attn-only-1l"].config.attn_only
     # the two are the same experiment but for depth
-    a, b = ORGANISMS["attn-only-1l"].to_dict(), ORGANISMS["attn-only-2l"].to_dict()
+    a, b = RECIPES["attn-only-1l"].to_dict(), RECIPES["attn-only-2l"].to_dict()
     a["config"].pop("n_layers"), b["config"].pop("n_layers")
     assert {k: v for k, v in a.items() if k not in ("name", "description")} == \
            {k: v for k, v in b.items() if k not in ("name", "description")}
@@ -95,19 +98,19 @@ def test_recipes_are_consistent():
 
 @pytest.fixture(scope="module")
 def tiny_run():
-    return train(ORGANISMS[TINY], progress=False)
+    return train(RECIPES[TINY], progress=False)
 
 
 @pytest.mark.slow
 def test_tiny_recipe_retrains_identically_and_learns(tiny_run):
-    again = train(ORGANISMS[TINY], progress=False)
+    again = train(RECIPES[TINY], progress=False)
     assert again.metrics == tiny_run.metrics
     for (n, p), (_, q) in zip(tiny_run.model.named_parameters(), again.model.named_parameters()):
         assert torch.equal(p, q), n
     # it learned something: in-context token statistics lower the loss on repeated tokens
     assert tiny_run.metrics["loss_repeat"] < math.log(16) - 0.1
-    assert tiny_run.curve[0]["step"] == 0 and tiny_run.curve[-1]["step"] == ORGANISMS[TINY].steps
-    other_seed = train(ORGANISMS[TINY], seed=1, steps=50, progress=False)
+    assert tiny_run.curve[0]["step"] == 0 and tiny_run.curve[-1]["step"] == RECIPES[TINY].steps
+    other_seed = train(RECIPES[TINY], seed=1, steps=50, progress=False)
     assert other_seed.metrics["loss"] != pytest.approx(tiny_run.metrics["loss"], abs=1e-6)
 
 
@@ -115,8 +118,8 @@ def test_tiny_recipe_retrains_identically_and_learns(tiny_run):
 def test_shipped_tiny_checkpoint_matches_a_fresh_retrain(tiny_run):
     org = load_organism(TINY)
     prov = org.provenance
-    assert prov["seed"] == 0 and prov["steps"] == ORGANISMS[TINY].steps
-    assert prov["command"].startswith(f"python -m headlab train {TINY} --seed 0 --steps {ORGANISMS[TINY].steps}")
+    assert prov["seed"] == 0 and prov["steps"] == RECIPES[TINY].steps
+    assert prov["command"].startswith(f"python -m headlab train {TINY} --seed 0 --steps {RECIPES[TINY].steps}")
     for key, value in prov["final_metrics"].items():
         if isinstance(value, float):
             assert tiny_run.metrics[key] == pytest.approx(value, abs=METRIC_ATOL), key
@@ -133,7 +136,7 @@ def test_train_command_writes_a_loadable_checkpoint(tmp_path, capsys):
         assert (out / f).is_file(), f
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["sha256"] == sha256_file(out / "model.safetensors")
-    assert prov["steps"] == 30 and prov["config"] == ORGANISMS[TINY].config.to_dict()
+    assert prov["steps"] == 30 and prov["config"] == RECIPES[TINY].config.to_dict()
     assert prov["command"] == f"python -m headlab train {TINY} --seed 0 --steps 30 --device cpu --threads 1 --out {out}"
     for key in ("data", "torch_version", "train_seconds", "cpu_seconds", "final_metrics", "phase_change", "files"):
         assert key in prov
@@ -141,7 +144,7 @@ def test_train_command_writes_a_loadable_checkpoint(tmp_path, capsys):
     assert [r["step"] for r in curve] == [0, 25, 30]
     model, tok, _ = load_checkpoint(out)
     ids = tok(["t1 t2 t3 t1 t2"], return_tensors="pt")["input_ids"]
-    assert model(ids).shape == (1, 6, ORGANISMS[TINY].config.d_vocab)
+    assert model(ids).shape == (1, 6, RECIPES[TINY].config.d_vocab)
     assert not model.training
 
 
@@ -231,7 +234,7 @@ def test_headlab_load_serves_the_organisms():
 
 @pytest.fixture(scope="module")
 def lang_task():
-    from headlab.training.loop import SyntheticLanguage
+    from headlab.data.windows import SyntheticLanguage
     return SyntheticLanguage(n_ctx=48, docs_per_chunk=32)
 
 
@@ -283,10 +286,10 @@ def test_language_evaluation_on_known_answers(lang_task):
 
 def test_language_recipes():
     for name in ("organism", "organism-small-s0", "organism-small-s1", "organism-small-s2"):
-        r = ORGANISMS[name]
+        r = RECIPES[name]
         assert r.config.d_vocab == r.task.d_vocab and r.config.d_mlp > 0
-    assert [ORGANISMS[f"organism-small-s{s}"].seed for s in range(3)] == [0, 1, 2]
-    small = [ORGANISMS[f"organism-small-s{s}"].to_dict() for s in range(3)]
+    assert [RECIPES[f"organism-small-s{s}"].seed for s in range(3)] == [0, 1, 2]
+    small = [RECIPES[f"organism-small-s{s}"].to_dict() for s in range(3)]
     for d in small:
         d.pop("seed"), d.pop("name"), d.pop("description")
     assert small[0] == small[1] == small[2]  # the seed is the only difference
@@ -300,7 +303,7 @@ LANGUAGE_ORGANISMS = ["organism", "organism-small-s0", "organism-small-s1", "org
 def test_shipped_language_organisms_reproduce_their_recorded_metrics(name):
     """Re-evaluating the shipped weights gives the metrics in their provenance, and they learned the language."""
     model, tok, prov = load_organism(name)
-    recipe = ORGANISMS[name]
+    recipe = RECIPES[name]
     assert prov["config"] == recipe.config.to_dict() and prov["data"]["language"] == recipe.task.lang.describe()
     assert tok.get_vocab() == recipe.task.tokenizer().get_vocab()
     m = recipe.task.evaluate(model, recipe.task.eval_data(prov["data"]["eval_size"]))
@@ -331,3 +334,93 @@ def test_ablating_either_layer_of_attn_only_2l_undoes_the_phase_change():
         with two.ablate([(layer, h) for h in range(4)]):
             assert loss_repeat(two) > one_layer, layer
     assert loss_repeat(two) == clean  # nothing left behind
+
+
+# ---------------------------------------------------------------------------- the one loop
+
+
+def _quadratic(target: float = 3.0):
+    """A one-parameter model whose loss (w - target)^2 the loop must minimise."""
+    model = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        model.weight.zero_()
+    batches = iter(lambda: torch.ones(1), None)  # endless
+    return model, batches, lambda batch: ((model.weight.sum() - target) ** 2) * batch.sum()
+
+
+def test_run_loop_minimises_and_calls_every_hook_in_order():
+    from headlab.training.loop import ExtraLoss, Objective, run_loop
+
+    model, batches, loss = _quadratic()
+    calls, lrs = [], []
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def on_step(s):
+        calls.append(("step", s.step, s.terms["loss"] is not None, s.terms["pull"]))
+        lrs.append(opt.param_groups[0]["lr"])
+
+    step = iter(range(1, 100))
+    extra = ExtraLoss("pull", lambda b: None if next(step) % 2 == 0 else model.weight.sum() ** 2, 0.5)
+    evals = []
+    result = run_loop(model, opt, batches, 7, Objective(loss, extra=extra), lr_at=lambda i: 0.1 / (i + 1),
+                      before_update=lambda: calls.append(("before", model.weight.grad is not None)),
+                      on_step=on_step, evaluate=lambda: evals.append(1) or {"w": float(model.weight.detach()), "skip": [1]},
+                      eval_every=3, progress=False)
+    assert [r["step"] for r in result.curve] == [0, 3, 6, 7]  # at 0, every 3 steps and at the end
+    assert len(evals) == 4 and result.metrics["w"] == result.curve[-1]["w"] and "skip" not in result.curve[-1]
+    assert result.curve[0]["train_loss"] is None and result.curve[0]["train_pull"] is None
+    assert calls[0] == ("before", True) and [c[0] for c in calls] == ["before", "step"] * 7
+    assert lrs == pytest.approx([0.1 / (i + 1) for i in range(7)])
+    # the extra term adds nothing on even steps (None) and pulls w towards 0 on odd ones: w stays below 3
+    assert [c[3] is None for c in calls if c[0] == "step"] == [False, True, False, True, False, True, False]
+    assert not model.training
+    plain, batches, loss = _quadratic()
+    run_loop(plain, torch.optim.SGD(plain.parameters(), lr=0.1), batches, 7, Objective(loss),
+             lr_at=lambda i: 0.1 / (i + 1), progress=False)
+    assert 0 < float(model.weight.detach()) < float(plain.weight.detach()) < 3.0
+
+
+def test_run_loop_rejects_bad_settings():
+    from headlab.training.loop import Objective, run_loop
+
+    model, batches, loss = _quadratic()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="steps must be an int >= 1, got 0"):
+        run_loop(model, opt, batches, 0, Objective(loss), progress=False)
+    with pytest.raises(ValueError, match="evaluate needs eval_every"):
+        run_loop(model, opt, batches, 2, Objective(loss), evaluate=dict, progress=False)
+
+
+def test_warmup_cosine_known_values():
+    from headlab.training.loop import warmup_cosine
+
+    assert [warmup_cosine(i, 1.0, 4, 14) for i in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert warmup_cosine(4, 1.0, 4, 14) == pytest.approx(1.0)  # the cosine starts at the top
+    assert warmup_cosine(9, 1.0, 4, 14) == pytest.approx(0.55)  # half way: 0.1 + 0.9 / 2
+    assert warmup_cosine(14, 1.0, 4, 14) == pytest.approx(0.1) == warmup_cosine(99, 1.0, 4, 14)
+
+
+# ---------------------------------------------------------------------------- the one registry
+
+
+def test_one_registry_gathers_every_family_and_every_shipped_checkpoint():
+    from headlab.training.recipes import CHAPTERS_1_2, ORGANISMS, STUDENTS, WIDTH_DEPTH, get_recipe
+
+    families = [ORGANISMS, CHAPTERS_1_2, STUDENTS, WIDTH_DEPTH]
+    assert sum(len(f) for f in families) == len(RECIPES)  # no name in two families
+    assert all(RECIPES[name] is r for f in families for name, r in f.items())
+    assert all(r.name == name for name, r in RECIPES.items())
+    shipped = {p.name for p in CHECKPOINT_DIR.iterdir() if (p / "provenance.json").is_file()}
+    assert shipped and shipped <= set(RECIPES), shipped - set(RECIPES)
+    assert {"distill-student", "wd-2l-1h", "wd-4l-4h-flops"} <= set(RECIPES)
+    assert get_recipe("heads-4") is CHAPTERS_1_2["heads-4"]
+    with pytest.raises(ValueError, match="unknown recipe 'wd-3l'.*wd-2l-1h"):
+        get_recipe("wd-3l")
+
+
+def test_train_command_reaches_the_width_depth_family(tmp_path, capsys):
+    out = tmp_path / "wd"
+    assert main(["train", "wd-1l-4h", "--steps", "1", "--out", str(out), "--no-progress"]) == 0
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["name"] == "wd-1l-4h" and prov["config"] == RECIPES["wd-1l-4h"].config.to_dict()
+    assert [r["step"] for r in json.loads((out / "loss_curve.json").read_text())] == [0, 1]

@@ -16,7 +16,7 @@ import sys
 # Modules that contribute commands, in the order they appear in --help.
 COMMAND_MODULES = [
     "headlab.cli",             # heads, sweep, atlas, report (the checklist)
-    "headlab.training.loop",   # train
+    "headlab.training.runs",   # train
 ]
 
 

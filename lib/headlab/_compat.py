@@ -24,7 +24,7 @@ MOVED_MODULES: dict[str, str] = {
     "headlab.organisms": "headlab.models.gpt",
     "headlab.detect.planted": "headlab.models.planted",
     "headlab.tasks": "headlab.data.two_relations",
-    "headlab.train_data": "headlab.data.tasks",
+    "headlab.train_data": "headlab.data.spans",
     "headlab.evaluation": "headlab.metrics",  # the item metrics joined the other per-input metrics
     "headlab.sweep": "headlab.analysis.sweep",
     "headlab.importance": "headlab.analysis.importance",
@@ -36,7 +36,7 @@ MOVED_MODULES: dict[str, str] = {
     "headlab.sae_analysis": "headlab.analysis.sae.compare",
     "headlab.train": "headlab.training.loop",
     "headlab.distill": "headlab.training.distill",
-    "headlab.width_depth": "headlab.training.width_depth",
+    "headlab.width_depth": "headlab.training.recipes.width_depth",
     "headlab.claims": "headlab.ledger",
     "headlab.plotting": "headlab.viz.figures",
     "headlab.plotting_beyond_heads": "headlab.viz.sae",
@@ -95,6 +95,38 @@ MOVED_NAMES["headlab.adversarial"] = {
         "rates_from_scores")}
 MOVED_NAMES["headlab.atlas"] = {"add_commands": "headlab.cli"}  # every analysis command is registered there
 
+# "module:new_name" for a name that was also renamed
+# training, recipes, data tasks (one loop, one registry, tasks named by content)
+MOVED_NAMES.update({
+    "headlab.train": {
+        "EVAL_SEED": "headlab.data.spans:SPANS_EVAL_SEED", "GPT": "headlab.models.gpt",
+        "LANGUAGE_EVAL_SEED": "headlab.data.windows", "LANGUAGE_OPTIONS": "headlab.training.recipes.organisms",
+        "ORGANISMS": "headlab.training.recipes:RECIPES", "Recipe": "headlab.training.recipe",
+        "Task": "headlab.training.recipe", "add_commands": "headlab.training.runs", "save_run": "headlab.training.runs",
+        "plot_curve": "headlab.viz.training",
+        # re-exported by 0.1's headlab.train from its data module
+        "RepeatedSpans": "headlab.data.spans", "SpanBatch": "headlab.data.spans",
+        "SyntheticLanguage": "headlab.data.windows", "LanguageEval": "headlab.data.windows",
+        "per_input_head_scores": "headlab.data.head_scores", "summarize_head_scores": "headlab.data.head_scores",
+    },
+    "headlab.train_data": {
+        "EVAL_SEED": "headlab.data.spans:SPANS_EVAL_SEED", "GPT": "headlab.models.gpt",
+        "LANGUAGE_EVAL_SEED": "headlab.data.windows", "LanguageEval": "headlab.data.windows",
+        "SyntheticLanguage": "headlab.data.windows", "per_input_head_scores": "headlab.data.head_scores",
+        "summarize_head_scores": "headlab.data.head_scores",
+    },
+    "headlab.tasks": {
+        "EVAL_SEED": "headlab.data.two_relations:TWO_RELATIONS_EVAL_SEED", "LanguageWindows": "headlab.data.windows",
+    },
+    "headlab.distill": {
+        "average_heads": "headlab.analysis.averaging", "layer_mean_pattern": "headlab.analysis.averaging",
+        "layer_mean_z": "headlab.analysis.averaging", "specialists": "headlab.analysis.specialists",
+    },
+    "headlab.sae": {
+        "SAETrainLog": "headlab.training.sae", "resample_dead": "headlab.training.sae", "train_sae": "headlab.training.sae",
+    },
+})
+
 REMOVAL = "headlab 0.3"
 
 
@@ -120,7 +152,8 @@ class _Alias(types.ModuleType):
     def __getattr__(self, name: str):
         moved = MOVED_NAMES.get(self.__name__, {}).get(name)
         if moved is not None:
-            return getattr(importlib.import_module(moved), name)
+            module, _, new_name = moved.partition(":")
+            return getattr(importlib.import_module(module), new_name or name)
         return getattr(self.__dict__["_target"], name)
 
     def __dir__(self):

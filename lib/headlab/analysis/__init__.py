@@ -12,5 +12,7 @@ and ``metric=``.
 * :mod:`~headlab.analysis.circuits` -- how one head's output becomes another's input;
 * :mod:`~headlab.analysis.prune`, :mod:`~headlab.analysis.adversarial` -- what breaks;
 * :mod:`~headlab.analysis.inspection` -- whether an inspector of the attention sees a hijacked head;
+* :mod:`~headlab.analysis.averaging` -- a layer's heads averaged into one mechanism;
+* :mod:`~headlab.analysis.specialists` -- per head, how well it does the jobs the book names;
 * :mod:`~headlab.analysis.sae` -- sparse autoencoders beside the head basis.
 """

@@ -44,6 +44,7 @@ from headlab.analysis.detect import (
     head_scores, held_out_relation_scores, label_heads, ov_copying_score, relation_scores, synthetic_relation_set,
     synthetic_token_frequency,
 )
+from headlab.data.spans import repeated_tokens
 from headlab.heads.head import Head, parse_head
 from headlab.schema import check_schema, schema_of
 from headlab.viz.atlas import LABEL_COLOURS, plot_atlas  # the atlas figure lives with the book's other figures
@@ -194,20 +195,12 @@ def _repeated(hm, n: int, length: int, seed: int) -> tuple[dict, int]:
     limit = _max_len(hm)
     if limit is not None:
         length = min(length, (limit - 3) // 2)
-    pool = torch.tensor(_token_pool(hm))
+    pool = _token_pool(hm)
     length = min(length, len(pool))  # distinct tokens, so each has exactly one earlier occurrence
-    gen = torch.Generator().manual_seed(seed)
-    rows = []
-    for _ in range(n):
-        span = pool[torch.randperm(len(pool), generator=gen)[:length]].tolist()  # distinct tokens
-        ids = span + span
-        if tok is not None:
-            prefix, suffix = _special_wrapping(tok)
-            ids = prefix + ids + suffix
-            if not prefix and tok.bos_token_id is not None:
-                ids = [tok.bos_token_id] + ids
-        rows.append(ids)
-    ids = torch.tensor(rows)
+    prefix, suffix = _special_wrapping(tok) if tok is not None else ([], [])
+    if tok is not None and not prefix and tok.bos_token_id is not None:
+        prefix = [tok.bos_token_id]
+    ids = repeated_tokens(pool, n, length, torch.Generator().manual_seed(seed), prefix=prefix, suffix=suffix)
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, length
 
 

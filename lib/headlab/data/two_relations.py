@@ -1,16 +1,12 @@
-"""Synthetic tasks for chapters 1 and 2, each built so that one architectural limit shows.
+"""Two relations at once: the synthetic task of chapters 1 and 2, built so that one head's limit shows.
 
-- :class:`TwoRelations` (chapter 1): the answer depends on two tokens found by two
-  different relations, the previous token and the topic at the start of the sequence,
-  combined asymmetrically. One attention head that spreads its weight evenly over the two
-  loses which token came from where; two heads can keep them apart.
-- :class:`LanguageWindows` (chapter 2): next-token prediction on the book's synthetic
-  language, for the small models of the adjustable-heads widget. (Chapter 2 also retrains
-  the two-head model of :class:`TwoRelations` with narrower heads.)
+In :class:`TwoRelations` the answer depends on two tokens found by two different relations,
+the previous token and the topic at the start of the sequence, combined asymmetrically. One
+attention head that spreads its weight evenly over the two loses which token came from where;
+two heads can keep them apart. (Chapter 2 retrains the two-head model with narrower heads.)
 
-Each task follows the task protocol of :mod:`headlab.training.loop` (``d_vocab``, ``n_ctx``,
-``tokenizer()``, ``train_batch``, ``eval_data``, ``evaluate``, ``describe``), so a recipe
-in ``headlab.training.loop.ORGANISMS`` trains it with ``python -m headlab train NAME``.
+The task follows the task protocol of :class:`headlab.training.recipe.Task`, so a recipe of
+:data:`headlab.training.recipes.RECIPES` trains it with ``python -m headlab train NAME``.
 Sampling is deterministic given the ``torch.Generator`` passed in.
 """
 
@@ -22,13 +18,13 @@ from typing import Any
 
 import torch
 
+from headlab.data.head_scores import run_with_patterns
 from headlab.metrics import next_token_loss
 from headlab.models.gpt import GPT
 
-__all__ = ["EVAL_SEED", "TwoRelations", "TwoRelationsBatch", "LanguageWindows", "word_tokenizer",
-           "answer_metrics"]
+__all__ = ["TWO_RELATIONS_EVAL_SEED", "TwoRelations", "TwoRelationsBatch", "word_tokenizer", "answer_metrics"]
 
-EVAL_SEED = 4321  # evaluation data is the same whatever the training seed
+TWO_RELATIONS_EVAL_SEED = 4321  # the evaluation data of TwoRelations is the same whatever the training seed
 
 
 def word_tokenizer(words: list[str]):
@@ -52,19 +48,6 @@ def word_tokenizer(words: list[str]):
                                    model_max_length=1_000_000, clean_up_tokenization_spaces=False)
 
 
-def _run_with_patterns(model: GPT, tokens: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Logits ``(batch, pos, d_vocab)`` and each layer's pattern ``(batch, head, q_pos, k_pos)``."""
-    patterns: list[torch.Tensor] = []
-    handles = [b.attn.hook_pattern.register_forward_hook(lambda m, i, out: patterns.append(out.detach()))
-               for b in model.blocks]
-    try:
-        logits = model(tokens)
-    finally:
-        for h in handles:
-            h.remove()
-    return logits, patterns
-
-
 def answer_metrics(logits: torch.Tensor, tokens: torch.Tensor, query: torch.Tensor) -> dict[str, torch.Tensor]:
     """Loss and correctness at the answer positions.
 
@@ -77,9 +60,6 @@ def answer_metrics(logits: torch.Tensor, tokens: torch.Tensor, query: torch.Tens
     at = query[:, :-1]  # (batch, pos-1): the prediction made at i of token i+1
     predicted = logits[:, :-1].argmax(-1)  # (batch, pos-1)
     return {"loss": losses[at], "correct": (predicted == tokens[:, 1:])[at]}
-
-
-# ---------------------------------------------------------------------------- chapter 1
 
 
 @dataclass
@@ -188,7 +168,7 @@ class TwoRelations:
             yield self.sample(batch_size, generator).tokens
 
     def eval_data(self, n: int) -> TwoRelationsBatch:
-        return self.sample(n, torch.Generator().manual_seed(EVAL_SEED))
+        return self.sample(n, torch.Generator().manual_seed(TWO_RELATIONS_EVAL_SEED))
 
     @torch.no_grad()
     def answers(self, model: GPT, data: TwoRelationsBatch, layer: int = 0) -> dict[str, torch.Tensor]:
@@ -201,7 +181,7 @@ class TwoRelations:
         ``";"`` to the previous token and to the topic.
         """
         tokens = data.tokens.to(model.device)
-        logits, patterns = _run_with_patterns(model, tokens)
+        logits, patterns = run_with_patterns(model, tokens)
         query = data.query.to(tokens.device)
         m = answer_metrics(logits, tokens, query)
         qb, qi = torch.nonzero(query, as_tuple=True)  # the ';' positions
@@ -247,83 +227,3 @@ class TwoRelations:
 
     def describe(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-# ---------------------------------------------------------------------------- chapter 2
-
-
-@dataclass
-class LanguageWindows:
-    """Next-token prediction on the synthetic language (:mod:`headlab.data.language`), for the
-    small models of chapter 2's adjustable-heads widget.
-
-    Documents are laid end to end, each followed by ``<eos>``, and cut into windows of
-    ``n_ctx - 1`` tokens, each window prefixed with ``<bos>`` (the packing of
-    :func:`headlab.data.language.pack`, done here on token ids because it is much faster).
-    Each training batch packs fresh documents drawn with a seed from the training
-    generator; the evaluation windows come from seed ``-1``, which training never draws.
-    Token ids are those of :func:`headlab.data.language.tokenizer`.
-    """
-
-    n_ctx: int = 64
-    seed_vocab: int = 0
-    kind: str = "language_windows"
-    version: str = "1"
-
-    def __post_init__(self) -> None:
-        from headlab.data.language import Language
-
-        self.lang = Language(self.seed_vocab)
-        self._ids = {word: i for i, word in enumerate(self.lang.vocab)}
-
-    @property
-    def d_vocab(self) -> int:
-        return len(self.lang.vocab)
-
-    def tokenizer(self):
-        from headlab.data.language import tokenizer
-
-        return tokenizer(self.lang)
-
-    def windows(self, n: int, seed: int) -> torch.Tensor:
-        """``n`` packed windows ``(n, n_ctx)`` of documents sampled with ``seed``."""
-        body = self.n_ctx - 1
-        stream: list[int] = []
-        n_docs = n * body // 30 + 4  # documents average ~42 tokens: enough, with room to spare
-        while len(stream) < n * body:
-            for doc in self.lang.sample(n_docs, seed=seed):
-                stream += [self._ids[t] for t in doc.tokens] + [self._ids["<eos>"]]
-            seed = -abs(seed) - 1_000_003 if seed < 0 else seed + 1_000_003  # rarely needed
-        chunks = torch.tensor(stream[: n * body]).reshape(n, body)
-        bos = torch.full((n, 1), self._ids["<bos>"])
-        return torch.cat([bos, chunks], dim=1)  # (n, n_ctx)
-
-    def train_batch(self, batch_size: int, generator: torch.Generator) -> tuple[torch.Tensor, None]:
-        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
-        return self.windows(batch_size, seed), None
-
-    def train_batches(self, batch_size: int, generator: torch.Generator):
-        while True:
-            yield self.train_batch(batch_size, generator)[0]
-
-    def eval_data(self, n: int) -> torch.Tensor:
-        return self.windows(n, seed=-1)
-
-    @torch.no_grad()
-    def evaluate(self, model: GPT, data: torch.Tensor) -> dict[str, Any]:
-        """``val_loss``: mean next-token loss on the evaluation windows; ``previous_token``: per
-        (layer, head), :func:`headlab.analysis.detect.previous_token_score` averaged over windows."""
-        from headlab.analysis.detect import previous_token_score
-
-        tokens = data.to(model.device)
-        logits, patterns = _run_with_patterns(model, tokens)
-        prev = torch.stack([previous_token_score(p).mean(0) for p in patterns])  # (layer, head)
-        return {
-            "val_loss": float(next_token_loss(logits, tokens, reduction="mean")),
-            "previous_token_best": float(prev.max()),
-            "previous_token": [[round(float(v), 4) for v in row] for row in prev],
-        }
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "version": self.version, "n_ctx": self.n_ctx,
-                "language": self.lang.describe()}

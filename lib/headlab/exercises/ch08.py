@@ -146,12 +146,9 @@ def _planted_batch(span: int, n: int = 2, seed: int = 0) -> dict:
     """``<token 0>`` then ``span`` distinct tokens from 1..19, then the same again; ``n`` rows."""
     import torch
 
-    gen = torch.Generator().manual_seed(seed)
-    rows = []
-    for _ in range(n):
-        tokens = (torch.randperm(19, generator=gen)[:span] + 1).tolist()
-        rows.append([0] + tokens + tokens)
-    ids = torch.tensor(rows)
+    from headlab.data.spans import repeated_tokens
+
+    ids = repeated_tokens(range(1, 20), n, span, torch.Generator().manual_seed(seed), prefix=[0])
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
 

@@ -7,6 +7,7 @@ from dataclasses import fields
 import numpy as np
 import torch
 
+from headlab.data.spans import repeated_tokens
 from headlab.analysis.atlas import check_lengths, default_texts, repeated_random_tokens
 from headlab.report.thresholds import N_TEXTS
 
@@ -69,7 +70,7 @@ def _span_task(hm):
     data = (getattr(hm, "provenance", None) or {}).get("data") or {}
     if data.get("kind") != "repeated_spans":
         return None
-    from headlab.training.loop import RepeatedSpans
+    from headlab.data.spans import RepeatedSpans
 
     names = {f.name for f in fields(RepeatedSpans)}
     return RepeatedSpans(**{k: v for k, v in data.items() if k in names})
@@ -88,12 +89,6 @@ def repeated_sequences(hm, n: int, length: int, seed: int) -> dict:
         tok = hm.tokenizer
         special = set(getattr(tok, "all_special_ids", []) or [])
         pool = torch.tensor([i for i in range(len(tok)) if i not in special])
-        length = min(length, len(pool))
-        gen = torch.Generator().manual_seed(seed)
         bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-        rows = []
-        for _ in range(n):
-            span = pool[torch.randperm(len(pool), generator=gen)[:length]].tolist()
-            rows.append(bos + span + span)
-        ids = torch.tensor(rows)
+        ids = repeated_tokens(pool, n, min(length, len(pool)), torch.Generator().manual_seed(seed), prefix=bos)
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}

@@ -1,20 +1,9 @@
-"""Treating attention as one mechanism: averaging heads, and distilling mean vs per-head patterns.
+"""Distillation with attention transfer: erasing (or keeping) the division of labour during training.
 
-Two ways to erase the division of labour between the heads of a layer, as interventions on a
-trained model (no training):
-
-* :func:`layer_mean_z` — every head's output ``z`` replaced by the layer's mean head output at
-  the same position (through :meth:`HeadModel.patch_z`): the layer then writes
-  ``mean_h(z_h) @ sum_h W_O^h``, one "generalist" head repeated;
-* :func:`layer_mean_pattern` — every head weighs its own values with the layer's mean
-  attention pattern (through :meth:`HeadModel.patch_pattern`, the book's GPT only): each head
-  keeps its value and output projections but loses *where* it looks.
-
-:func:`average_heads` applies either to a set of layers inside a ``with`` block.
-
-And one way to erase it during training: **attention transfer**. A student is trained with the
-next-token loss plus ``weight`` times a loss that pulls its attention patterns towards a
-teacher's (:func:`attention_transfer_loss`). The target decides what is transferred:
+A student is trained with the next-token loss plus ``weight`` times a loss that pulls its
+attention patterns towards a teacher's (:func:`attention_transfer_loss`), the extra loss term of
+the one training loop (:func:`headlab.training.loop.run_loop`). The target decides what is
+transferred:
 
 * ``"per_head"``: student head ``(l, h)`` towards teacher head ``(l, h)`` (same geometry);
 * ``"mean"``: every student head of layer ``l`` towards the teacher's layer-mean pattern;
@@ -25,67 +14,26 @@ teacher's (:func:`attention_transfer_loss`). The target decides what is transfer
 The transfer loss is the KL divergence ``KL(target || student)`` of each attention row (a
 distribution over keys), averaged over query rows, heads, layers and inputs, in nats.
 :func:`distill` trains a student this way; the same seed gives every target the same
-initialisation and the same batches, so the targets compare at equal compute.
+initialisation and the same batches, so the targets compare at equal compute. (Averaging the
+heads of a trained model, with no training, is :mod:`headlab.analysis.averaging`.)
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
-from headlab.metrics import next_token_loss
 from headlab.heads.model import HeadModel
+from headlab.metrics import next_token_loss
+from headlab.training.loop import ExtraLoss, Objective, train
+from headlab.training.recipe import Recipe
 
-__all__ = [
-    "TRANSFER_TARGETS", "layer_mean_z", "layer_mean_pattern", "average_heads",
-    "transfer_targets", "attention_transfer_loss", "DistillResult", "distill", "specialists",
-]
+__all__ = ["TRANSFER_TARGETS", "transfer_targets", "attention_transfer_loss", "DistillResult", "transfer_objective",
+           "distill"]
 
 TRANSFER_TARGETS = ("none", "mean", "mean_to_mean", "per_head")
-
-
-# --------------------------------------------------------------------------- averaging
-
-
-def layer_mean_z(layer: int, z: torch.Tensor) -> torch.Tensor:
-    """Every head's output replaced by the layer's mean head output at the same position.
-
-    ``z``: ``(batch, pos, head, d_head)`` -> same shape (a function for :meth:`HeadModel.patch_z`).
-    """
-    if z.dim() != 4:
-        raise ValueError(f"z must be (batch, pos, head, d_head), got shape {tuple(z.shape)}")
-    return z.mean(dim=2, keepdim=True).expand_as(z).clone()  # (batch, pos, head, d_head)
-
-
-def layer_mean_pattern(layer: int, pattern: torch.Tensor) -> torch.Tensor:
-    """Every head given the layer's mean attention pattern.
-
-    ``pattern``: ``(batch, head, q_pos, k_pos)`` -> same shape (for :meth:`HeadModel.patch_pattern`).
-    The mean of distributions is a distribution, so every row still sums to 1.
-    """
-    if pattern.dim() != 4:
-        raise ValueError(f"pattern must be (batch, head, q_pos, k_pos), got shape {tuple(pattern.shape)}")
-    return pattern.mean(dim=1, keepdim=True).expand_as(pattern).clone()  # (batch, head, q_pos, k_pos)
-
-
-@contextlib.contextmanager
-def average_heads(hm: HeadModel, layers: Iterable[int], what: str = "z") -> Iterator[HeadModel]:
-    """Inside the block, the heads of ``layers`` are averaged: ``what="z"`` replaces their outputs
-    by the layer mean (:func:`layer_mean_z`), ``what="pattern"`` their attention patterns
-    (:func:`layer_mean_pattern`; the book's GPT only)."""
-    layers = sorted(set(int(l) for l in layers))
-    if what == "z":
-        with hm.patch_z(layer_mean_z, layers=layers):
-            yield hm
-    elif what == "pattern":
-        with hm.patch_pattern(layer_mean_pattern, layers=layers):
-            yield hm
-    else:
-        raise ValueError(f"what must be 'z' (head outputs) or 'pattern' (attention patterns), not {what!r}")
 
 
 # --------------------------------------------------------------------- attention transfer
@@ -178,23 +126,57 @@ def _patterns(hm: HeadModel, ids: torch.Tensor, detach: bool) -> tuple[torch.Ten
     return logits, [cache.pattern(layer) for layer in range(hm.n_layers)]
 
 
-def distill(recipe, teacher: HeadModel, target: str = "per_head", weight: float = 1.0,
+def transfer_objective(model, teacher: HeadModel, target: str, weight: float) -> Objective:
+    """The student's loss: the next-token loss (``lm_loss``) plus ``weight`` x the attention-transfer
+    loss (``transfer_loss``) towards ``teacher``'s patterns on the same batch.
+
+    With ``target="none"`` the loss is ``model.loss`` itself (the plain training run) and the
+    transfer term adds nothing (its curve column stays ``None``).
+    """
+    _check_target(target)
+    if target == "none":
+        return Objective(model.loss, name="lm_loss", extra=ExtraLoss("transfer_loss", lambda ids: None, 0.0))
+    student = HeadModel(model)
+    mine: list[torch.Tensor] = []  # the student's patterns of the current batch, for the transfer term
+
+    def lm_loss(ids: torch.Tensor) -> torch.Tensor:
+        logits, patterns = _patterns(student, ids, detach=False)
+        mine[:] = patterns
+        return next_token_loss(logits, ids, reduction="mean")
+
+    def transfer_loss(ids: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            _, goal = _patterns(teacher, ids, detach=True)
+        return attention_transfer_loss(mine, goal, target)
+
+    return Objective(lm_loss, name="lm_loss", extra=ExtraLoss("transfer_loss", transfer_loss, weight))
+
+
+def distill(recipe: Recipe, teacher: HeadModel, target: str = "per_head", weight: float = 1.0,
             seed: int | None = None, steps: int | None = None, eval_every: int | None = None,
-            progress: bool = True, log: Callable[[str], None] | None = None) -> DistillResult:
+            device: str = "cpu", progress: bool = True, log: Callable[[str], None] | None = None) -> DistillResult:
     """Train ``recipe``'s student with the next-token loss plus ``weight`` x the attention-transfer
     loss towards ``teacher``'s patterns on the same batch (``target`` as in :data:`TRANSFER_TARGETS`).
 
-    The optimiser, learning-rate schedule, initialisation and batch stream are exactly those of
-    :func:`headlab.training.loop.train` for the same recipe and seed (the student with ``target="none"``
-    is that function's run), so targets differ only in the transfer term. The teacher must read
-    the recipe's token ids (same tokenizer) and, for ``"per_head"``, have the student's layers
-    and heads. ``eval_every``: evaluate every that many steps (default: the recipe's).
+    The run is :func:`headlab.training.loop.train` of the same recipe and seed with the transfer
+    term added (:func:`transfer_objective`): the same optimiser, learning-rate schedule,
+    initialisation and batch stream, so that targets differ only in the transfer term, and the
+    student with ``target="none"`` is that function's run. The curve records the running
+    ``train_lm_loss`` and ``train_transfer_loss`` beside the task's metrics.
+
+    Args:
+        recipe: the student's recipe (e.g. ``RECIPES["distill-student"]``).
+        teacher: reads the recipe's token ids (same tokenizer), on ``device``; for ``"per_head"``
+            it has the student's layers and heads.
+        target: what is transferred (see the module docstring).
+        weight: the transfer term's weight, > 0 unless ``target="none"``.
+        seed: default the recipe's.
+        steps: default the recipe's.
+        eval_every: evaluate every that many steps (default: the recipe's).
+        device: where the student trains.
+        progress: show a progress bar.
+        log: called with each curve row as JSON.
     """
-    from tqdm.auto import tqdm
-
-    from headlab.models.gpt import GPT
-    from headlab.training.loop import _lr_at
-
     _check_target(target)
     if weight < 0:
         raise ValueError(f"weight must be >= 0, got {weight}")
@@ -208,99 +190,16 @@ def distill(recipe, teacher: HeadModel, target: str = "per_head", weight: float 
         if target == "per_head" and teacher.n_heads != config.n_heads:
             raise ValueError(f"per-head transfer needs as many heads as the teacher ({teacher.n_heads}); "
                              f"the student has {config.n_heads}")
+        if teacher.device.type != torch.device(device).type:
+            raise ValueError(f"the teacher is on {teacher.device} but the student trains on {device}: "
+                             f"move the teacher with teacher.model.to({device!r})")
     if teacher.tokenizer is not None and teacher.tokenizer.get_vocab() != recipe.task.tokenizer().get_vocab():
         raise ValueError("the teacher's tokenizer differs from the student's task: they must read the same ids")
     seed = recipe.seed if seed is None else seed
-    steps = recipe.steps if steps is None else steps
-    eval_every = eval_every or recipe.eval_every
-    if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
-
-    torch.manual_seed(seed)
-    model = GPT(config)
-    student = HeadModel(model)  # sets eval mode; the GPT has no dropout, so the mode changes nothing
-    task = recipe.task
-    gen = torch.Generator().manual_seed(seed)
-    eval_data = task.eval_data(recipe.eval_size)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": recipe.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=recipe.lr, betas=(0.9, 0.98))
-    curve: list[dict[str, Any]] = []
-    t0, cpu0 = time.perf_counter(), time.process_time()
-    running = {"lm": None, "transfer": None}
-
-    def evaluate(step: int) -> dict[str, Any]:
-        metrics = task.evaluate(model, eval_data)
-        curve.append({"step": step, "seconds": round(time.perf_counter() - t0, 2),
-                      "train_lm_loss": running["lm"], "train_transfer_loss": running["transfer"],
-                      **{k: v for k, v in metrics.items() if isinstance(v, (int, float))}})
-        if log is not None:
-            log(str(curve[-1]))
-        return metrics
-
-    metrics = evaluate(0)
-    batches = task.train_batches(recipe.batch_size, gen)
-    bar = tqdm(range(1, steps + 1), desc=f"student ({target})", disable=not progress, mininterval=0.5)
-    for step in bar:
-        for group in opt.param_groups:
-            group["lr"] = _lr_at(step - 1, recipe, steps)
-        ids = next(batches)  # (batch, n_ctx), full windows: no padding
-        if target == "none":
-            lm = model.loss(ids)
-            transfer = None
-            loss = lm
-        else:
-            with torch.no_grad():
-                _, goal = _patterns(teacher, ids, detach=True)
-            logits, mine = _patterns(student, ids, detach=False)
-            lm = next_token_loss(logits, ids, reduction="mean")
-            transfer = attention_transfer_loss(mine, goal, target)
-            loss = lm + weight * transfer
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if recipe.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
-        opt.step()
-        for key, value in (("lm", lm), ("transfer", transfer)):
-            if value is not None:
-                v = float(value.detach())
-                running[key] = v if running[key] is None else 0.95 * running[key] + 0.05 * v
-        if step % eval_every == 0 or step == steps:
-            metrics = evaluate(step)
-            bar.set_postfix({"lm": f"{running['lm']:.3f}", "val": f"{metrics['val_loss']:.3f}"}, refresh=False)
-    model.eval()
-    info = {"target": target, "weight": weight, "seed": seed, "steps": steps,
-            "train_seconds": round(time.perf_counter() - t0, 2),
-            "cpu_seconds": round(time.process_time() - cpu0, 2), "threads": torch.get_num_threads()}
-    return DistillResult(model, task.tokenizer(), metrics, curve, info)
-
-
-# ------------------------------------------------------------------------ specialists
-
-
-def specialists(hm: HeadModel, windows: Sequence, tokenizer=None) -> dict[str, torch.Tensor]:
-    """Per-head specialist scores of a synthetic-language model, ``(n_layers, n_heads)`` each:
-
-    * ``previous_token``, ``induction``: lifts over uniform attention of the pattern scores
-      (:func:`headlab.analysis.detect.head_scores`; 0 = like uniform, 1 = perfect);
-    * ``subject``: accuracy of pointing, from the position before each agreeing verb, at the
-      verb's subject (``before verb->subject`` of :mod:`headlab.analysis.detect.predictive`);
-    * ``antecedent``: the same from the position before each pronoun to its antecedent.
-
-    ``windows``: packed windows of the language (``Document`` s of equal length).
-    """
-    from headlab.analysis.detect import head_scores, relation_scores
-    from headlab.analysis.detect.predictive import BEFORE_PRONOUN_ANTECEDENT, BEFORE_VERB_SUBJECT, predictive_relation_set
-    from headlab.data.language import encode
-
-    tok = tokenizer or hm.tokenizer
-    if tok is None:
-        raise ValueError(f"{hm.name} has no tokenizer; pass the language's tokenizer")
-    windows = list(windows)
-    ids = encode(tok, windows)
-    scores = head_scores(hm, ids, scores=["previous_token", "induction"])
-    relations = relation_scores(hm, predictive_relation_set(windows, tok))
-    return {"previous_token": scores.lift("previous_token"), "induction": scores.lift("induction"),
-            "subject": relations[BEFORE_VERB_SUBJECT].accuracy.float(),
-            "antecedent": relations[BEFORE_PRONOUN_ANTECEDENT].accuracy.float()}
+    run = train(recipe, seed=seed, steps=steps, device=device, progress=progress, log=log,
+                objective=lambda model: transfer_objective(model, teacher, target, weight),
+                eval_every=eval_every, desc=f"student ({target})")
+    info = {"target": target, "weight": weight, "seed": seed, "steps": run.info["steps"],
+            "train_seconds": round(run.train_seconds, 2), "cpu_seconds": run.info["cpu_seconds"],
+            "threads": torch.get_num_threads()}
+    return DistillResult(run.model, run.tokenizer, run.metrics, run.curve, info)

@@ -18,13 +18,9 @@ unit-norm decoder directions ``d_i`` (the rows of ``W_dec``; the columns of the
 * ``"topk"``: keep the ``k`` largest pre-activations, zero the rest, then ReLU
   (:func:`topk_relu`); no penalty.
 
-Training (:func:`train_sae`) is deterministic given the seed (and the torch
-thread count). A feature is **dead** when it has not fired on any training
-input for ``resample_every`` steps; every ``resample_every`` steps, until
-``resample_until`` of training, dead features are **resampled**: each gets the
-direction of the residual ``x - x_hat`` of a training input drawn with
-probability proportional to its squared reconstruction error, so dead features
-move to what the SAE reconstructs worst.
+Training (:func:`headlab.training.sae.train_sae`, on the one training loop) is deterministic
+given the seed; it resamples dead features (features that stopped firing) towards what the SAE
+reconstructs worst.
 
 Measurements here: reconstruction (:func:`evaluate_sae`) and the fraction of
 loss recovered when the reconstruction replaces ``z`` in the forward pass
@@ -38,8 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -49,7 +44,7 @@ from torch import nn
 from headlab.heads.model import HeadModel
 
 __all__ = [
-    "SAEConfig", "SparseAutoencoder", "SAETrainLog", "topk_relu", "train_sae", "resample_dead", "evaluate_sae",
+    "SAEConfig", "SparseAutoencoder", "topk_relu", "check_activations", "evaluate_sae",
     "collect_z", "spliced", "fraction_loss_recovered", "loss_recovered", "save_sae", "load_sae", "SAE_DIR",
 ]
 
@@ -179,33 +174,12 @@ class SparseAutoencoder(nn.Module):
         self.W_dec /= self.W_dec.norm(dim=1, keepdim=True).clamp_min(1e-12)
 
 
-# --------------------------------------------------------------------------- training
+# --------------------------------------------------------------------------- activations
 
 
-@dataclass
-class SAETrainLog:
-    """What :func:`train_sae` did. ``curve``: rows ``{step, loss, fvu, l0}`` (means since the
-    previous row); ``resampled``: rows ``{step, n}`` (dead features resampled at that step);
-    ``dead_at_end``: features that did not fire in the last ``resample_every`` steps."""
-
-    seed: int
-    steps: int
-    batch_size: int
-    lr: float
-    curve: list[dict[str, float]] = field(default_factory=list)
-    resampled: list[dict[str, int]] = field(default_factory=list)
-    dead_at_end: int = 0
-    seconds: float = 0.0
-
-    @property
-    def n_resampled(self) -> int:
-        return sum(r["n"] for r in self.resampled)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "n_resampled": self.n_resampled}
-
-
-def _check_acts(acts: torch.Tensor) -> torch.Tensor:
+def check_activations(acts: torch.Tensor) -> torch.Tensor:
+    """``acts`` as float32 after checking that it is a finite ``(n_tokens, d_in)`` float tensor with
+    at least 2 rows; a clear error otherwise."""
     if not isinstance(acts, torch.Tensor) or acts.dim() != 2:
         raise ValueError(f"activations must be a (n_tokens, d_in) tensor, got "
                          f"{getattr(acts, 'shape', type(acts).__name__)}; flatten (batch, pos) first")
@@ -217,113 +191,6 @@ def _check_acts(acts: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"the activations hold {int((~torch.isfinite(acts)).sum())} NaN or infinite "
                          "value(s); clean them before training")
     return acts.float()
-
-
-@torch.no_grad()
-def resample_dead(sae: SparseAutoencoder, dead: torch.Tensor, acts: torch.Tensor, generator: torch.Generator,
-                  optimizer: torch.optim.Optimizer | None = None, sample_size: int = 8192) -> int:
-    """Give each dead feature (``dead``: ``(n_features,)`` bool) a new direction; returns how many.
-
-    On a random sample of ``acts``, each input's squared reconstruction error ``e`` is
-    computed; for each dead feature an input is drawn with probability proportional to
-    ``e^2``, and the feature's decoder direction becomes that input's normalised residual
-    ``x - x_hat``; its encoder column becomes the same direction times 0.2 times the mean
-    encoder norm of the live features, and its encoder bias 0 (so it fires on inputs like
-    the one drawn). The optimizer's moment estimates for those weights are reset.
-    """
-    if dead.shape != (sae.n_features,) or dead.dtype != torch.bool:
-        raise ValueError(f"dead must be a bool tensor of shape ({sae.n_features},), got "
-                         f"{dead.dtype} {tuple(dead.shape)}")
-    idx = dead.nonzero().flatten()
-    if len(idx) == 0:
-        return 0
-    sample = acts[torch.randperm(len(acts), generator=generator)[:sample_size]]  # (n, d_in)
-    residual = (sample - sae(sample)[0]) / sae.scale  # (n, d_in), normalised units
-    err = residual.pow(2).sum(1)  # (n,)
-    if float(err.sum()) <= 0:
-        return 0
-    chosen = torch.multinomial(err.pow(2) / err.pow(2).sum(), len(idx), replacement=True, generator=generator)
-    direction = residual[chosen] / residual[chosen].norm(dim=1, keepdim=True).clamp_min(1e-12)  # (n_dead, d_in)
-    alive = ~dead
-    enc_norm = sae.W_enc[:, alive].norm(dim=0).mean() if alive.any() else torch.tensor(1.0)
-    sae.W_dec[idx] = direction
-    sae.W_enc[:, idx] = direction.T * 0.2 * enc_norm
-    sae.b_enc[idx] = 0.0
-    if optimizer is not None:
-        for p, rows in ((sae.W_dec, (idx,)), (sae.W_enc, (slice(None), idx)), (sae.b_enc, (idx,))):
-            state = optimizer.state.get(p, {})
-            for key in ("exp_avg", "exp_avg_sq"):
-                if key in state:
-                    state[key][rows] = 0.0
-    return len(idx)
-
-
-def train_sae(acts: torch.Tensor, config: SAEConfig, seed: int = 0, steps: int = 3000,
-              batch_size: int = 1024, lr: float = 1e-3, resample_every: int = 500,
-              resample_until: float = 0.7, log_every: int = 100, progress: bool = True
-              ) -> tuple[SparseAutoencoder, SAETrainLog]:
-    """Train an SAE on ``acts`` ``(n_tokens, d_in)``; deterministic given ``seed``.
-
-    Loss per batch: ``mean_tokens ||x_n - x_hat_n||^2`` (with inputs normalised
-    by ``scale``, this is the fraction of variance unexplained) plus, for L1
-    sparsity, ``l1_coeff * mean_tokens sum_i f_i``. Adam; the decoder rows are
-    renormalised after every step and their gradient is projected to keep the
-    norm fixed. ``b_dec`` starts at the mean input. Dead features are resampled
-    (see the module docstring); ``resample_every=0`` turns resampling off.
-    """
-    from tqdm.auto import tqdm
-
-    acts = _check_acts(acts)
-    if acts.shape[1] != config.d_in:
-        raise ValueError(f"activations have {acts.shape[1]} dimensions but config.d_in={config.d_in}")
-    for name, value in (("steps", steps), ("batch_size", batch_size)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-    sae = SparseAutoencoder(config, seed=seed)
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        mean = acts.mean(0)
-        sae.scale.fill_(float((acts - mean).pow(2).sum(1).mean().sqrt().clamp_min(1e-8)))
-        sae.b_dec.copy_(mean / sae.scale)
-    opt = torch.optim.Adam(sae.parameters(), lr=lr)
-    log = SAETrainLog(seed=seed, steps=steps, batch_size=batch_size, lr=lr)
-    fired = torch.zeros(config.n_features, dtype=torch.bool)
-    sums = {"loss": 0.0, "fvu": 0.0, "l0": 0.0, "n": 0}
-    order, cursor = torch.randperm(len(acts), generator=g), 0
-    t0 = time.perf_counter()
-    for step in tqdm(range(1, steps + 1), desc=f"SAE seed {seed}", disable=not progress, mininterval=0.5):
-        if cursor + batch_size > len(order):
-            order, cursor = torch.randperm(len(acts), generator=g), 0
-        x = acts[order[cursor:cursor + batch_size]]  # (batch, d_in)
-        cursor += batch_size
-        x_hat, f = sae(x)
-        fvu = ((x - x_hat) / sae.scale).pow(2).sum(1).mean()
-        loss = fvu + (config.l1_coeff * f.sum(1).mean() if config.sparsity == "l1" else 0.0)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        with torch.no_grad():  # keep ||d_i|| = 1: drop the gradient along each row
-            grad = sae.W_dec.grad
-            grad -= (grad * sae.W_dec).sum(1, keepdim=True) * sae.W_dec
-        opt.step()
-        sae.normalize_decoder_()
-        fired |= (f > 0).any(0)
-        sums["loss"] += float(loss.detach())
-        sums["fvu"] += float(fvu.detach())
-        sums["l0"] += float((f > 0).float().sum(1).mean())
-        sums["n"] += 1
-        if step % log_every == 0 or step == steps:
-            n = sums.pop("n")
-            log.curve.append({"step": step, **{k: round(v / n, 5) for k, v in sums.items()}})
-            sums = {"loss": 0.0, "fvu": 0.0, "l0": 0.0, "n": 0}
-        if resample_every and step % resample_every == 0:
-            if step <= resample_until * steps:
-                n = resample_dead(sae, ~fired, acts, g, opt)
-                log.resampled.append({"step": step, "n": n})
-            if step + resample_every <= steps:  # a fresh window (the last one is kept for dead_at_end)
-                fired = torch.zeros_like(fired)
-    log.dead_at_end = int((~fired).sum())
-    log.seconds = round(time.perf_counter() - t0, 2)
-    return sae.eval(), log
 
 
 # --------------------------------------------------------------------------- measurements
@@ -339,7 +206,7 @@ def evaluate_sae(sae: SparseAutoencoder, acts: torch.Tensor, batch_size: int = 4
     that are zero on every token of ``acts``; ``alive``: the others;
     ``fire_rate``: per feature, the fraction of tokens where it is non-zero.
     """
-    acts = _check_acts(acts)
+    acts = check_activations(acts)
     sq_err, l0, fires = 0.0, 0.0, torch.zeros(sae.n_features)
     for chunk in acts.split(batch_size):
         x_hat, f = sae(chunk)

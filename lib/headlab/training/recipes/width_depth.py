@@ -1,10 +1,11 @@
 """The width/depth/d_head family of chapter 7: small GPTs at a fixed ``d_model = 64``.
 
 Every ``wd-*`` recipe trains a GPT on the organisms' variant of the synthetic language
-(:data:`headlab.training.loop.LANGUAGE_OPTIONS`, windows of 64 tokens, ``d_mlp = 256``) with 1 to 32
+(:data:`headlab.training.recipes.organisms.LANGUAGE_OPTIONS`, windows of 64 tokens, ``d_mlp = 256``) with 1 to 32
 heads (``d_head = 64 / n_heads``) and 1 to 4 layers. For a given seed every recipe sees the
-same token stream (the data generator is seeded by the seed). ``scripts/width_depth.py``
-trains the family and writes ``lib/headlab/results/width_depth.json``.
+same token stream (the data generator is seeded by the seed).
+:func:`headlab.experiments.width_depth.run_sweep` (``scripts/width_depth.py``) trains the family and
+writes ``lib/headlab/results/width_depth.json``.
 
 * width at equal compute: ``wd-2l-{1,2,4,8,16,32}h``, 2 layers, the same steps, tokens and
   FLOPs (the Q, K, V, O matrices are ``d_model x n_heads * d_head = 64 x 64`` however they
@@ -18,8 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from headlab.data.windows import SyntheticLanguage
 from headlab.models.gpt import GPTConfig
-from headlab.training.loop import LANGUAGE_OPTIONS, Recipe, SyntheticLanguage
+from headlab.training.recipe import Recipe
+from headlab.training.recipes.organisms import LANGUAGE_OPTIONS
+
+__all__ = ["forward_flops_per_token", "WIDTH_DEPTH_STEPS", "WIDTH_DEPTH"]
 
 
 def forward_flops_per_token(config: GPTConfig) -> float:

@@ -1,0 +1,45 @@
+"""The one registry of training recipes: :data:`RECIPES`, name -> :class:`~headlab.training.recipe.Recipe`.
+
+Gathered from one module per family, none of which changes another's entries:
+
+* :mod:`~headlab.training.recipes.organisms` (:data:`ORGANISMS`): the model organisms of
+  chapters 3-8 (``organism``, ``organism-small-s0..2``, ``attn-only-1l``, ``attn-only-2l``,
+  ``tiny-attn-2l``);
+* :mod:`~headlab.training.recipes.chapters_1_2` (:data:`CHAPTERS_1_2`): ``two-relations-*`` and
+  ``heads-*``;
+* :mod:`~headlab.training.recipes.students` (:data:`STUDENTS`): chapter 6's ``distill-student``;
+* :mod:`~headlab.training.recipes.width_depth` (:data:`WIDTH_DEPTH`): chapter 7's ``wd-*`` family.
+
+``python -m headlab train NAME`` trains any of them: every shipped checkpoint and every model of
+the width/depth sweep.
+"""
+
+from __future__ import annotations
+
+from headlab.training.recipe import Recipe
+from headlab.training.recipes.chapters_1_2 import CHAPTERS_1_2
+from headlab.training.recipes.organisms import ORGANISMS
+from headlab.training.recipes.students import STUDENTS
+from headlab.training.recipes.width_depth import WIDTH_DEPTH
+
+__all__ = ["RECIPES", "ORGANISMS", "CHAPTERS_1_2", "STUDENTS", "WIDTH_DEPTH", "get_recipe"]
+
+
+def _gather(*families: dict[str, Recipe]) -> dict[str, Recipe]:
+    out: dict[str, Recipe] = {}
+    for family in families:
+        for name, recipe in family.items():
+            if name in out:
+                raise RuntimeError(f"two recipe families define {name!r}: recipe names must be unique")
+            out[name] = recipe
+    return out
+
+
+RECIPES: dict[str, Recipe] = _gather(ORGANISMS, CHAPTERS_1_2, STUDENTS, WIDTH_DEPTH)
+
+
+def get_recipe(name: str) -> Recipe:
+    """The recipe called ``name``; a ``ValueError`` naming every recipe if there is none."""
+    if name not in RECIPES:
+        raise ValueError(f"unknown recipe {name!r}; recipes: {', '.join(RECIPES)}")
+    return RECIPES[name]
