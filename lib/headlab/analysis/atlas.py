@@ -277,11 +277,14 @@ def _round(x) -> float | None:
 def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int = EFFECT_TEXTS,
                   induction_texts: int = INDUCTION_TEXTS, induction_length: int = INDUCTION_LENGTH,
                   seed: int = 0, thresholds: Thresholds = DEFAULT_THRESHOLDS, batch_size: int = 32,
-                  token_frequency: torch.Tensor | None = None, relations: bool = False) -> dict:
+                  token_frequency: torch.Tensor | None = None, relations: bool = False,
+                  streaming: bool = False) -> dict:
     """Every head's scores, effect and label, as the JSON-ready dict the CLI writes.
 
     ``texts``: a list of texts or a token batch; None for :func:`default_texts`.
     ``relations``: also add :func:`relation_summary` under ``"relations"``.
+    ``streaming``: score the heads with the fused kernel, holding no attention pattern
+    (:func:`headlab.analysis.streaming.streaming_head_scores`; same scores to float32 rounding).
     """
     if effect not in EFFECT_KINDS:
         raise ValueError(f"unknown effect {effect!r}: choose from {', '.join(EFFECT_KINDS)}")
@@ -297,10 +300,13 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
     if token_frequency is None and lang is not None:
         token_frequency = synthetic_token_frequency(lang, hm.tokenizer)
 
+    scoring = head_scores
+    if streaming:  # the fused kernel: no n x n pattern is ever held
+        from headlab.analysis.streaming import streaming_head_scores as scoring
     wanted = [s for s in PATTERN_SCORES if s != "induction"] + ["write_norm"]
-    scores = head_scores(hm, texts, scores=wanted, batch_size=batch_size, token_frequency=token_frequency)
+    scores = scoring(hm, texts, scores=wanted, batch_size=batch_size, token_frequency=token_frequency)
     repeats, span = _repeated(hm, induction_texts, induction_length, seed=seed)
-    induction = head_scores(hm, repeats, scores=["induction"], batch_size=batch_size)
+    induction = scoring(hm, repeats, scores=["induction"], batch_size=batch_size)
     means = {**scores.means(), "induction": induction.mean("induction")}
     uniform = {name: (induction if name == "induction" else scores).uniform_mean(name)
                for name in means if name in PATTERN_SCORES}
@@ -371,7 +377,8 @@ def _cmd_atlas(args: argparse.Namespace) -> int:
     hm = load(args.model, device=args.device)
     atlas = compute_atlas(hm, texts, effect=args.effect, effect_texts=args.effect_texts,
                           induction_texts=args.induction_texts, induction_length=args.induction_length,
-                          seed=args.seed, batch_size=args.batch_size, relations=args.relations)
+                          seed=args.seed, batch_size=args.batch_size, relations=args.relations,
+                          streaming=args.streaming)
     Path(args.json).write_text(json.dumps(atlas, indent=1))
     print(f"{hm.name}: {hm.n_layers * hm.n_heads} heads on {atlas['n_texts']} texts; wrote {args.json}")
     if args.png:
@@ -408,6 +415,8 @@ def add_commands(sub) -> None:
     p.add_argument("--induction-length", type=int, default=INDUCTION_LENGTH)
     p.add_argument("--relations", action="store_true",
                    help="also score verb->subject, subject->verb and pronoun->antecedent against ground truth")
+    p.add_argument("--streaming", action="store_true",
+                   help="score heads with the fused kernel, without materializing any attention pattern")
     p.add_argument("--seed", type=int, default=0, help="seed of the random repeated sequences")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="cpu")
