@@ -68,7 +68,7 @@ def _attention_kernel(  # jitted below
 ):
     # 1. which tile: query rows i0 .. i0 + BLOCK_M of one (batch element, head)
     i0 = tl.program_id(0) * BLOCK_M
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)  # 64-bit offsets: batch x heads x n x d passes 2^31 at long n
     b, h = bh // n_heads, bh % n_heads
     h_kv = h // group  # grouped-query attention: `group` query heads share one kv head
     rows = i0 + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
@@ -159,7 +159,10 @@ def _attention_kernel(  # jitted below
             rare = rare * alpha + _mass(p, (rare_k[None, :] == rare_q[:, None]) & (offset != 0))
 
         row_sum = row_sum * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v_blk.dtype), v_blk)
+        if IEEE:
+            acc = acc * alpha[:, None] + tl.dot(p, v_blk, input_precision="ieee")
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(v_blk.dtype), v_blk)
         row_max = m_new
 
     # 7. write out: O(n) numbers per head; a row with no allowed key gets zeros
