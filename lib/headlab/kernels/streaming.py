@@ -28,7 +28,7 @@ token, the first token, earlier copies of the query's token, ...) -- is such a s
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import torch
 
@@ -46,7 +46,8 @@ class TritonUnavailable(ImportError):
     """The Triton backend was asked for, but the ``triton`` package is not installed."""
 
 
-class HeadStatistics(NamedTuple):
+@dataclass(frozen=True)
+class HeadStatistics:
     """Streamed statistics of every (input, head, query).
 
     Attributes:
@@ -58,14 +59,13 @@ class HeadStatistics(NamedTuple):
     values: torch.Tensor
     argmax: torch.Tensor
 
-    def __getitem__(self, name):  # noqa: D105 - by name, or like the tuple it is
-        if isinstance(name, str):
-            if name == ARGMAX:
-                return self.argmax
-            if name not in STATISTICS:
-                raise KeyError(f"unknown statistic {name!r}; choose from {STATISTICS + (ARGMAX,)}")
-            return self.values[..., STATISTICS.index(name)]
-        return tuple.__getitem__(self, name)
+    def __getitem__(self, name: str) -> torch.Tensor:
+        """One statistic by name: ``(batch, head, q_pos)``."""
+        if name == ARGMAX:
+            return self.argmax
+        if name not in STATISTICS:
+            raise KeyError(f"unknown statistic {name!r}; choose from {STATISTICS + (ARGMAX,)}")
+        return self.values[..., STATISTICS.index(name)]
 
 
 def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
