@@ -28,6 +28,8 @@ from pathlib import Path
 
 import torch
 
+# benchmarks/kernels.py would shadow the `kernels` package that transformers looks for: drop this folder
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # this checkout's code
 import headlab  # noqa: E402
 from headlab.analysis.atlas import compute_atlas, default_texts  # noqa: E402
