@@ -2,6 +2,7 @@
 """Attention kernels against SDPA, measured in one run: time ratios, growth with n, heads, memory.
 
     python benchmarks/kernels.py [--device cpu|cuda] [--quick] [--json OUT] [--threads N]
+                                 [--sections 1,2,3,4,5]
 
 Every time is reported as a ratio to ``torch.nn.functional.scaled_dot_product_attention``
 (SDPA) measured in the same run, because machines are shared and noisy. The
@@ -14,7 +15,11 @@ already-split heads ``(1, n_heads, n, d_head)`` (no projections).
 Sections: (1) numpy and torch reference / SDPA at n in {128, ..., 2048}, 8 heads;
 (2) the log-log slope of time against n for each backend; (3) n = 512 and head
 counts 1 ... 64: time relative to 8 heads; (4) peak memory of the reference
-kernel against the tiled kernel (``flash_attention``) and SDPA at growing n.
+kernel against the tiled kernel (``flash_attention``) and SDPA at growing n; (5) peak memory
+of the atlas statistics of one layer (12 heads of d_head 32, MiniLM's geometry, an encoder)
+at n in {512, ..., 8192}: materialized (the reference pattern, then the per-query statistics
+read off it) against streamed (``fused_attention`` with statistics, the tiled torch path,
+which runs the Triton kernel's algorithm): the first grows like n^2, the second like n.
 
 On a CPU shared with other jobs (load above the core count), multi-threaded
 kernels stall for milliseconds at every parallel region and the ratios then
@@ -41,6 +46,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--json", metavar="OUT", help="write every measured number to this JSON file")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for torch and BLAS (default: the libraries' own default)")
+    parser.add_argument("--sections", default="1,2,3,4,5",
+                        help="which sections to run, e.g. 5 for the atlas memory alone (default: all)")
+    parser.add_argument("--memory-budget-gib", type=float, default=12.0,
+                        help="section 5 skips a materialized measurement predicted above this (default: 12)")
     return parser.parse_args()
 
 
@@ -54,7 +63,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # measure this checkout's code
-from headlab.kernels import attention, flash_attention, peak_memory  # noqa: E402
+from headlab.kernels import attention, flash_attention, fused_attention, peak_memory  # noqa: E402
+from headlab.kernels.statistics import pattern_statistics, statistic_inputs  # noqa: E402
 
 D_MODEL, BATCH = 512, 1
 
@@ -205,6 +215,52 @@ def section_memory(ns) -> dict:
     return {"method": method, "n": ns, "peak_bytes": peaks, "slopes": slopes, "last_doubling_exponent": last}
 
 
+def section_atlas_memory(ns, heads: int = 12, d_head: int = 32) -> dict:
+    """Peak memory of one layer's head statistics, materialized vs streamed (torch CPU or CUDA)."""
+    print(f"\n(5) peak memory of one layer's atlas statistics, MiB ({heads} heads, d_head={d_head}, float32, "
+          f"encoder, batch 1, random tokens);\n    materialized = attention(backend='torch') pattern + "
+          "pattern_statistics; streamed = fused_attention(statistics=..., backend='tiled')")
+    budget = ARGS.memory_budget_gib * 2**30
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    peaks = {"materialized": [], "streamed": []}
+    try:
+        for n in ns:
+            gen = torch.Generator().manual_seed(0)
+            q, k, v = (torch.randn(1, heads, n, d_head, generator=gen).to(ARGS.device) for _ in range(3))
+            tokens = torch.randint(0, 1000, (1, n), generator=gen)
+            inputs = statistic_inputs(torch.ones(1, n), causal=False, tokens=tokens).to(ARGS.device)
+
+            def materialized(q, k, v):
+                out, pattern = attention(q, k, v, backend="torch")
+                return out, pattern_statistics(pattern, inputs)
+
+            def streamed(q, k, v):
+                return fused_attention(q, k, v, statistics=inputs, backend="tiled")
+
+            pattern_bytes = heads * n * n * 4
+            if 4 * pattern_bytes > budget:  # the reference holds about 3.3 patterns at its peak
+                print(f"    n={n}: materialized skipped, predicted {4 * pattern_bytes / 2**30:.1f} GiB "
+                      f"> --memory-budget-gib {ARGS.memory_budget_gib}")
+                peaks["materialized"].append(None)
+            else:
+                peaks["materialized"].append(peak_memory(materialized, q, k, v))
+            peaks["streamed"].append(peak_memory(streamed, q, k, v))
+    finally:
+        torch.set_num_threads(threads)
+    print(f"{'n':>6} {'pattern':>12} {'materialized':>13} {'streamed':>10} {'ratio':>8}")
+    for i, n in enumerate(ns):
+        mat, stream = peaks["materialized"][i], peaks["streamed"][i]
+        print(f"{n:>6} {heads * n * n * 4 / 2**20:>12.1f} "
+              + (f"{mat / 2**20:>13.1f}" if mat else f"{'skipped':>13}")
+              + f" {stream / 2**20:>10.2f} " + (f"{mat / stream:>7.0f}x" if mat else f"{'':>8}"))
+    slopes = {name: slope([n for n, p in zip(ns, values) if p], [p for p in values if p])
+              for name, values in peaks.items() if sum(p is not None for p in values) >= 2}
+    print("log-log slope of peak against n (2 = ~n^2, 1 = ~n): "
+          + ", ".join(f"{name} {value:.2f}" for name, value in slopes.items()))
+    return {"n": ns, "heads": heads, "d_head": d_head, "peak_bytes": peaks, "slopes": slopes}
+
+
 def main() -> None:
     if ARGS.device == "cuda" and not torch.cuda.is_available():
         sys.exit("--device cuda: torch sees no CUDA device here")
@@ -231,14 +287,21 @@ def main() -> None:
               "         stalls. Compare with --threads 1.")
     started = time.perf_counter()
     results = {"machine": machine, "quick": quick}
-    results["ratios"] = section_ratios(ns, rounds)
-    results["slopes"] = section_slopes(results["ratios"])
-    results["heads"] = section_heads(512, heads, rounds)
-    results["memory"] = section_memory(memory_ns)
+    sections = {s.strip() for s in ARGS.sections.split(",")}
+    if {"1", "2"} & sections:
+        results["ratios"] = section_ratios(ns, rounds)
+    if "2" in sections:
+        results["slopes"] = section_slopes(results["ratios"])
+    if "3" in sections:
+        results["heads"] = section_heads(512, heads, rounds)
+    if "4" in sections:
+        results["memory"] = section_memory(memory_ns)
+    if "5" in sections:
+        results["atlas_memory"] = section_atlas_memory([512, 1024, 2048] if quick else [512, 1024, 2048, 4096, 8192])
     machine["load_average_end"] = os.getloadavg()
     machine["seconds"] = time.perf_counter() - started
 
-    if ARGS.device == "cpu" and 512 in results["ratios"]:
+    if ARGS.device == "cpu" and 512 in results.get("ratios", {}):
         ratio = results["ratios"][512]["numpy_ref"]["ratio"]
         verdict = "met" if ratio <= 2 else "NOT met"
         print(f"\ngoal: numpy reference within 2x of SDPA at n=512, d_model=512, 8 heads: {ratio:.2f}x ({verdict})")

@@ -97,7 +97,8 @@ def _cmd_atlas(args: argparse.Namespace) -> int:
     hm = load(args.model, device=args.device)
     atlas = compute_atlas(hm, texts, effect=args.effect, effect_texts=args.effect_texts,
                           induction_texts=args.induction_texts, induction_length=args.induction_length,
-                          seed=args.seed, batch_size=args.batch_size, relations=args.relations)
+                          seed=args.seed, batch_size=args.batch_size, relations=args.relations,
+                          streaming=args.streaming)
     Path(args.json).write_text(json.dumps(atlas, indent=1))
     print(f"{hm.name}: {hm.n_layers * hm.n_heads} heads on {atlas['n_texts']} texts; wrote {args.json}")
     if args.png:
@@ -186,6 +187,8 @@ def _add_atlas(sub) -> None:
     p.add_argument("--induction-length", type=int, default=INDUCTION_LENGTH)
     p.add_argument("--relations", action="store_true",
                    help="also score verb->subject, subject->verb and pronoun->antecedent against ground truth")
+    p.add_argument("--streaming", action="store_true",
+                   help="score heads with the fused kernel, without materializing any attention pattern")
     p.add_argument("--seed", type=int, default=0, help="seed of the random repeated sequences")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="cpu")

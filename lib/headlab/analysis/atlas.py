@@ -280,11 +280,14 @@ def _round(x) -> float | None:
 def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int = EFFECT_TEXTS,
                   induction_texts: int = INDUCTION_TEXTS, induction_length: int = INDUCTION_LENGTH,
                   seed: int = 0, thresholds: Thresholds = DEFAULT_THRESHOLDS, batch_size: int = 32,
-                  token_frequency: torch.Tensor | None = None, relations: bool = False) -> dict:
+                  token_frequency: torch.Tensor | None = None, relations: bool = False,
+                  streaming: bool = False) -> dict:
     """Every head's scores, effect and label, as the JSON-ready dict the CLI writes.
 
     ``texts``: a list of texts or a token batch; None for :func:`default_texts`.
     ``relations``: also add :func:`relation_summary` under ``"relations"``.
+    ``streaming``: score the heads with the fused kernel, holding no attention pattern
+    (:func:`headlab.analysis.streaming.streaming_head_scores`; same scores to float32 rounding).
 
     The dict (schema :data:`SCHEMA`) holds the model's geometry, what the texts were, the
     thresholds, definitions and notes, and under ``"heads"`` one entry per head, layer by layer:
@@ -305,10 +308,13 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
     if token_frequency is None and lang is not None:
         token_frequency = synthetic_token_frequency(lang, hm.tokenizer)
 
+    scoring = head_scores
+    if streaming:  # the fused kernel: no n x n pattern is ever held
+        from headlab.analysis.streaming import streaming_head_scores as scoring
     wanted = [s for s in PATTERN_SCORES if s != "induction"] + ["write_norm"]
-    scores = head_scores(hm, texts, scores=wanted, batch_size=batch_size, token_frequency=token_frequency)
+    scores = scoring(hm, texts, scores=wanted, batch_size=batch_size, token_frequency=token_frequency)
     repeats, span = _repeated(hm, induction_texts, induction_length, seed=seed)
-    induction = head_scores(hm, repeats, scores=["induction"], batch_size=batch_size)
+    induction = scoring(hm, repeats, scores=["induction"], batch_size=batch_size)
     means = {**scores.means(), "induction": induction.mean("induction")}
     uniform = {name: (induction if name == "induction" else scores).uniform_mean(name)
                for name in means if name in PATTERN_SCORES}

@@ -8,6 +8,10 @@
 - :func:`flash_attention` -- the tiled kernel with an online softmax: the same
   output without ever holding the ``n_q x n_k`` matrix (no pattern).
 - :func:`peak_memory` -- peak bytes allocated by a call (numpy, CPU or CUDA torch).
+- :func:`fused_attention` -- attention in one streamed pass that also returns head
+  statistics per query (:mod:`~headlab.kernels.statistics`) instead of the pattern:
+  a Triton kernel (:mod:`~headlab.kernels.triton_attention`, needs ``headlab[kernels]``)
+  or the same algorithm in torch tiles.
 """
 
 from headlab.kernels.flash import flash_attention
@@ -15,12 +19,20 @@ from headlab.kernels.loops import LOOPS_MAX_WORK
 from headlab.kernels.memory import peak_memory
 from headlab.kernels.multihead import merge_heads, multi_head_attention, split_heads
 from headlab.kernels.reference import attention, causal_mask, softmax
+from headlab.kernels.statistics import STATISTICS, StatInputs, statistic_inputs
+from headlab.kernels.streaming import HeadStatistics, TritonUnavailable, fused_attention
 
 __all__ = [
     "LOOPS_MAX_WORK",
     "attention",
     "causal_mask",
     "flash_attention",
+    "fused_attention",
+    "HeadStatistics",
+    "STATISTICS",
+    "StatInputs",
+    "statistic_inputs",
+    "TritonUnavailable",
     "merge_heads",
     "multi_head_attention",
     "peak_memory",

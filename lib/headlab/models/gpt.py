@@ -104,7 +104,14 @@ def _norm(config: GPTConfig) -> nn.Module:
 
 
 class Attention(nn.Module):
-    """Causal multi-head self-attention, computed explicitly so the pattern exists."""
+    """Causal multi-head self-attention, computed explicitly so the pattern exists.
+
+    ``attention_function``: None (the explicit computation), or a fused kernel
+    ``f(module, q, k, v, key_mask) -> z (batch, head, q_pos, d_head)`` that computes no
+    pattern (set by :mod:`headlab.analysis.streaming` while it streams head statistics).
+    """
+
+    attention_function = None
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -128,6 +135,9 @@ class Attention(nn.Module):
         q = self._split(self.W_Q(x))  # (batch, head, q_pos, d_head)
         k = self._split(self.W_K(x))  # (batch, head, k_pos, d_head)
         v = self._split(self.W_V(x))  # (batch, head, k_pos, d_head)
+        if self.attention_function is not None:  # a fused kernel: no pattern, no hook_pattern
+            z = self.attention_function(self, q, k, v, key_mask)  # (batch, head, q_pos, d_head)
+            return self.W_O(z.transpose(1, 2).reshape(batch, pos, self.n_heads * self.d_head))
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)  # (batch, head, q_pos, k_pos)
         allowed = self.causal[:pos, :pos][None, None]  # (1, 1, q_pos, k_pos)
         if key_mask is not None:

@@ -1,0 +1,243 @@
+"""Score every head of a model without materializing a single attention pattern.
+
+:func:`streaming_head_scores` returns the same :class:`~headlab.analysis.detect.HeadScores`
+as :func:`~headlab.analysis.detect.head_scores` -- the same definitions, the same numbers
+to float32 rounding -- but the model runs the fused kernel
+(:func:`~headlab.kernels.streaming.fused_attention`), which hands back a few numbers per
+query (:mod:`headlab.kernels.statistics`) instead of each head's ``n x n`` pattern. The
+detectors' means over eligible queries are then taken here, from those numbers and from
+O(n) facts about the input (which queries have a repeated token, a separator in view,
+...). Memory grows like n, not n^2 (``benchmarks/kernels.py`` measures it).
+
+:func:`streamed` is the context underneath: inside it every attention layer of a
+:class:`~headlab.heads.model.HeadModel` runs the fused kernel (Hugging Face models through
+the registered attention implementation, the book's GPT through its
+``attention_function``) and, given :class:`~headlab.kernels.statistics.StatInputs`,
+records each layer's statistics. The gate before ``W_O`` is untouched, so ablations,
+``patch_z`` and ``capture(("z",))`` work inside it as anywhere else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, Sequence
+
+import torch
+
+from headlab.analysis.detect import (
+    LOCAL_WINDOW, PATTERN_SCORES, WRITE_MEASURES, HeadScores, token_masks,
+)
+from headlab.kernels.hf_attention import ATTENTION_NAME, register, session
+from headlab.kernels.statistics import (
+    NO_TARGET, PUNCTUATION_BIT, SEPARATOR_BIT, STATISTICS, StatInputs, earlier_occurrence, in_view, statistic_inputs,
+)
+from headlab.kernels.streaming import HeadStatistics, fused_attention
+
+__all__ = ["streamed", "streaming_head_scores", "scores_from_statistics", "uniform_statistics", "label_changes"]
+
+
+class _Recorder:
+    """The session object: runs the fused kernel for each layer and keeps its statistics."""
+
+    def __init__(self, hm, statistics: StatInputs | None, backend: str, block_size: int | None):
+        self.layer_of = {id(m): layer for layer, block in enumerate(hm.blocks) for m in block.modules()}
+        self.statistics, self.backend, self.block_size = statistics, backend, block_size
+        self.recorded: dict[int, HeadStatistics] = {}
+
+    def attend(self, module, q, k, v, key_mask, causal, scale):
+        layer = self.layer_of.get(id(module))
+        stats = self.statistics if layer is not None else None
+        if stats is not None and stats.shape != (q.shape[0], q.shape[2]):
+            raise ValueError(f"the statistics' inputs are (batch, n) = {stats.shape} but layer {layer} runs "
+                             f"{(q.shape[0], q.shape[2])}: give streamed() the StatInputs of the batch being run")
+        out, recorded = fused_attention(q, k, v, causal=causal, key_mask=key_mask, statistics=stats, scale=scale,
+                                        backend=self.backend, block_size=self.block_size)
+        if recorded is not None:
+            self.recorded[layer] = recorded
+        return out
+
+    def gpt_function(self, module, q, k, v, key_mask):
+        """The book's GPT: ``Attention.attention_function`` (causal, scale d_head ** -0.5)."""
+        return self.attend(module, q, k, v, key_mask, True, None)
+
+
+@contextlib.contextmanager
+def streamed(hm, statistics: StatInputs | None = None, *, backend: str = "auto",
+             block_size: int | None = None) -> Iterator[dict[int, HeadStatistics]]:
+    """Inside the block, every attention layer of ``hm`` runs the fused kernel; yields ``layer -> statistics``.
+
+    Args:
+        hm: a :class:`~headlab.heads.model.HeadModel`.
+        statistics: the :class:`~headlab.kernels.statistics.StatInputs` of the batch that will
+            run (its ``(batch, n)`` must match); None: outputs only, nothing recorded.
+        backend, block_size: as for :func:`~headlab.kernels.streaming.fused_attention`.
+
+    After the block the model is exactly as before (its attention implementation restored).
+    """
+    recorder = _Recorder(hm, statistics, backend, block_size)
+    gpt_attention = [m for m in hm.model.modules() if hasattr(type(m), "attention_function")]
+    with contextlib.ExitStack() as stack:
+        if gpt_attention:  # the book's GPT: a hook in its Attention module
+            for module in gpt_attention:
+                module.attention_function = recorder.gpt_function
+                stack.callback(vars(module).pop, "attention_function", None)
+        else:  # a Hugging Face model: the registered attention implementation
+            config = hm.model.config
+            old = getattr(config, "_attn_implementation", None) or "eager"
+            register()
+            hm.model.set_attn_implementation(ATTENTION_NAME)
+            stack.callback(hm.model.set_attn_implementation, old)
+            stack.enter_context(session(recorder))
+        yield recorder.recorded
+
+
+# ------------------------------------------------------------------- scores from statistics
+
+
+def _eligible(inputs: StatInputs) -> dict[str, torch.Tensor]:
+    """``name -> (batch, n)`` bool: the queries each detector averages over (O(n), no pattern)."""
+    real, causal = inputs.key_real, inputs.causal
+    batch, n = real.shape
+    false = torch.zeros(batch, 1, dtype=torch.bool, device=real.device)
+    n_keys = real.cumsum(1) if causal else real.sum(1, keepdim=True).expand(-1, n)  # keys allowed per query
+
+    def in_view_any(marked: torch.Tensor) -> torch.Tensor:  # some allowed key (self included) is marked
+        marked = marked & real
+        return marked.cumsum(1) > 0 if causal else marked.any(1, keepdim=True).expand(-1, n)
+
+    rare_class = inputs.rare_class
+    highest = in_view(torch.where(rare_class >= 0, rare_class, -1), causal, largest=True, fill=-1)
+    return {
+        "previous_token": real & torch.cat([false, real[:, :-1]], dim=1),
+        "next_token": real & torch.cat([real[:, 1:], false], dim=1),
+        "first_token": real,
+        "local": real,
+        "entropy": real & (n_keys >= 2),
+        "separator": real & in_view_any((inputs.key_flags & SEPARATOR_BIT) != 0),
+        "punctuation": real & in_view_any((inputs.key_flags & PUNCTUATION_BIT) != 0),
+        "duplicate_token": real & (earlier_occurrence(inputs.tokens) >= 0),
+        "induction": real & (inputs.induction_target >= 0),
+        "rare_token": real & (inputs.rare_target != NO_TARGET) & (highest > inputs.rare_target),
+    }, n_keys
+
+
+def scores_from_statistics(stats: HeadStatistics, inputs: StatInputs) -> dict[str, torch.Tensor]:
+    """Every pattern score of :data:`~headlab.analysis.detect.PATTERN_SCORES`, ``name -> (batch, head)``.
+
+    Each is the detector's definition (``headlab.analysis.detect``): the mean, over the
+    input's eligible queries, of one statistic per query (``entropy`` divided by
+    ``log(number of allowed keys)`` first). NaN for an input with no eligible query.
+    """
+    eligible, n_keys = _eligible(inputs)
+    values = stats.values.float()  # (batch, head, n, statistic)
+    log_n = torch.log(n_keys.clamp(min=2).float())  # (batch, n)
+    out = {}
+    for name in PATTERN_SCORES:  # each score reads the statistic of the same name
+        per_query = values[..., STATISTICS.index(name)]  # (batch, head, n)
+        if name == "entropy":
+            per_query = per_query / log_n[:, None, :]
+        where = eligible[name][:, None, :]
+        total = torch.where(where, per_query, 0.0).sum(-1)  # (batch, head)
+        count = eligible[name].sum(-1, keepdim=True)  # (batch, 1)
+        out[name] = total / count  # NaN (0 / 0) where no query is eligible
+    return out
+
+
+def uniform_statistics(inputs: StatInputs) -> HeadStatistics:
+    """The statistics of *uniform* attention on these inputs (one head), in O(n) memory.
+
+    Uniform attention over the allowed keys is what attention with all-zero queries
+    computes (every score 0): the kernel itself gives the chance level of every score.
+    """
+    batch, n = inputs.shape
+    zeros = torch.zeros(batch, 1, n, 1, device=inputs.key_real.device)
+    _, stats = fused_attention(zeros, zeros, zeros, causal=inputs.causal, statistics=inputs, backend="tiled")
+    return stats
+
+
+# ------------------------------------------------------------------------ a model's heads
+
+
+def streaming_head_scores(hm, inputs, *, scores: Sequence[str] | None = None, batch_size: int = 32,
+                          window: int = LOCAL_WINDOW, token_frequency: torch.Tensor | None = None,
+                          backend: str = "auto", block_size: int | None = None) -> HeadScores:
+    """:func:`~headlab.analysis.detect.head_scores`, streamed: no attention pattern is ever held.
+
+    Same arguments and result (``copying_dla``, which needs each head's pattern and write
+    together, is left out with a note); plus ``backend`` and ``block_size`` of
+    :func:`~headlab.kernels.streaming.fused_attention` (``"auto"``: Triton on CUDA, tiled
+    torch on the CPU).
+    """
+    wanted = list(PATTERN_SCORES + ("write_norm",)) if scores is None else list(scores)
+    unknown = [s for s in wanted if s not in PATTERN_SCORES + WRITE_MEASURES]
+    if unknown:
+        raise ValueError(f"unknown score(s) {unknown}; choose from {PATTERN_SCORES + WRITE_MEASURES}")
+    notes: dict[str, str] = {}
+
+    def drop(name: str, why: str) -> None:
+        if name in wanted:
+            wanted.remove(name)
+            notes[name] = why
+
+    drop("copying_dla", "not streamed: it needs each head's pattern and write together")
+    if hm.tokenizer is None:
+        for name in ("separator", "punctuation"):
+            drop(name, f"{hm.name} has no tokenizer to tell which tokens are separators or punctuation")
+    if token_frequency is None:
+        drop("rare_token", "no token frequencies given (token_frequency=...); for English there is no "
+                           "frequency list offline, so rare words are scored on the synthetic language only")
+    frequency = None if token_frequency is None else torch.as_tensor(token_frequency, dtype=torch.float64)
+    per_input: dict[str, list[torch.Tensor]] = {name: [] for name in wanted}
+    uniform: dict[str, list[torch.Tensor]] = {name: [] for name in wanted if name in PATTERN_SCORES}
+    for batch in _batches(hm, inputs, batch_size):
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        masks = token_masks(hm.tokenizer, ids.cpu()) if hm.tokenizer is not None else {}
+        stat_inputs = statistic_inputs(mask, causal=hm.causal, tokens=ids, window=window,
+                                       separator=masks.get("separator"), punctuation=masks.get("punctuation"),
+                                       frequency=None if frequency is None else frequency[ids.cpu()])
+        capture = hm.capture(("z",)) if "write_norm" in wanted else contextlib.nullcontext()
+        with torch.no_grad(), streamed(hm, stat_inputs, backend=backend, block_size=block_size) as recorded, \
+                capture as cache:
+            hm.forward(batch)
+        layers = [scores_from_statistics(recorded[layer], stat_inputs) for layer in range(hm.n_layers)]
+        chance = scores_from_statistics(uniform_statistics(stat_inputs), stat_inputs)
+        real = mask.to(torch.float32).cpu()
+        for name in wanted:
+            if name == "write_norm":
+                norms = torch.stack([cache.result(layer).float().cpu().norm(dim=-1).transpose(1, 2)
+                                     for layer in range(hm.n_layers)], dim=1)  # (batch, layer, head, pos)
+                per_input[name].append((norms * real[:, None, None]).sum(-1) / real.sum(-1)[:, None, None])
+                continue
+            per_input[name].append(torch.stack([scores[name].cpu() for scores in layers], dim=1))
+            uniform[name].append(chance[name][:, 0].cpu())
+    return HeadScores({n: torch.cat(v) for n, v in per_input.items()},
+                      {n: torch.cat(v).double() for n, v in uniform.items()},
+                      hm.n_layers, hm.n_heads, notes)
+
+
+def _batches(hm, inputs, batch_size: int):
+    """Tokenized batches of at most ``batch_size`` inputs (texts are padded per batch)."""
+    if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(t, str) for t in inputs):
+        for start in range(0, len(inputs), batch_size):
+            yield hm.tokenize(list(inputs[start:start + batch_size]))
+        return
+    batch = hm.tokenize(inputs)
+    for start in range(0, batch["input_ids"].shape[0], batch_size):
+        yield {k: v[start:start + batch_size] for k, v in batch.items()}
+
+
+def label_changes(before: dict, after: dict) -> list[dict]:
+    """Heads whose atlas label differs between two atlases of one model (e.g. two context lengths).
+
+    Returns ``[{"head": "L.H", "before": label, "after": label}, ...]`` in head order.
+    """
+    if (before.get("n_layers"), before.get("n_heads")) != (after.get("n_layers"), after.get("n_heads")):
+        raise ValueError("the two atlases describe models of different shapes")
+    labels = {(e["layer"], e["head"]): e["label"] for e in before["heads"]}
+    changes = []
+    for entry in after["heads"]:
+        key = (entry["layer"], entry["head"])
+        if labels[key] != entry["label"]:
+            changes.append({"head": f"{key[0]}.{key[1]}", "before": labels[key], "after": entry["label"]})
+    return changes
+

@@ -1,0 +1,267 @@
+"""Fused attention in Triton that measures every head as it runs.
+
+This is chapter 2's tiled loop (:func:`headlab.kernels.flash_attention`) made into one GPU
+kernel. The book's torch version has two Python loops, over query tiles and over key
+tiles; here the *outer* loop disappears: the GPU launches one **program** per (query
+tile, batch element x head), all at once, and each program runs the *inner* loop over
+key tiles itself. Nothing of size ``n x n`` is ever written to memory: the scores of one
+``BLOCK_M x BLOCK_N`` tile live in the program's registers, are folded into the running
+sums, and are gone. That is what "fused" means -- scores, mask, softmax, the weighted
+sum of values and the head statistics are one kernel, not five passes through memory.
+
+How the code maps to the tiles of chapter 2 (the names are :mod:`~headlab.kernels.flash`'s):
+
+1. **Which tile am I?** ``program_id(0)`` is the query tile ``i0 .. i0 + BLOCK_M``
+   (``rows``), ``program_id(1)`` the batch element and head. With grouped-query
+   attention, query head ``h`` reads key/value head ``h // group``.
+2. **Load the query tile** ``q_blk`` once; it stays in registers for the whole loop.
+3. **The loop over key tiles** ``j0 .. j0 + BLOCK_N`` (``cols``). A causal program stops
+   at its last row: later tiles are above the diagonal, never allowed.
+4. **One tile of scores** ``s = q_blk @ k_blk^T * scale`` (``tl.dot``: the tensor cores),
+   ``-inf`` where a key is not allowed (padding, or ``j > i`` when causal).
+5. **The online softmax**: ``row_max`` becomes ``m_new``; ``alpha = exp(row_max - m_new)``
+   rescales ``row_sum`` (``l``) and ``acc``; the tile adds ``p = exp(s - m_new)``.
+6. **The statistics** (when ``STATS``): every mass is rescaled by the same ``alpha`` and
+   adds ``sum_j p`` over its keys (the previous token, the first token, ...); the entropy
+   term ``t`` and the position of the maximum are updated beside them
+   (:mod:`headlab.kernels.streaming` explains each update).
+7. **Write out** ``acc / l`` and, per query, ``entropy = log l - t / l``,
+   ``max_weight = 1 / l`` and each mass divided by ``l``: O(n) numbers per head.
+
+On a CUDA tensor the kernel is compiled for the GPU. On a CPU tensor it runs in
+Triton's *interpreter* (numpy executes each block operation): the same code, the same
+numbers, slowly -- which is how the tests check it on a machine without a GPU. The
+interpreter is switched on by the environment variable ``TRITON_INTERPRET=1``, which
+must be set before anything imports ``triton`` (Triton's own library functions are
+built for one mode or the other when it is imported).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from headlab.kernels.statistics import PUNCTUATION_BIT, SEPARATOR_BIT, STATISTICS, StatInputs
+
+# Rows of the per-position side input ``side`` (batch, N_SIDE, n), int32.
+KEY_REAL, TOKEN, FLAGS, RARE_CLASS, RARE_TARGET, INDUCTION_TARGET = range(6)
+N_SIDE = 6
+N_STATS = len(STATISTICS)
+
+
+@triton.jit
+def _mass(p, where):
+    """``sum_j p[:, j]`` over the keys where ``where`` holds: one statistic's share of a tile."""
+    return tl.sum(tl.where(where, p, 0.0), 1)
+
+
+def _attention_kernel(  # jitted below
+    Q, K, V, Out, Stats, Argmax, Side, First,
+    stride_qb, stride_qh, stride_qn,
+    stride_kb, stride_kh, stride_kn,
+    stride_vb, stride_vh, stride_vn,
+    n_heads, n_q, n_k, d, group, scale,
+    CAUSAL: tl.constexpr, STATS: tl.constexpr, WINDOW: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    IEEE: tl.constexpr, UPCAST: tl.constexpr,
+):
+    # 1. which tile: query rows i0 .. i0 + BLOCK_M of one (batch element, head)
+    i0 = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1).to(tl.int64)  # 64-bit offsets: batch x heads x n x d passes 2^31 at long n
+    b, h = bh // n_heads, bh % n_heads
+    h_kv = h // group  # grouped-query attention: `group` query heads share one kv head
+    rows = i0 + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
+    dims = tl.arange(0, BLOCK_D)  # (BLOCK_D,): d padded to a power of two, masked
+    side = Side + b * N_SIDE * n_k  # this batch element's per-position integers
+
+    # 2. the query tile, loaded once
+    q_ptrs = Q + b * stride_qb + h * stride_qh + rows[:, None] * stride_qn + dims[None, :]
+    q_blk = tl.load(q_ptrs, mask=(rows[:, None] < n_q) & (dims[None, :] < d), other=0.0)
+    if UPCAST:  # the interpreter's tl.dot mishandles bfloat16 (see triton_attention's docstring)
+        q_blk = q_blk.to(tl.float32)
+
+    row_max = tl.full([BLOCK_M], float("-inf"), tl.float32)  # m
+    row_sum = tl.zeros([BLOCK_M], tl.float32)  # l = sum_j exp(s_j - m)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)  # sum_j exp(s_j - m) v_j
+    # the statistics' running sums, each relative to the same m as row_sum
+    t = tl.zeros([BLOCK_M], tl.float32)  # sum_j exp(s_j - m) (s_j - m), for the entropy
+    best = tl.full([BLOCK_M], -1, tl.int32)  # the key where m was reached
+    prev = tl.zeros([BLOCK_M], tl.float32)
+    nxt = tl.zeros([BLOCK_M], tl.float32)
+    own = tl.zeros([BLOCK_M], tl.float32)
+    first = tl.zeros([BLOCK_M], tl.float32)
+    local = tl.zeros([BLOCK_M], tl.float32)
+    dup = tl.zeros([BLOCK_M], tl.float32)
+    ind = tl.zeros([BLOCK_M], tl.float32)
+    sep = tl.zeros([BLOCK_M], tl.float32)
+    punct = tl.zeros([BLOCK_M], tl.float32)
+    rare = tl.zeros([BLOCK_M], tl.float32)
+    if STATS:  # what each query row compares its keys with
+        in_q = rows < n_q
+        tok_q = tl.load(side + TOKEN * n_k + rows, mask=in_q, other=-1)
+        rare_q = tl.load(side + RARE_TARGET * n_k + rows, mask=in_q, other=-1)
+        ind_q = tl.load(side + INDUCTION_TARGET * n_k + rows, mask=in_q, other=-1)
+        first_pos = tl.load(First + b)
+
+    # 3. the loop over key tiles; a causal tile stops at its last row
+    stop = n_k
+    if CAUSAL:
+        stop = tl.minimum(n_k, i0 + BLOCK_M)
+    for j0 in range(0, stop, BLOCK_N):
+        cols = j0 + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
+        in_k = cols < n_k
+        kv_mask = in_k[:, None] & (dims[None, :] < d)
+        k_blk = tl.load(K + b * stride_kb + h_kv * stride_kh + cols[:, None] * stride_kn + dims[None, :],
+                        mask=kv_mask, other=0.0)
+        v_blk = tl.load(V + b * stride_vb + h_kv * stride_vh + cols[:, None] * stride_vn + dims[None, :],
+                        mask=kv_mask, other=0.0)
+        if UPCAST:
+            k_blk, v_blk = k_blk.to(tl.float32), v_blk.to(tl.float32)
+
+        # 4. one tile of scores, -inf where the key is not allowed
+        if IEEE:
+            s = tl.dot(q_blk, tl.trans(k_blk), input_precision="ieee") * scale  # (BLOCK_M, BLOCK_N)
+        else:
+            s = tl.dot(q_blk, tl.trans(k_blk)) * scale
+        real_k = tl.load(side + KEY_REAL * n_k + cols, mask=in_k, other=0) != 0
+        allowed = real_k[None, :]  # (1, BLOCK_N), broadcast over the rows
+        if CAUSAL:
+            allowed = allowed & (cols[None, :] <= rows[:, None])
+        s = tl.where(allowed, s, float("-inf"))
+
+        # 5. the online softmax: a new maximum rescales what was summed so far
+        tile_max = tl.max(s, 1)
+        m_new = tl.maximum(row_max, tile_max)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no allowed key yet
+        alpha = tl.exp(row_max - m_safe)  # 0 on a row's first allowed tile
+        p = tl.exp(s - m_safe[:, None])  # (BLOCK_M, BLOCK_N): 0 where not allowed
+
+        # 6. the statistics, each rescaled like row_sum, then the tile's share added
+        if STATS:
+            shift = tl.where(row_sum > 0, row_max - m_safe, 0.0)
+            t = alpha * (t + shift * row_sum) + tl.sum(p * tl.where(allowed, s - m_safe[:, None], 0.0), 1)
+            at_max = tl.min(tl.where(s == tile_max[:, None], cols[None, :], n_k), 1)
+            best = tl.where(tile_max > row_max, at_max, best)
+            offset = cols[None, :] - rows[:, None]  # j - i
+            tok_k = tl.load(side + TOKEN * n_k + cols, mask=in_k, other=-2)
+            flags = tl.load(side + FLAGS * n_k + cols, mask=in_k, other=0)
+            rare_k = tl.load(side + RARE_CLASS * n_k + cols, mask=in_k, other=-2)
+            prev = prev * alpha + _mass(p, offset == -1)
+            nxt = nxt * alpha + _mass(p, offset == 1)
+            own = own * alpha + _mass(p, offset == 0)
+            first = first * alpha + _mass(p, (cols == first_pos)[None, :])
+            local = local * alpha + _mass(p, (offset <= WINDOW) & (offset >= -WINDOW))
+            dup = dup * alpha + _mass(p, (tok_k[None, :] == tok_q[:, None]) & (offset < 0))
+            ind = ind * alpha + _mass(p, cols[None, :] == ind_q[:, None])
+            sep = sep * alpha + _mass(p, ((flags & SEPARATOR_BIT) != 0)[None, :])
+            punct = punct * alpha + _mass(p, ((flags & PUNCTUATION_BIT) != 0)[None, :])
+            rare = rare * alpha + _mass(p, (rare_k[None, :] == rare_q[:, None]) & (offset != 0))
+
+        row_sum = row_sum * alpha + tl.sum(p, 1)
+        if IEEE:
+            acc = acc * alpha[:, None] + tl.dot(p, v_blk, input_precision="ieee")
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(v_blk.dtype), v_blk)
+        row_max = m_new
+
+    # 7. write out: O(n) numbers per head; a row with no allowed key gets zeros
+    has = row_sum > 0
+    l = tl.where(has, row_sum, 1.0)
+    out_ptrs = Out + (bh * n_q + rows[:, None]) * d + dims[None, :]
+    tl.store(out_ptrs, (acc / l[:, None]).to(Out.dtype.element_ty), mask=(rows[:, None] < n_q) & (dims[None, :] < d))
+    if STATS:
+        in_q = rows < n_q
+        base = Stats + (bh * n_q + rows) * N_STATS
+        tl.store(base + 0, tl.where(has, tl.log(l) - t / l, 0.0), mask=in_q)  # entropy
+        tl.store(base + 1, tl.where(has, 1.0 / l, 0.0), mask=in_q)  # max_weight
+        tl.store(base + 2, prev / l, mask=in_q)
+        tl.store(base + 3, nxt / l, mask=in_q)
+        tl.store(base + 4, own / l, mask=in_q)
+        tl.store(base + 5, first / l, mask=in_q)
+        tl.store(base + 6, local / l, mask=in_q)
+        tl.store(base + 7, dup / l, mask=in_q)
+        tl.store(base + 8, ind / l, mask=in_q)
+        tl.store(base + 9, sep / l, mask=in_q)
+        tl.store(base + 10, punct / l, mask=in_q)
+        tl.store(base + 11, rare / l, mask=in_q)
+        tl.store(Argmax + bh * n_q + rows, best, mask=in_q)
+
+
+assert STATISTICS == ("entropy", "max_weight", "previous_token", "next_token", "self", "first_token", "local",
+                      "duplicate_token", "induction", "separator", "punctuation", "rare_token"), \
+    "the kernel's store order (step 7) must follow STATISTICS"
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET=1`` when triton was imported)."""
+    from triton import knobs
+
+    return bool(knobs.runtime.interpret)
+
+
+_attention_kernel = triton.jit(_attention_kernel)
+
+
+def side_inputs(statistics: StatInputs | None, key_mask: torch.Tensor | None, batch: int, n: int,
+                device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pack the per-position integers into ``(batch, N_SIDE, n)`` int32 and ``first`` ``(batch,)``."""
+    side = torch.zeros(batch, N_SIDE, n, dtype=torch.int32, device=device)
+    side[:, KEY_REAL] = 1 if key_mask is None else key_mask.to(torch.int32)
+    first = torch.zeros(batch, dtype=torch.int32, device=device)
+    if statistics is not None:
+        for row, x in ((TOKEN, statistics.tokens), (FLAGS, statistics.key_flags),
+                       (RARE_CLASS, statistics.rare_class), (RARE_TARGET, statistics.rare_target),
+                       (INDUCTION_TARGET, statistics.induction_target)):
+            side[:, row] = x.to(torch.int32)
+        first = statistics.first.to(device=device, dtype=torch.int32)
+    return side, first
+
+
+def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
+                     key_mask: torch.Tensor | None, statistics: StatInputs | None, scale: float,
+                     block_size: int = 64):
+    """Launch the kernel; arguments as :func:`headlab.kernels.streaming.fused_attention` (checked there).
+
+    Returns ``(out, HeadStatistics | None)``. Float32 inputs use IEEE float32 products (no
+    TF32), so the statistics match the reference to float32 rounding; bfloat16 and float16
+    use the tensor cores' native products with float32 accumulation. In the interpreter
+    (triton 3.9), ``tl.dot`` returns garbage for bfloat16 tiles, so there the tiles are
+    converted to float32 first: a product of two bfloat16 numbers is exact in float32,
+    so the arithmetic is the tensor cores' (float32 sums), only the weights ``p`` stay
+    float32 where the GPU rounds them to bfloat16 before ``p @ v``.
+    """
+    from headlab.kernels.streaming import HeadStatistics
+
+    if block_size < 16 or block_size & (block_size - 1):
+        raise ValueError(f"block_size must be a power of two >= 16 (tl.dot's smallest tile), got {block_size}")
+    batch, heads, n_q, d = q.shape
+    kv_heads, n_k = k.shape[1], k.shape[2]
+    q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
+    out = torch.empty(batch, heads, n_q, d, dtype=q.dtype, device=q.device)
+    want = statistics is not None
+    stats = torch.empty(batch, heads, n_q, N_STATS if want else 1, dtype=torch.float32, device=q.device)
+    argmax = torch.empty(batch, heads, n_q if want else 1, dtype=torch.int32, device=q.device)
+    side, first = side_inputs(statistics, key_mask, batch, n_k, q.device)
+    if not q.is_cuda and not interpreting():
+        raise RuntimeError(
+            "the Triton kernel got CPU tensors, which only Triton's interpreter runs: set the environment "
+            "variable TRITON_INTERPRET=1 before anything imports triton (os.environ['TRITON_INTERPRET'] = '1' "
+            "at the top of the script or notebook), or use backend='tiled', the same algorithm in torch ops")
+    if q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise TypeError(f"the Triton kernel takes float32, bfloat16 or float16 tensors, got {q.dtype}; "
+                        "use backend='tiled' for float64")
+    grid = (triton.cdiv(n_q, block_size), batch * heads)
+    _attention_kernel[grid](
+        q, k, v, out, stats, argmax, side, first,
+        q.stride(0), q.stride(1), q.stride(2),
+        k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2),
+        heads, n_q, n_k, d, heads // kv_heads, float(scale),
+        CAUSAL=causal, STATS=want, WINDOW=statistics.window if want else 0,
+        BLOCK_M=block_size, BLOCK_N=block_size, BLOCK_D=max(16, triton.next_power_of_2(d)),
+        IEEE=q.dtype == torch.float32, UPCAST=q.dtype != torch.float32 and interpreting(),
+    )
+    if not want:
+        return out, None
+    return out, HeadStatistics(stats, argmax.long())

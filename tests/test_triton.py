@@ -1,0 +1,81 @@
+"""The Triton kernel on the parity cases of every backend (``fused_cases.py``).
+
+On the CPU the kernel runs in Triton's interpreter. The interpreter is chosen when
+``triton`` is *imported* (``TRITON_INTERPRET=1``), so the cases run in one subprocess
+with that variable set; no other test sees it. Where CUDA exists, the same cases run
+natively (marked ``gpu``). Without the ``triton`` package these tests are skipped
+(``pip install headlab[kernels]``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from fused_cases import CASES, judge, problems
+
+pytest.importorskip("triton", reason="the Triton kernel needs the kernels extra: pip install headlab[kernels]")
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def interpreted(tmp_path_factory) -> dict:
+    """Every case judged on the Triton backend in the interpreter, in one subprocess."""
+    out = tmp_path_factory.mktemp("triton") / "cases.json"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, str(HERE / "fused_cases.py"), str(out)], env=env, cwd=HERE,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_interpreted_kernel_parity(case, interpreted):
+    result = interpreted[case.name]["result"]
+    assert not problems(case, result), problems(case, result)
+
+
+def test_cpu_tensors_without_the_interpreter_say_what_to_do():
+    """In this process triton is imported without TRITON_INTERPRET: CPU tensors get a clear error."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs the interpreter")
+    from headlab.kernels.streaming import fused_attention
+
+    q = torch.randn(1, 1, 8, 16)
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
+        fused_attention(q, q, q, backend="triton")
+
+
+def test_triton_refuses_float64_and_odd_blocks():
+    from headlab.kernels.triton_attention import triton_attention
+
+    q = torch.randn(1, 1, 8, 16)
+    with pytest.raises(ValueError, match="power of two"):
+        triton_attention(q, q, q, causal=False, key_mask=None, statistics=None, scale=0.25, block_size=24)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_native_kernel_parity(case):
+    result = judge(case, "triton", device="cuda")
+    assert not problems(case, result), problems(case, result)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_native_kernel_at_length_matches_sdpa():
+    from headlab.kernels.streaming import fused_attention
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(2, 8, 1000, 64, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
+    out, _ = fused_attention(q, k, v, causal=True, backend="triton")
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out.float(), want.float(), rtol=0, atol=2e-2)
