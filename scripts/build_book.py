@@ -242,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     vendor_javascript()
     run_jupyter_book(out, hide_solutions=args.no_solutions)
+    import site_widgets  # the live widgets' assets (scripts/site_widgets.py)
+
+    site_widgets.install(out)
     check_site(out)
     (out / ".nojekyll").touch()  # GitHub Pages: serve _static/ as is, no Jekyll
     elapsed = time.perf_counter() - start
