@@ -50,7 +50,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from headlab.models.gpt import CHECKPOINT_DIR, GPT, load_organism, verify_checkpoint
+from headlab.models.gpt import CHECKPOINT_DIR, GPT, available_organisms, load_organism, verify_checkpoint
 
 __all__ = ["INPUTS", "OUTPUTS", "EXPORT_VERSION", "GatedGPT", "export_gpt", "onnx_file_name",
            "export_organism", "gate_inputs"]
@@ -180,6 +180,9 @@ def export_gpt(model: GPT, path: str | Path | None = None) -> bytes:
 def onnx_file_name(name: str, checkpoint_dir: str | Path | None = None) -> str:
     """The export's file name for the shipped checkpoint ``name``:
     ``<name>-<first 12 hex digits of its sha256>-v<EXPORT_VERSION>.onnx``."""
+    names = available_organisms(checkpoint_dir)
+    if name not in names:
+        raise ValueError(f"unknown organism {name!r}; available: {', '.join(names) or '(none shipped)'}")
     root = Path(checkpoint_dir) if checkpoint_dir is not None else CHECKPOINT_DIR
     provenance = verify_checkpoint(root / name)
     return f"{name}-{provenance['sha256'][:12]}-v{EXPORT_VERSION}.onnx"
