@@ -190,7 +190,7 @@ def distill(recipe, teacher: HeadModel, target: str = "per_head", weight: float 
     the recipe's token ids (same tokenizer) and, for ``"per_head"``, have the student's layers
     and heads. ``eval_every``: evaluate every that many steps (default: the recipe's).
     """
-    from tqdm.auto import tqdm
+    from headlab.progress import tqdm  # text lines on the website (HEADLAB_PROGRESS=text)
 
     from headlab.models.gpt import GPT
     from headlab.training.loop import _lr_at

@@ -148,7 +148,7 @@ def train(recipe: Recipe, seed: int | None = None, steps: int | None = None, dev
     the recipe's changes the schedule, not just the length). ``train_seconds``
     includes the evaluations.
     """
-    from tqdm.auto import tqdm
+    from headlab.progress import tqdm  # text lines on the website (HEADLAB_PROGRESS=text)
 
     seed = recipe.seed if seed is None else seed
     steps = recipe.steps if steps is None else steps

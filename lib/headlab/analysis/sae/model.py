@@ -271,7 +271,7 @@ def train_sae(acts: torch.Tensor, config: SAEConfig, seed: int = 0, steps: int =
     norm fixed. ``b_dec`` starts at the mean input. Dead features are resampled
     (see the module docstring); ``resample_every=0`` turns resampling off.
     """
-    from tqdm.auto import tqdm
+    from headlab.progress import tqdm  # text lines on the website (HEADLAB_PROGRESS=text)
 
     acts = _check_acts(acts)
     if acts.shape[1] != config.d_in:
