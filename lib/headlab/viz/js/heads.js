@@ -102,7 +102,10 @@ function render({ model, el }) {
       view = { ...(model.get("view") || {}), error: err instanceof VocabError ? err.message : `error: ${err.message}` };
       if (!(err instanceof VocabError)) console.warn(err);
     }
-    if (ticket === pending) model.set("view", view);
+    if (ticket !== pending) return; // a later move has superseded this one
+    const before = root.dataset.renders;
+    model.set("view", view);
+    if (root.dataset.renders === before) draw(); // Backbone fires no change for an equal view
   }
 
   input.addEventListener("change", () => change({ text: input.value }));
