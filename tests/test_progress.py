@@ -22,7 +22,19 @@ def test_text_mode_prints_whole_lines(monkeypatch):
     lines = text.splitlines()
     assert [line.split("%")[0].split()[-1] for line in lines] == ["0", "25", "50", "75", "100"]
     assert all(line.startswith("train:") and len(line) <= 78 for line in lines)
-    assert "loss=1.234" in lines[-1]
+    assert "loss=1.234" in lines[-1] and "100/100" in lines[-1]
+
+
+def test_long_lines_continue_on_a_second_line(monkeypatch):
+    monkeypatch.setenv(ENV, "text")
+    out = io.StringIO()
+    bar = tqdm(range(10), desc="attn-only-2l", file=out, mininterval=0)
+    for _ in bar:
+        bar.set_postfix({"loss": "4.173", "rep": "4.17", "ind": "0.03", "prev": "0.43", "extra": "x" * 8},
+                        refresh=False)
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= 78 for line in lines), lines
+    assert lines[-1].startswith("    ") and lines[-2].startswith("attn-only-2l: 100% 10/10")
 
 
 def test_manual_updates_and_disable(monkeypatch):

@@ -40,6 +40,7 @@ PAGES = {"temperature": "chapters/00_how_to_use/how_to_use.html",
          "heads": "chapters/02_multi_head/02_multi_head.html",
          "ablation": "chapters/05_importance/05_importance.html"}
 LATENCIES: dict[str, list[float]] = {}
+WEIGHT: dict[str, dict[str, int]] = {}  # page -> bytes loaded at first and after the moves
 
 # click(root, selector) -> ms until the widget drew a new state; -1 if it never did
 CLICK_JS = """async ([index, selector, value]) => {
@@ -108,8 +109,14 @@ def browser_page():
             page.on("pageerror", lambda err: problems.append(f"uncaught: {err}"))
             page.on("requestfailed", lambda r: problems.append(f"failed: {r.url} ({r.failure})"))
             page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+            received = [0]  # bytes the page loaded (the server sends Content-Length)
+            page.on("response", lambda r: received.__setitem__(0, received[0] + int(r.headers.get("content-length", 0))))
             page.goto(base + path, wait_until="load", timeout=60_000)
             page.wait_for_selector(".hl-widget[data-renders]", timeout=60_000)
+            page.wait_for_load_state("networkidle", timeout=30_000)
+            if width == 1280:
+                WEIGHT[path] = {"load": received[0]}
+                page.on("close", lambda _: WEIGHT[path].setdefault("after moves", received[0]))
             return page, problems
 
         yield open_page
@@ -306,8 +313,10 @@ def test_report_latency(record_property):
         q = statistics.quantiles(warm, n=20, method="inclusive") if len(warm) > 1 else [warm[0]] * 19
         parts.append(f"{name}: first {ms[0]:.0f} ms, then p50 {statistics.median(warm):.1f} ms, "
                      f"p95 {q[18]:.1f} ms over {len(warm)} moves")
-    summary = "live widgets in chromium (click to drawn state): " + "; ".join(parts)
+    weights = "; ".join(f"{path}: {w['load'] / 1e6:.2f} MB loaded, {w.get('after moves', 0) / 1e6:.2f} MB after the moves"
+                        for path, w in WEIGHT.items() if path.startswith("chapters"))
+    summary = "live widgets in chromium (click to drawn state): " + "; ".join(parts) + ". Page weight: " + weights
     print(summary)
     record_property("summary", summary)
     SHOTS.mkdir(parents=True, exist_ok=True)
-    (SHOTS / "latency.txt").write_text(summary + "\n" + json.dumps(LATENCIES) + "\n")
+    (SHOTS / "latency.txt").write_text(summary + "\n" + json.dumps({"ms": LATENCIES, "bytes": WEIGHT}) + "\n")

@@ -34,16 +34,28 @@ class TextProgress(_std_tqdm):
     """A tqdm bar printed as whole lines, with no carriage returns and no widget.
 
     A line is printed when the bar starts, each time it passes another ``1 / stages`` of
-    its total, and when it closes; lines are at most 78 characters wide.
+    its total, and when it closes: the percentage, the count, the times and the postfix,
+    no bar. A line longer than ``width`` characters continues on an indented second line
+    (a page's column is about 78 characters of code wide).
     """
 
-    def __init__(self, *args, stages: int = 4, **kwargs):
-        self._stages, self._shown, self._lines = stages, None, 0
+    def __init__(self, *args, stages: int = 4, width: int = 78, **kwargs):
+        self._stages, self._shown, self._lines, self._width = stages, None, 0, width
         kwargs.setdefault("file", sys.stdout)
-        kwargs.setdefault("ascii", True)
-        kwargs.setdefault("ncols", 78)
+        kwargs.setdefault("bar_format", "{desc}: {percentage:3.0f}% {n_fmt}/{total_fmt} "
+                                        "[{elapsed}<{remaining}, {rate_fmt}{postfix}]")
         kwargs["dynamic_ncols"] = False
         super().__init__(*args, **kwargs)
+
+    def _wrap(self, line: str) -> str:
+        out = []
+        while len(line) > self._width:
+            cut = line.rfind(", ", 0, self._width)
+            if cut <= 0:
+                break
+            out.append(line[:cut + 1])
+            line = "    " + line[cut + 2:]
+        return "\n".join([*out, line])
 
     def display(self, msg=None, pos=None):  # noqa: ARG002 (tqdm's signature)
         stage = int(self._stages * self.n / self.total) if self.total else (0 if self.n == 0 else -1)
@@ -51,7 +63,7 @@ class TextProgress(_std_tqdm):
             return True
         self._shown = stage
         # one line per call; tqdm ends the last one itself when the bar closes
-        self.fp.write(("\n" if self._lines else "") + (msg if msg is not None else self.__str__()))
+        self.fp.write(("\n" if self._lines else "") + self._wrap(msg if msg is not None else self.__str__()))
         self.fp.flush()
         self._lines += 1
         return True
