@@ -52,13 +52,13 @@ function lossTable(view) {
   return h("table", { class: "hl-losses" },
     h("tr", {}, h("th", {}, "text"), h("th", {}, "clean"), h("th", {}, "ablated"), h("th", {}, "change")),
     view.texts.map((t, i) => h("tr", { "data-text": i },
-      h("td", { title: t }, t.length > 40 ? t.slice(0, 39) + "…" : t),
+      h("td", { title: t, class: "hl-text" }, t),
       fmt(view.clean[i]), fmt(view.metric[i]), fmt(view.metric[i] - view.clean[i]))));
 }
 
 function topTable(rows, which, caption) {
   return h("table", { class: "hl-top", "data-top": which },
-    h("caption", { style: { textAlign: "left", fontWeight: 600 } }, caption),
+    h("caption", {}, caption),
     h("tr", {}, h("th", {}, "token"), h("th", {}, "clean"), h("th", {}, "ablated")),
     rows.map(([tok, a, b]) => h("tr", { "data-token": tok }, h("td", {}, tok), fmt(a), fmt(b))));
 }
@@ -75,11 +75,12 @@ function render({ model, el }) {
   textarea.value = model.get("texts").join("\n");
   const status = h("div", { class: "hl-status", "aria-live": "polite" });
   const summary = h("div", { class: "hl-summary" });
-  const tables = h("div", { class: "hl-row", style: { alignItems: "flex-start" } });
+  const tables = h("div", { class: "hl-tables" });
   const patternBox = h("div", { class: "hl-pattern-box" });
   root.append(h("div", {}, h("b", {}, "Click heads to ablate them"), " (rows: layers, columns: heads)"), grid,
-    modeRow, h("label", {}, "show the pattern of head ", select),
-    h("label", {}, "texts, one per line (click outside to run them)", textarea), status, summary, tables, patternBox);
+    modeRow, h("div", { class: "hl-row" }, h("label", {}, "show the pattern of head ", select)),
+    h("label", { style: { display: "block" } }, "texts, one per line (click outside to run them)", textarea),
+    status, summary, tables, patternBox);
   el.append(root);
   const memo = {};
   let pending = 0;
@@ -114,9 +115,9 @@ function render({ model, el }) {
     summary.replaceChildren(h("b", {}, "ablated: "), names, view.ablated.length ? ` (${view.mode} ablation)` : "",
       h("br"), h("b", {}, "next-token loss (nats)"));
     summary.dataset.ablated = names;
-    tables.replaceChildren(lossTable(view),
+    tables.replaceChildren(lossTable(view), h("div", { class: "hl-row", style: { alignItems: "flex-start", gap: "6px 28px" } },
       topTable(view.top, "clean", "top next tokens after text 1, clean model"),
-      topTable(view.top_ablated, "ablated", "… and after the ablation"));
+      topTable(view.top_ablated, "ablated", "… and after the ablation")));
     const name = `head ${view.selected.join(".")}`;
     patternBox.replaceChildren(h("div", { class: "hl-status" }, `${name} on text 1` +
       (view.ablated.length ? " (with the ablation applied)" : "")), colorBar(),

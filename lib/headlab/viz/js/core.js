@@ -250,49 +250,61 @@ export function patternCanvas(matrix, tokens, size, title, readout) {
 }
 
 /**
- * A larger pattern drawn in SVG with the tokens on both axes (up to 40 tokens; more get
- * axis titles only, like headlab.viz.figures.plot_pattern), `width` CSS px at most.
+ * A larger pattern on a canvas, with the tokens on both axes (up to 40 tokens; more get
+ * axis titles only, like headlab.viz.figures.plot_pattern), `width` CSS px at most
+ * (less on a narrow screen). Hovering shows "query → key: weight" as the canvas's title.
  */
 export function labelledPattern(matrix, tokens, title, width = 420) {
-  const ns = "http://www.w3.org/2000/svg";
   const n = matrix.length, labels = n <= 40;
-  const margin = labels ? Math.min(90, 8 + 6.2 * Math.max(...tokens.map((t) => String(t).length))) : 18;
-  const cell = Math.max(3, Math.floor((width - margin) / n)), size = margin + cell * n;
-  const svg = document.createElementNS(ns, "svg");
-  svg.setAttribute("viewBox", `0 0 ${size} ${size}`);
-  svg.setAttribute("width", "100%");
-  svg.setAttribute("class", "hl-labelled");
-  svg.setAttribute("role", "img");
-  svg.setAttribute("aria-label", `${title}: attention pattern, rows are queries, columns are keys`);
-  svg.style.maxWidth = `${size}px`;
-  const add = (tag, attrs, text) => {
-    const node = document.createElementNS(ns, tag);
-    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-    if (text !== undefined) node.textContent = text;
-    svg.append(node);
-    return node;
-  };
+  const avail = Math.min(width, (globalThis.innerWidth || width) - 40);
+  const fs = 11;
+  const margin = labels ? Math.min(90, 10 + 6.5 * Math.max(...tokens.map((t) => String(t).length))) : 22;
+  const cell = Math.max(3, Math.floor((avail - margin) / n)), size = margin + cell * n;
+  const canvas = h("canvas", { class: "hl-labelled", role: "img",
+    "aria-label": `${title}: attention pattern over ${n} tokens, rows are queries, columns are keys` });
+  const ratio = globalThis.devicePixelRatio || 1;
+  canvas.width = Math.round(size * ratio);
+  canvas.height = Math.round(size * ratio);
+  canvas.style.width = canvas.style.height = `${size}px`;
+  const ctx = canvas.getContext("2d");
+  ctx.scale(ratio, ratio);
+  ctx.fillStyle = "#fff";
+  ctx.fillRect(0, 0, size, size);
   for (let q = 0; q < n; q++) for (let k = 0; k <= q; k++) {
-    const r = add("rect", { x: margin + k * cell, y: margin + q * cell, width: cell, height: cell,
-      fill: blues(matrix[q][k]) });
-    r.append(Object.assign(document.createElementNS(ns, "title"),
-      { textContent: `${tokens[q]} → ${tokens[k]}: ${matrix[q][k].toFixed(3)}` }));
+    ctx.fillStyle = blues(matrix[q][k]);
+    ctx.fillRect(margin + k * cell, margin + q * cell, cell, cell);
   }
-  add("rect", { x: margin, y: margin, width: cell * n, height: cell * n, fill: "none", stroke: "#999" });
+  ctx.strokeStyle = "#999";
+  ctx.strokeRect(margin - 0.5, margin - 0.5, cell * n + 1, cell * n + 1);
+  ctx.fillStyle = "#222";
+  ctx.font = `${labels ? Math.min(fs, Math.max(9, cell * 0.85)) : fs}px sans-serif`;
+  ctx.textBaseline = "middle";
   if (labels) {
-    const fs = Math.min(11, Math.max(8, cell * 0.8));
+    ctx.textAlign = "right";
+    tokens.forEach((t, i) => ctx.fillText(String(t), margin - 3, margin + (i + 0.5) * cell));
     tokens.forEach((t, i) => {
-      add("text", { x: margin - 3, y: margin + (i + 0.7) * cell, "text-anchor": "end", "font-size": fs }, t);
-      const x = margin + (i + 0.65) * cell, y = margin - 3;
-      add("text", { x, y, "font-size": fs, transform: `rotate(-90 ${x} ${y})` }, t);
+      ctx.save();
+      ctx.translate(margin + (i + 0.5) * cell, margin - 3);
+      ctx.rotate(-Math.PI / 2);
+      ctx.textAlign = "left";
+      ctx.fillText(String(t), 0, 0);
+      ctx.restore();
     });
   } else {
-    add("text", { x: margin + (cell * n) / 2, y: 12, "text-anchor": "middle", "font-size": 11 }, "key position");
-    const y = margin + (cell * n) / 2;
-    add("text", { x: 12, y, "text-anchor": "middle", "font-size": 11, transform: `rotate(-90 12 ${y})` },
-      "query position");
+    ctx.textAlign = "center";
+    ctx.fillText("key position", margin + (cell * n) / 2, 10);
+    ctx.save();
+    ctx.translate(10, margin + (cell * n) / 2);
+    ctx.rotate(-Math.PI / 2);
+    ctx.fillText("query position", 0, 0);
+    ctx.restore();
   }
-  return svg;
+  canvas.addEventListener("mousemove", (ev) => {
+    const r = canvas.getBoundingClientRect();
+    const k = Math.floor((ev.clientX - r.left - margin) / cell), q = Math.floor((ev.clientY - r.top - margin) / cell);
+    canvas.title = q >= 0 && k >= 0 && q < n && k <= q ? `${tokens[q]} → ${tokens[k]}: ${matrix[q][k].toFixed(3)}` : "";
+  });
+  return canvas;
 }
 
 /** A horizontal colour bar for weights 0..1. */
@@ -321,7 +333,7 @@ export function markRendered(root, view) {
 }
 
 export const CSS = `
-.hl-widget { font-size: 14px; line-height: 1.4; max-width: 100%; overflow-wrap: anywhere; }
+.hl-widget { font-size: 14px; line-height: 1.4; max-width: 100%; }
 .hl-widget .hl-row { display: flex; flex-wrap: wrap; gap: 6px 14px; align-items: center; margin: 4px 0; }
 .hl-widget button.hl-choice { min-width: 2.6em; padding: 2px 8px; border: 1px solid #9ab; background: #fff;
   border-radius: 4px; cursor: pointer; font: inherit; }
@@ -335,7 +347,11 @@ export const CSS = `
 .hl-widget figcaption { font-size: 12px; color: #333; }
 .hl-widget table { border-collapse: collapse; font-size: 13px; }
 .hl-widget td, .hl-widget th { padding: 1px 8px 1px 0; text-align: left; }
-.hl-widget td.hl-num { text-align: right; font-variant-numeric: tabular-nums; }
+.hl-widget td.hl-num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.hl-widget th { white-space: nowrap; }
+.hl-widget td.hl-text { max-width: min(24em, 40vw); overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.hl-widget table caption { caption-side: top; text-align: left; font-weight: 600; max-width: 16em; }
+.hl-widget .hl-tables { margin: 4px 0 8px; }
 .hl-widget input[type="text"], .hl-widget textarea { width: 100%; box-sizing: border-box; font: inherit; }
 `;
 

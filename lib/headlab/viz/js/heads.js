@@ -98,6 +98,8 @@ function render({ model, el }) {
     try {
       view = await computeHeads(model, assets);
       globalThis.__headlabOrtReady = true;
+      // the other head counts load in the background, so switching to them is quick too
+      for (const file of Object.values(model.get("onnx") || {})) loadSession(assets, file);
     } catch (err) {
       view = { ...(model.get("view") || {}), error: err instanceof VocabError ? err.message : `error: ${err.message}` };
       if (!(err instanceof VocabError)) console.warn(err);
