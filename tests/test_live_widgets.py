@@ -25,8 +25,8 @@ import torch
 import headlab
 from conftest import in_ci
 from headlab.metrics import next_token_loss
-from headlab.viz.live import (JS_DIR, AblationWidget, ablation_widget, encode, heads_widget,
-                              shipped_checkpoint, temperature_widget, tokenizer_spec)
+from headlab.viz.live import (JS_DIR, AblationWidget, ablation_widget, encode, heads_widget, packed,
+                              shipped_checkpoint, temperature_widget, tokenizer_spec, unpack)
 from headlab.viz.widgets import HeadCountPatterns, LiveAblation
 
 SENTENCE = "the loud hunter that the prince taught is small . he sleeps ."
@@ -71,12 +71,12 @@ def test_heads_widget_view_is_headcountpatterns(family):
     core = HeadCountPatterns(family)
     expected = core.view(8, SENTENCE, 1)
     assert w.view["tokens"] == expected.tokens and w.view["d_head"] == 8
-    np.testing.assert_allclose(np.array(w.view["pattern"]), expected.pattern.numpy(), atol=1e-6)
+    np.testing.assert_allclose(unpack(w.view["pattern"]), expected.pattern.numpy(), atol=1e-6)
     assert set(w.onnx) == {"1", "2", "4", "8"} and w.onnx["8"].startswith("heads-8-")
     assert w.notes == {"8": "validation loss 2.770"} and w.d_heads == {"1": 64, "2": 32, "4": 16, "8": 8}
     w.n_heads, w.layer = 2, 0  # as the front-end sets them, with a kernel
     assert w.view["n_heads"] == 2 and len(w.view["pattern"]) == 2
-    np.testing.assert_allclose(np.array(w.view["pattern"]), core.view(2, SENTENCE, 0).pattern.numpy(), atol=1e-6)
+    np.testing.assert_allclose(unpack(w.view["pattern"]), core.view(2, SENTENCE, 0).pattern.numpy(), atol=1e-6)
     w.text = "the xylophones sleep ."
     assert "'xylophones'" in w.view["error"] and w.view["n_heads"] == 2  # the last good view stays
     w.text = "some lions smile ."
@@ -97,7 +97,7 @@ def test_ablation_widget_view_is_liveablation(aom):
         np.testing.assert_allclose(w.view["clean"], view.clean.numpy(), rtol=0, atol=1e-6)
         assert [t for t, *_ in w.view["top"]] == [t for t, *_ in view.top]
         assert [t for t, *_ in w.view["top_ablated"]] == [t for t, *_ in view.top_ablated]
-        np.testing.assert_allclose(np.array(w.view["pattern"]), view.pattern.numpy(), atol=1e-6)
+        np.testing.assert_allclose(unpack(w.view["pattern"]), view.pattern.numpy(), atol=1e-6)
     # the ablated ranking is the ablated model's own
     w.ablated = [[0, 0]]
     probs = [b for _, _, b in w.view["top_ablated"]]
@@ -183,12 +183,16 @@ def test_js_numbers_equal_numpy_and_headlab(tmp_path, aom):
     scores = [2.0, 1.0, 0.5, 0.1, -1.0, 3.0]
     out = run_js(tmp_path, """
         const loss = core.nextTokenLoss(Float32Array.from(data.logits), data.ids, data.mask, 2, 6, 11);
-        return {soft: core.softmax(data.scores, 0.3), ent: core.entropyBits(core.softmax(data.scores, 2.5)),
+        return {unpacked: core.unpack(data.packed), nested: core.unpack([[1, 2]]),
+                soft: core.softmax(data.scores, 0.3), ent: core.entropyBits(core.softmax(data.scores, 2.5)),
                 loss, mean: Array.from(core.meanZ(Float32Array.from(data.z), data.mask, 3, 2, 6, 4, 5)),
                 top: core.topK([0.1, 0.5, 0.2, 0.5, 0.05], 3),
                 lsm: Array.from(core.logSoftmaxRow(Float32Array.from(data.logits), 7, 11))};
     """, {"logits": logits.flatten().tolist(), "ids": ids.flatten().tolist(), "mask": mask.flatten().tolist(),
-          "z": z.flatten().tolist(), "scores": scores})
+          "z": z.flatten().tolist(), "scores": scores, "packed": packed(z[0, 1, :, :3])})
+    np.testing.assert_array_equal(np.array(out["unpacked"], dtype=np.float32), z[0, 1, :, :3].numpy())
+    np.testing.assert_array_equal(unpack(packed(z[0, 1, :, :3])), z[0, 1, :, :3].numpy())
+    assert out["nested"] == [[1, 2]]
     s = np.array(scores)
     p = np.exp(s / 0.3 - (s / 0.3).max())
     np.testing.assert_allclose(out["soft"], p / p.sum(), rtol=1e-12)

@@ -38,7 +38,7 @@ from headlab.heads.model import HeadModel
 from headlab.viz.widgets import HeadCountPatterns, LiveAblation
 
 __all__ = ["TemperatureWidget", "HeadsWidget", "AblationWidget", "temperature_widget", "heads_widget",
-           "ablation_widget", "tokenizer_spec", "encode", "shipped_checkpoint", "JS_DIR"]
+           "ablation_widget", "tokenizer_spec", "encode", "shipped_checkpoint", "packed", "unpack", "JS_DIR"]
 
 JS_DIR = Path(__file__).resolve().parent / "js"
 ABLATION_MODES = ("zero", "mean")
@@ -56,7 +56,7 @@ def _esm(name: str) -> str:
 def tokenizer_spec(tokenizer, add_bos: bool = False, n_ctx: int | None = None) -> dict:
     """What the browser needs to tokenize like ``tokenizer``: a word-level vocabulary.
 
-    Returns ``{"vocab": [token by id], "prefix": [ids], "suffix": [ids], "bos_id", "pad_id",
+    Returns ``{"vocab": "the tokens by id, space-separated", "prefix": [ids], "suffix": [ids], "bos_id", "pad_id",
     "add_bos", "n_ctx"}``; ``prefix``/``suffix`` are the special tokens the tokenizer's
     template adds around every text. ``add_bos`` puts ``<bos>`` first when the ids do not
     already start with it (as :class:`~headlab.viz.widgets.HeadCountPatterns` does).
@@ -78,7 +78,10 @@ def tokenizer_spec(tokenizer, add_bos: bool = False, n_ctx: int | None = None) -
     ids = tokenizer(word)["input_ids"]
     at = ids.index(vocab[word])
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    return {"vocab": by_id, "prefix": ids[:at], "suffix": ids[at + 1:], "bos_id": tokenizer.bos_token_id,
+    if any(not w or w != w.strip() or len(w.split()) != 1 for w in by_id):
+        raise ValueError("a vocabulary entry contains whitespace; the browser tokenizer splits on whitespace")
+    # one space-separated string (no entry holds whitespace): one line in a saved notebook
+    return {"vocab": " ".join(by_id), "prefix": ids[:at], "suffix": ids[at + 1:], "bos_id": tokenizer.bos_token_id,
             "pad_id": pad if pad is not None else 0, "add_bos": bool(add_bos), "n_ctx": n_ctx}
 
 
@@ -87,7 +90,7 @@ def encode(text: str, spec: dict) -> list[int]:
     ``encode``); raises ``ValueError`` naming every word outside the vocabulary."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("give a non-empty text")
-    index = {w: i for i, w in enumerate(spec["vocab"])}
+    index = {w: i for i, w in enumerate(spec["vocab"].split(" "))}
     words = text.split()
     unknown = list(dict.fromkeys(w for w in words if w not in index))
     if unknown:
@@ -137,8 +140,23 @@ def _spec_or_none(tokenizer, **kwargs) -> dict | None:
         return None
 
 
-def _rounded(x: torch.Tensor, digits: int = 6) -> list:
-    return np.round(x.detach().cpu().double().numpy(), digits).tolist()
+def packed(x: torch.Tensor) -> dict:
+    """An array as ``{"shape": [...], "float32": base64 of its little-endian float32 bytes}``:
+    one short line in a saved notebook and a page, where nested lists take a line a number.
+    The front-end unpacks it (core.js ``unpack``)."""
+    import base64
+
+    a = np.ascontiguousarray(x.detach().cpu().numpy(), dtype="<f4")
+    return {"shape": list(a.shape), "float32": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def unpack(value) -> np.ndarray:
+    """The array of :func:`packed` (or of a nested list, as the browser's own views hold)."""
+    import base64
+
+    if isinstance(value, dict):
+        return np.frombuffer(base64.b64decode(value["float32"]), dtype="<f4").reshape(value["shape"])
+    return np.asarray(value, dtype=float)
 
 
 # ---------------------------------------------------------------------------- widgets
@@ -200,7 +218,7 @@ class HeadsWidget(anywidget.AnyWidget):
             encode(self.text, self.tokenizer)  # the browser's message for words outside the vocabulary
         view = self._core.view(self.n_heads, self.text, self.layer)
         return {"n_heads": view.n_heads, "d_head": view.d_head, "layer": view.layer, "tokens": view.tokens,
-                "pattern": _rounded(view.pattern), "error": None}
+                "pattern": packed(view.pattern), "error": None}
 
     def _recompute(self, *_) -> None:
         try:
@@ -277,7 +295,7 @@ class AblationWidget(anywidget.AnyWidget):
         return {"texts": texts, "clean": view.clean.tolist(), "metric": view.metric.tolist(),
                 "ablated": [list(x) for x in heads], "mode": self.mode, "selected": list(selected),
                 "top": [list(x) for x in view.top], "top_ablated": [list(x) for x in view.top_ablated],
-                "tokens": list(view.tokens), "pattern": _rounded(view.pattern), "error": None}
+                "tokens": list(view.tokens), "pattern": packed(view.pattern), "error": None}
 
     def _recompute(self, *_) -> None:
         try:

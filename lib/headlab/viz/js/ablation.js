@@ -35,12 +35,12 @@ async function computeAblation(model, assets, memo) {
   const losses = ablated.length ? nextTokenLoss(out.logits, out.ids, out.mask, out.batch, out.pos, out.vocab)
     : memo.losses;
   const probs = probsOf(out, rows[0].length - 1, out.vocab), k = model.get("top_k");
-  const entry = (i) => [spec.vocab[i], memo.probs[i], probs[i]];
+  const entry = (i) => [vocabOf(spec)[i], memo.probs[i], probs[i]];
   const n = rows[0].length;
   return {
     texts, clean: memo.losses, metric: losses, ablated, mode, selected,
     top: topK(memo.probs, k).map(entry), top_ablated: topK(probs, k).map(entry),
-    tokens: rows[0].map((i) => spec.vocab[i]),
+    tokens: rows[0].map((i) => vocabOf(spec)[i]),
     pattern: patternOf(out.patterns, selected[0], 0, selected[1], n, { batch: out.batch, heads, pos: out.pos }),
     error: null,
   };
@@ -103,7 +103,8 @@ function render({ model, el }) {
 
   function draw() {
     drawControls();
-    const view = model.get("view") || {};
+    const saved = model.get("view") || {};
+    const view = saved.pattern && !Array.isArray(saved.pattern) ? { ...saved, pattern: unpack(saved.pattern) } : saved;
     if (view.error) {
       status.replaceChildren(h("span", { class: "hl-error" }, view.error));
       markRendered(root, view);

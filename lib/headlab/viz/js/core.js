@@ -99,7 +99,7 @@ export class VocabError extends Error {}
  */
 export function encode(text, spec) {
   if (typeof text !== "string" || !text.trim()) throw new VocabError("give a non-empty text");
-  if (!spec._index) spec._index = new Map(spec.vocab.map((tok, i) => [tok, i]));
+  if (!spec._index) spec._index = new Map(vocabOf(spec).map((tok, i) => [tok, i]));
   const words = text.trim().split(/\s+/);
   const unknown = words.filter((w) => !spec._index.has(w));
   if (unknown.length) {
@@ -111,7 +111,29 @@ export function encode(text, spec) {
   if (spec.n_ctx && ids.length > spec.n_ctx) {
     throw new VocabError(`the text has ${ids.length} tokens, more than the model's n_ctx = ${spec.n_ctx}`);
   }
-  return { ids, tokens: ids.map((i) => spec.vocab[i]) };
+  return { ids, tokens: ids.map((i) => vocabOf(spec)[i]) };
+}
+
+/** The tokens by id (spec.vocab is one space-separated string: no token holds whitespace). */
+export function vocabOf(spec) {
+  if (!spec._vocab) spec._vocab = typeof spec.vocab === "string" ? spec.vocab.split(" ") : spec.vocab;
+  return spec._vocab;
+}
+
+/**
+ * An array saved by headlab.viz.live.packed ({shape, float32: base64}) as nested arrays;
+ * nested arrays are returned as they are.
+ */
+export function unpack(value) {
+  if (!value || Array.isArray(value)) return value;
+  const bytes = Uint8Array.from(atob(value.float32), (c) => c.charCodeAt(0));
+  const flat = new Float32Array(bytes.buffer);
+  const nest = (offset, dims) => {
+    if (dims.length === 1) return Array.from(flat.subarray(offset, offset + dims[0]));
+    const step = dims.slice(1).reduce((a, b) => a * b, 1);
+    return Array.from({ length: dims[0] }, (_, i) => nest(offset + i * step, dims.slice(1)));
+  };
+  return nest(0, value.shape);
 }
 
 /** Right-pad rows of ids: {ids: BigInt64Array, mask: BigInt64Array, batch, pos, lengths}. */

@@ -55,7 +55,8 @@ function render({ model, el }) {
 
   function draw() {
     drawControls();
-    const view = model.get("view") || {};
+    const saved = model.get("view") || {};
+    const view = saved.pattern && !Array.isArray(saved.pattern) ? { ...saved, pattern: unpack(saved.pattern) } : saved;
     if (view.error) {
       status.replaceChildren(h("span", { class: "hl-error" }, view.error));
       markRendered(root, view);
