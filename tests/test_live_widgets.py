@@ -102,6 +102,7 @@ def test_ablation_widget_view_is_liveablation(aom):
     w.ablated = [[0, 0]]
     probs = [b for _, _, b in w.view["top_ablated"]]
     assert probs == sorted(probs, reverse=True)
+    assert repr(w) == "AblationWidget(attn-only-2l: ablated 0.0, mean ablation)"
     w.texts = ["t1 t2 t3", "nonsense words"]
     assert "'nonsense', 'words'" in w.view["error"]
     w.texts = texts

@@ -165,6 +165,9 @@ def unpack(value) -> np.ndarray:
 class TemperatureWidget(anywidget.AnyWidget):
     """One attention row at an adjustable temperature (computed in the browser)."""
 
+    def __repr__(self) -> str:  # what a notebook shows where widgets do not render
+        return f"TemperatureWidget(T = {self.temperature:g} over {len(self.scores)} keys)"
+
     _esm = _esm("temperature")
     scores = t.List(t.Float()).tag(sync=True)
     labels = t.List(t.Unicode()).tag(sync=True)  # ("keys" is taken: ipywidgets' list of synced traits)
@@ -205,6 +208,10 @@ class HeadsWidget(anywidget.AnyWidget):
     tokenizer = t.Dict(allow_none=True).tag(sync=True)
     onnx = t.Dict().tag(sync=True)
     view = t.Dict().tag(sync=True)
+
+    def __repr__(self) -> str:
+        return (f"HeadsWidget({'/'.join(map(str, self.head_counts))} heads, showing {self.n_heads} "
+                f"in layer {self.layer})")
 
     def __init__(self, core: HeadCountPatterns, **kwargs):
         self._core = core
@@ -271,6 +278,10 @@ class AblationWidget(anywidget.AnyWidget):
     tokenizer = t.Dict(allow_none=True).tag(sync=True)
     onnx = t.Unicode("").tag(sync=True)
     view = t.Dict().tag(sync=True)
+
+    def __repr__(self) -> str:
+        ablated = ", ".join(f"{l}.{h}" for l, h in self.ablated) or "none"
+        return f"AblationWidget({self._hm.name}: ablated {ablated}, {self.mode} ablation)"
 
     def __init__(self, hm: HeadModel, **kwargs):
         self._hm = hm
