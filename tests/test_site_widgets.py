@@ -10,7 +10,7 @@ after with LiveAblation. It asserts that every move changes what is shown, that 
 console error, failed request or request to another host happened, and reports the
 browser's latency per move (``performance.now()`` from the click to the drawn state;
 p50/p95 per widget, never asserted). Screenshots of each widget at 1280 and 390 px go
-to ``_build/screenshots/widgets/``.
+to ``_build/screenshots-widgets/``.
 
 Runs after the site build (shared with test_site.py); about a minute for the clicks.
 """
@@ -35,7 +35,7 @@ from conftest import ROOT
 from site_build import SITE, build_site_once
 from test_site import CHROMIUM, CHROMIUM_ARGS, WIDGET_STATE, _need_browser  # noqa: PLC2701 (shared helper)
 
-SHOTS = ROOT / "_build" / "screenshots" / "widgets"
+SHOTS = ROOT / "_build" / "screenshots-widgets"  # test_site.py empties _build/screenshots/
 PAGES = {"temperature": "chapters/00_how_to_use/how_to_use.html",
          "heads": "chapters/02_multi_head/02_multi_head.html",
          "ablation": "chapters/05_importance/05_importance.html"}
@@ -149,8 +149,12 @@ def click(page, name: str, selector: str, value=None, index: int = 0) -> None:
 
 
 def shoot(page, name: str, index: int = 0) -> None:
+    """The widget as the page lays it out (a clip of the full page: the theme's sticky
+    header would cover an element screenshot of a widget taller than the window)."""
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page.locator(".hl-widget").nth(index).screenshot(path=str(SHOTS / f"{name}.png"))
+    box = page.evaluate("""(i) => { const r = document.querySelectorAll('.hl-widget')[i].getBoundingClientRect();
+        return {x: r.left + scrollX, y: r.top + scrollY, width: r.width, height: r.height}; }""", index)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True, clip=box)
 
 
 def check_narrow(browser_page, site_dir: Path, path: str, name: str) -> None:

@@ -367,7 +367,7 @@ export const CSS = `
 .hl-widget .hl-grid { display: grid; gap: 10px; grid-template-columns: repeat(auto-fill, minmax(150px, 1fr)); }
 .hl-widget figure { margin: 0; }
 .hl-widget figcaption { font-size: 12px; color: #333; }
-.hl-widget table { border-collapse: collapse; font-size: 13px; }
+.hl-widget table { border-collapse: collapse; font-size: 13px; margin: 0 !important; }
 .hl-widget td, .hl-widget th { padding: 1px 8px 1px 0; text-align: left; }
 .hl-widget td.hl-num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .hl-widget th { white-space: nowrap; }

@@ -33,7 +33,7 @@ function render({ model, el }) {
   const grid = h("div", { class: "hl-grid" });
   const hover = h("div", { class: "hl-status" }, "hover over a pattern to read a weight");
   const focus = h("div", { class: "hl-focus" });
-  root.append(headsRow, layerRow, h("label", {}, "sentence (press Enter) ", input), datalist, status, caption,
+  root.append(headsRow, layerRow, h("label", { style: { display: "block" } }, "sentence (press Enter) ", input), datalist, status, caption,
     colorBar(), grid, hover, focus);
   el.append(root);
   let focused = 0, pending = 0;
