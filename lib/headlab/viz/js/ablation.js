@@ -159,6 +159,7 @@ function render({ model, el }) {
 
   select.addEventListener("change", () => change({ selected: select.value.split(".").map(Number) }));
   textarea.addEventListener("change", () => change({ texts: textarea.value.split("\n").filter((t) => t.trim()) }));
+  textarea.addEventListener("keydown", (ev) => ev.stopPropagation()); // Shift+Enter here is a new line, not "run cell"
   root.addEventListener("pointerenter", () => assets && loadOrt(assets), { once: true });
   model.on("change:view", draw);
   draw();

@@ -111,7 +111,12 @@ function render({ model, el }) {
     if (root.dataset.renders === before) draw(); // Backbone fires no change for an equal view
   }
 
-  input.addEventListener("change", () => change({ text: input.value }));
+  const submit = () => { if (input.value !== model.get("text")) change({ text: input.value }); };
+  input.addEventListener("change", submit);
+  input.addEventListener("keydown", (ev) => {
+    ev.stopPropagation(); // keys typed here are not notebook shortcuts (JupyterLab, Colab)
+    if (ev.key === "Enter") submit();
+  });
   root.addEventListener("pointerenter", () => assets && loadOrt(assets), { once: true });
   model.on("change:view", draw);
   draw();
