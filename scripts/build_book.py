@@ -31,6 +31,7 @@ shares one notebook execution cache, so a second variant re-executes nothing.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -193,7 +194,10 @@ def run_jupyter_book(out: Path, hide_solutions: bool) -> None:
         cmd += ["--config", str(_variant_config(hide_solutions)), "--path-output", str(stage)]
         produced = stage / "_build" / "html"
     print("build_book: jupyter-book " + " ".join(cmd[1:]), flush=True)
-    proc = subprocess.run(cmd, cwd=ROOT)
+    # long-running cells print their progress as lines of text (headlab.progress), not as
+    # a notebook widget that the static page would show as a squashed, frozen bar
+    env = {**os.environ, "HEADLAB_PROGRESS": "text"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env)
     if proc.returncode != 0:
         sys.exit(
             f"build_book: FAILED: jupyter-book exited with {proc.returncode}. The build treats "
@@ -242,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     vendor_javascript()
     run_jupyter_book(out, hide_solutions=args.no_solutions)
+    import site_widgets  # the live widgets' assets (scripts/site_widgets.py)
+
+    site_widgets.install(out)
     check_site(out)
     (out / ".nojekyll").touch()  # GitHub Pages: serve _static/ as is, no Jekyll
     elapsed = time.perf_counter() - start
@@ -298,6 +305,23 @@ def _add_favicon(app, pagename, templatename, context, doctree) -> None:  # noqa
     context["metatags"] = context.get("metatags", "") + "\n" + link
 
 
+def _drop_unused_widget_state(app, doctree) -> None:  # noqa: ANN001
+    """A page that shows no widget embeds no widget state (nor the widget manager).
+
+    nbclient keeps a notebook's old widget state when a run creates no widget, e.g. the
+    progress bars of a run before ``HEADLAB_PROGRESS=text``: the page would carry frozen
+    bars that nothing displays. myst-nb has collected the page's scripts by now.
+    """
+    from docutils import nodes
+
+    views = any("application/vnd.jupyter.widget-view+json" in node.astext() for node in doctree.findall(nodes.raw))
+    metadata = getattr(app.env, "nb_metadata", {}).get(app.env.docname, {})
+    js_files = metadata.get("js_files", {})
+    if not views and "ipywidgets_state" in js_files:
+        for key in [k for k in js_files if k.startswith("ipywidgets")]:
+            del js_files[key]
+
+
 def setup(app):  # noqa: ANN001, ANN201
     """Sphinx entry point (this file is listed in ``sphinx.local_extensions``)."""
     from docutils import nodes
@@ -329,6 +353,7 @@ def setup(app):  # noqa: ANN001, ANN201
     app.add_transform(RemoveSolutionCells)
     app.connect("config-inited", lambda app, config: _drop_thebe_when_off(app), priority=900)
     app.connect("html-page-context", _add_favicon)
+    app.connect("doctree-read", _drop_unused_widget_state)
     app.connect("build-finished", _write_index, priority=400)  # before sphinx-external-toc's redirect
     # A new env_version makes Sphinx re-read every page: so an edit of this file takes effect
     # even where the pages themselves did not change (executed notebooks stay cached).

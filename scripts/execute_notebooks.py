@@ -18,6 +18,7 @@ timeout. Notebooks that fail are left unchanged; the exit status is non-zero.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -32,6 +33,9 @@ def execute(path: Path, timeout: int, kernel: str | None) -> None:
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
+    # nbclient only writes widget state when a run creates widgets: drop the last run's,
+    # so that no page embeds the state of widgets (e.g. old progress bars) it no longer shows
+    nb.metadata.pop("widgets", None)
     skipped = {}
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code" and SKIP_TAG in cell.metadata.get("tags", []):
@@ -61,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retries", type=int, default=1, help="extra attempts per notebook (default 1)")
     parser.add_argument("--kernel", default=None, help="kernel name (default: the notebook's kernelspec)")
     args = parser.parse_args(argv)
+    # progress as lines of text in the stored outputs, as on the website (headlab.progress)
+    os.environ["HEADLAB_PROGRESS"] = "text"
 
     notebooks = args.notebooks or sorted(
         p for p in (ROOT / "chapters").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts

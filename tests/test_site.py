@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, chapter_notebooks, in_ci
+from site_build import build_site_once
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -88,7 +89,7 @@ def _build(args: list[str]) -> tuple[str, float]:
 @pytest.fixture(scope="session")
 def built_site() -> Path:
     """Build the book once into _build/html; fail every site test if it fails."""
-    _build([])
+    build_site_once()  # shared with test_site_widgets.py (tests/site_build.py)
     return SITE
 
 

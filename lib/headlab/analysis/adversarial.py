@@ -225,7 +225,7 @@ def trigger_search(hm: HeadModel, targets: Sequence[Target], n_steps: int = 10, 
     active = current > 0
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from headlab.progress import tqdm  # text lines on the website (HEADLAB_PROGRESS=text)
         bar = tqdm(total=n_steps, desc="trigger search")
     n_slots = slots.shape[1]
     for _ in range(n_steps):

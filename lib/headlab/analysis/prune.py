@@ -144,7 +144,7 @@ def iterative_order(hm: HeadModel, inputs, by: str = "mean", *, ablation: Ablati
     limit = len(remaining) if stop_after is None else min(stop_after, len(remaining))
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from headlab.progress import tqdm  # text lines on the website (HEADLAB_PROGRESS=text)
         bar = tqdm(total=limit, desc=f"iterative pruning ({by})")
     score = None
     while remaining and len(removed) < limit:
@@ -233,7 +233,7 @@ def pruning_curve_shared(hm: HeadModel, order: Sequence[Head], inputs, metrics: 
     rows: dict[str, list[torch.Tensor]] = {name: [] for name in metrics}
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from headlab.progress import tqdm  # text lines on the website (HEADLAB_PROGRESS=text)
         bar = tqdm(total=len(counts), desc="pruning curve")
     for c in counts:
         ctx = hm.ablate(order[:c], ablation=ablation) if c > 0 else contextlib.nullcontext()

@@ -236,7 +236,7 @@ def loop_sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablatio
 
 def _progress(total: int, show: bool, desc: str):
     if show:
-        from tqdm.auto import tqdm
+        from headlab.progress import tqdm  # text lines on the website (HEADLAB_PROGRESS=text)
         return tqdm(total=total, desc=desc)
 
     class _Quiet:

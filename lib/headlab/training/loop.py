@@ -112,7 +112,7 @@ def run_loop(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: 
         desc: the progress bar's label.
         log: called with each curve row as JSON.
     """
-    from tqdm.auto import tqdm
+    from headlab.progress import tqdm  # text lines on the website (HEADLAB_PROGRESS=text)
 
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be an int >= 1, got {steps!r}")

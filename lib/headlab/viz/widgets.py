@@ -8,7 +8,7 @@ static site (which embeds widget state) shows a meaningful picture.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
@@ -34,6 +34,8 @@ class AblationView:
             ``None`` for causal LMs.
         pattern: the selected head's pattern on the first text ``(pos, pos)`` (ablation applied
             to the heads below it), and ``tokens`` its labels.
+        top_ablated: for causal LMs, the ablated model's own top next-token predictions at the
+            same position, ``[(token, prob_clean, prob_ablated)]`` (ablated ranking).
     """
 
     metric: torch.Tensor
@@ -42,6 +44,7 @@ class AblationView:
     similarity: torch.Tensor | None
     pattern: torch.Tensor | None
     tokens: list[str]
+    top_ablated: list[tuple[str, float, float]] = field(default_factory=list)
 
 
 class LiveAblation:
@@ -99,7 +102,10 @@ class LiveAblation:
             tok = hm.tokenizer
             names_ = tok.convert_ids_to_tokens(ids) if tok is not None else [str(i) for i in ids]
             top = [(name, float(p_clean[i]), float(p_abl[i])) for name, i in zip(names_, ids)]
-            return AblationView(metric, self.clean, top, None, pattern, self.tokens)
+            ids_abl = torch.topk(p_abl, self.top_k).indices.tolist()
+            names_abl = tok.convert_ids_to_tokens(ids_abl) if tok is not None else [str(i) for i in ids_abl]
+            top_abl = [(name, float(p_clean[i]), float(p_abl[i])) for name, i in zip(names_abl, ids_abl)]
+            return AblationView(metric, self.clean, top, None, pattern, self.tokens, top_abl)
         pooled = hm.metric(out, batch)
         metric = 1 - torch.nn.functional.cosine_similarity(pooled, self._pooled, dim=-1)
         e = torch.nn.functional.normalize(pooled, dim=-1)

@@ -1,0 +1,339 @@
+"""Widgets that compute wherever the reader is: in a notebook and on the static website.
+
+Three `anywidget <https://anywidget.dev>`_ widgets, whose front-ends are the
+JavaScript modules in ``headlab/viz/js/`` (``core.js`` plus one file per widget):
+
+* :func:`temperature_widget`: one attention row, ``softmax(scores / T)``, with a slider;
+* :func:`heads_widget`: models that differ only in their number of heads; pick one,
+  a layer and a sentence, see every head's pattern;
+* :func:`ablation_widget`: toggle any set of heads (zero or mean ablation), see the
+  loss per text, the top next-token predictions before and after, and a head's pattern.
+
+Where the numbers come from:
+
+* **in a notebook** (JupyterLab, Notebook 7, VS Code, Colab) the front-end sends the
+  controls to the kernel and headlab computes the view with PyTorch (the reference);
+* **on the book's website** there is no kernel: the front-end runs the models' ONNX
+  exports (:mod:`headlab.models.onnx`) with the site's own copy of onnxruntime-web,
+  and tokenizes in JavaScript with the model's word-level vocabulary.
+
+The view the widget shows first is computed here, with PyTorch, and saved with the
+notebook, so a page shows a meaningful state before anything runs. The temperature
+widget needs no model: it computes in JavaScript everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+import anywidget
+import numpy as np
+import torch
+import traitlets as t
+
+from headlab.heads.model import HeadModel
+from headlab.viz.widgets import HeadCountPatterns, LiveAblation
+
+__all__ = ["TemperatureWidget", "HeadsWidget", "AblationWidget", "temperature_widget", "heads_widget",
+           "ablation_widget", "tokenizer_spec", "encode", "shipped_checkpoint", "packed", "unpack", "JS_DIR"]
+
+JS_DIR = Path(__file__).resolve().parent / "js"
+ABLATION_MODES = ("zero", "mean")
+
+
+@lru_cache(maxsize=None)
+def _esm(name: str) -> str:
+    """The ES module of widget ``name``: core.js (shared functions) followed by ``name``.js."""
+    return (JS_DIR / "core.js").read_text(encoding="utf8") + "\n" + (JS_DIR / f"{name}.js").read_text(encoding="utf8")
+
+
+# ---------------------------------------------------------------------------- tokens
+
+
+def tokenizer_spec(tokenizer, add_bos: bool = False, n_ctx: int | None = None) -> dict:
+    """What the browser needs to tokenize like ``tokenizer``: a word-level vocabulary.
+
+    Returns ``{"vocab": "the tokens by id, space-separated", "prefix": [ids], "suffix": [ids], "bos_id", "pad_id",
+    "add_bos", "n_ctx"}``; ``prefix``/``suffix`` are the special tokens the tokenizer's
+    template adds around every text. ``add_bos`` puts ``<bos>`` first when the ids do not
+    already start with it (as :class:`~headlab.viz.widgets.HeadCountPatterns` does).
+    Raises ``ValueError`` for a tokenizer that is not whitespace-split word-level (the
+    book's synthetic languages are; GPT-2's BPE is not).
+    """
+    desc = json.loads(tokenizer.backend_tokenizer.to_str())
+    model_type = desc.get("model", {}).get("type")
+    pre = (desc.get("pre_tokenizer") or {}).get("type")
+    if model_type != "WordLevel" or pre != "WhitespaceSplit" or desc.get("normalizer") is not None:
+        raise ValueError(f"the browser tokenizes only whitespace-split word-level vocabularies; this tokenizer "
+                         f"is {model_type} with pre-tokenizer {pre}: use the widget with a kernel")
+    vocab = tokenizer.get_vocab()
+    by_id = sorted(vocab, key=vocab.get)
+    if [vocab[w] for w in by_id] != list(range(len(by_id))):
+        raise ValueError("the vocabulary's ids are not 0..n-1; the browser tokenizer needs a dense vocabulary")
+    special = set(tokenizer.all_special_tokens)
+    word = next(w for w in by_id if w not in special)
+    ids = tokenizer(word)["input_ids"]
+    at = ids.index(vocab[word])
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    if any(not w or w != w.strip() or len(w.split()) != 1 for w in by_id):
+        raise ValueError("a vocabulary entry contains whitespace; the browser tokenizer splits on whitespace")
+    # one space-separated string (no entry holds whitespace): one line in a saved notebook
+    return {"vocab": " ".join(by_id), "prefix": ids[:at], "suffix": ids[at + 1:], "bos_id": tokenizer.bos_token_id,
+            "pad_id": pad if pad is not None else 0, "add_bos": bool(add_bos), "n_ctx": n_ctx}
+
+
+def encode(text: str, spec: dict) -> list[int]:
+    """Token ids of ``text`` under ``spec`` exactly as the browser computes them (core.js
+    ``encode``); raises ``ValueError`` naming every word outside the vocabulary."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("give a non-empty text")
+    index = {w: i for i, w in enumerate(spec["vocab"].split(" "))}
+    words = text.split()
+    unknown = list(dict.fromkeys(w for w in words if w not in index))
+    if unknown:
+        raise ValueError(f"not in the vocabulary: {', '.join(repr(w) for w in unknown)}; "
+                         "use words of the book's synthetic language")
+    ids = [*spec["prefix"], *(index[w] for w in words), *spec["suffix"]]
+    if spec["add_bos"] and (not ids or ids[0] != spec["bos_id"]):
+        ids = [spec["bos_id"], *ids]
+    if spec["n_ctx"] and len(ids) > spec["n_ctx"]:
+        raise ValueError(f"the text has {len(ids)} tokens, more than the model's n_ctx = {spec['n_ctx']}")
+    return ids
+
+
+# ---------------------------------------------------------------------------- models
+
+
+def shipped_checkpoint(hm: HeadModel) -> str | None:
+    """The name of the shipped checkpoint whose weights ``hm`` holds, or ``None``.
+
+    Only such a model has an ONNX export on the website (the build exports checkpoints,
+    not models trained in a notebook). Every tensor is compared, not just the name.
+    """
+    from safetensors.torch import load_file
+
+    from headlab.models.gpt import CHECKPOINT_DIR, GPT, available_organisms
+
+    if not isinstance(hm.model, GPT) or hm.name not in available_organisms():
+        return None
+    saved = load_file(str(CHECKPOINT_DIR / hm.name / "model.safetensors"))
+    state = hm.model.state_dict()
+    if set(saved) != set(state):
+        return None
+    return hm.name if all(torch.equal(saved[k], state[k].detach().cpu().float()) for k in saved) else None
+
+
+def _onnx_file(hm: HeadModel) -> str:
+    from headlab.models.onnx import onnx_file_name
+
+    name = shipped_checkpoint(hm)
+    return onnx_file_name(name) if name is not None else ""
+
+
+def _spec_or_none(tokenizer, **kwargs) -> dict | None:
+    try:
+        return tokenizer_spec(tokenizer, **kwargs)
+    except (ValueError, AttributeError):
+        return None
+
+
+def packed(x: torch.Tensor) -> dict:
+    """An array as ``{"shape": [...], "float32": base64 of its little-endian float32 bytes}``:
+    one short line in a saved notebook and a page, where nested lists take a line a number.
+    The front-end unpacks it (core.js ``unpack``)."""
+    import base64
+
+    a = np.ascontiguousarray(x.detach().cpu().numpy(), dtype="<f4")
+    return {"shape": list(a.shape), "float32": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def unpack(value) -> np.ndarray:
+    """The array of :func:`packed` (or of a nested list, as the browser's own views hold)."""
+    import base64
+
+    if isinstance(value, dict):
+        return np.frombuffer(base64.b64decode(value["float32"]), dtype="<f4").reshape(value["shape"])
+    return np.asarray(value, dtype=float)
+
+
+# ---------------------------------------------------------------------------- widgets
+
+
+class TemperatureWidget(anywidget.AnyWidget):
+    """One attention row at an adjustable temperature (computed in the browser)."""
+
+    def __repr__(self) -> str:  # what a notebook shows where widgets do not render
+        return f"TemperatureWidget(T = {self.temperature:g} over {len(self.scores)} keys)"
+
+    _esm = _esm("temperature")
+    scores = t.List(t.Float()).tag(sync=True)
+    labels = t.List(t.Unicode()).tag(sync=True)  # ("keys" is taken: ipywidgets' list of synced traits)
+    temperature = t.Float(1.0).tag(sync=True)
+    t_min = t.Float(0.1).tag(sync=True)
+    t_max = t.Float(5.0).tag(sync=True)
+    step = t.Float(0.1).tag(sync=True)
+
+
+def temperature_widget(scores: Sequence[float], keys: Sequence[str], temperature: float = 1.0,
+                       t_min: float = 0.1, t_max: float = 5.0, step: float = 0.1) -> TemperatureWidget:
+    """A slider for ``T`` and the bar chart of ``softmax(scores / T)`` over ``keys``, titled
+    with the row's entropy in bits."""
+    scores = [float(s) for s in np.asarray(scores, dtype=float).ravel()]
+    keys = [str(k) for k in keys]
+    if not scores or len(scores) != len(keys):
+        raise ValueError(f"give one key per score: {len(scores)} scores, {len(keys)} keys")
+    if not np.all(np.isfinite(scores)):
+        raise ValueError(f"scores must be finite, got {scores}")
+    if not 0 < t_min <= temperature <= t_max:
+        raise ValueError(f"need 0 < t_min <= temperature <= t_max, got {t_min}, {temperature}, {t_max}")
+    return TemperatureWidget(scores=scores, labels=keys, temperature=float(temperature), t_min=float(t_min),
+                             t_max=float(t_max), step=float(step))
+
+
+class HeadsWidget(anywidget.AnyWidget):
+    """Patterns of models that differ only in their number of heads (see :func:`heads_widget`)."""
+
+    _esm = _esm("heads")
+    head_counts = t.List(t.Int()).tag(sync=True)
+    n_heads = t.Int().tag(sync=True)
+    n_layers = t.Int().tag(sync=True)
+    layer = t.Int(0).tag(sync=True)
+    text = t.Unicode().tag(sync=True)
+    texts = t.List(t.Unicode()).tag(sync=True)
+    notes = t.Dict().tag(sync=True)
+    d_heads = t.Dict().tag(sync=True)
+    tokenizer = t.Dict(allow_none=True).tag(sync=True)
+    onnx = t.Dict().tag(sync=True)
+    view = t.Dict().tag(sync=True)
+
+    def __repr__(self) -> str:
+        return (f"HeadsWidget({'/'.join(map(str, self.head_counts))} heads, showing {self.n_heads} "
+                f"in layer {self.layer})")
+
+    def __init__(self, core: HeadCountPatterns, **kwargs):
+        self._core = core
+        super().__init__(**kwargs)
+        self.observe(self._recompute, names=["n_heads", "layer", "text"])
+        self._recompute()
+
+    def compute(self) -> dict:
+        """The view for the current controls, with PyTorch (raises ``ValueError`` on bad input)."""
+        if self.tokenizer is not None:
+            encode(self.text, self.tokenizer)  # the browser's message for words outside the vocabulary
+        view = self._core.view(self.n_heads, self.text, self.layer)
+        return {"n_heads": view.n_heads, "d_head": view.d_head, "layer": view.layer, "tokens": view.tokens,
+                "pattern": packed(view.pattern), "error": None}
+
+    def _recompute(self, *_) -> None:
+        try:
+            self.view = self.compute()
+        except ValueError as err:
+            self.view = {**self.view, "error": str(err)}
+
+
+def heads_widget(models: dict[int, HeadModel], texts: Sequence[str], n_heads: int | None = None,
+                 layer: int = 0, notes: dict[int, str] | None = None) -> HeadsWidget:
+    """Choose a number of heads (``d_head = d_model / n_heads``), a layer and a sentence; see
+    every head's pattern. ``models`` maps each head count to a model that differs from the
+    others only in its heads (see :class:`~headlab.viz.widgets.HeadCountPatterns`); ``texts``
+    are offered as suggestions, and any sentence of the vocabulary can be typed (a word
+    outside it gets a message naming it). ``notes``: a line per head count."""
+    core = HeadCountPatterns(models)
+    texts = [t_ for t_ in texts if t_.strip()]
+    if not texts:
+        raise ValueError("give at least one text")
+    n_heads = core.head_counts[-1] if n_heads is None else n_heads
+    if n_heads not in core.models:
+        raise ValueError(f"no model with {n_heads} heads; available: {core.head_counts}")
+    if not 0 <= layer < core.n_layers:
+        raise ValueError(f"layer {layer} is out of range: the models have layers 0..{core.n_layers - 1}")
+    first = next(iter(core.models.values()))
+    spec = _spec_or_none(first.tokenizer, add_bos=True, n_ctx=getattr(first.model.config, "n_ctx", None))
+    onnx = {str(h): _onnx_file(hm) for h, hm in core.models.items()} if spec is not None else {}
+    widget = HeadsWidget(core, head_counts=core.head_counts, n_heads=n_heads, n_layers=core.n_layers,
+                         layer=layer, text=texts[0], texts=texts,
+                         notes={str(k): v for k, v in (notes or {}).items()},
+                         d_heads={str(h): hm.d_head for h, hm in core.models.items()},
+                         tokenizer=spec, onnx={k: v for k, v in onnx.items() if v})
+    if widget.view.get("error"):
+        raise ValueError(widget.view["error"])
+    return widget
+
+
+class AblationWidget(anywidget.AnyWidget):
+    """Live ablation of a causal language model's heads (see :func:`ablation_widget`)."""
+
+    _esm = _esm("ablation")
+    n_layers = t.Int().tag(sync=True)
+    n_heads = t.Int().tag(sync=True)
+    d_head = t.Int().tag(sync=True)
+    ablated = t.List(t.List(t.Int())).tag(sync=True)
+    mode = t.Unicode("zero").tag(sync=True)
+    selected = t.List(t.Int()).tag(sync=True)
+    texts = t.List(t.Unicode()).tag(sync=True)
+    top_k = t.Int(5).tag(sync=True)
+    tokenizer = t.Dict(allow_none=True).tag(sync=True)
+    onnx = t.Unicode("").tag(sync=True)
+    view = t.Dict().tag(sync=True)
+
+    def __repr__(self) -> str:
+        ablated = ", ".join(f"{l}.{h}" for l, h in self.ablated) or "none"
+        return f"AblationWidget({self._hm.name}: ablated {ablated}, {self.mode} ablation)"
+
+    def __init__(self, hm: HeadModel, **kwargs):
+        self._hm = hm
+        self._live: LiveAblation | None = None
+        super().__init__(**kwargs)
+        self.observe(self._recompute, names=["ablated", "mode", "selected", "texts"])
+        self._recompute()
+
+    def compute(self) -> dict:
+        """The view for the current controls, with PyTorch (raises ``ValueError`` on bad input)."""
+        if self.mode not in ABLATION_MODES:
+            raise ValueError(f"unknown ablation mode {self.mode!r}: choose from {', '.join(ABLATION_MODES)}")
+        texts = [x for x in self.texts if x.strip()]
+        if self.tokenizer is not None:
+            for text in texts:
+                encode(text, self.tokenizer)
+        if self._live is None or self._live.texts != texts:
+            self._live = LiveAblation(self._hm, texts, top_k=self.top_k)
+        heads = self._hm.check_heads(self.ablated) if self.ablated else []
+        selected = self._hm.check_heads([self.selected])[0]
+        view = self._live.view(heads, self.mode, selected)
+        return {"texts": texts, "clean": view.clean.tolist(), "metric": view.metric.tolist(),
+                "ablated": [list(x) for x in heads], "mode": self.mode, "selected": list(selected),
+                "top": [list(x) for x in view.top], "top_ablated": [list(x) for x in view.top_ablated],
+                "tokens": list(view.tokens), "pattern": packed(view.pattern), "error": None}
+
+    def _recompute(self, *_) -> None:
+        try:
+            self.view = self.compute()
+        except ValueError as err:
+            self.view = {**self.view, "error": str(err)}
+
+
+def ablation_widget(hm: HeadModel, texts: Sequence[str], preset: Sequence = (), mode: str = "zero",
+                    selected=None, top_k: int = 5) -> AblationWidget:
+    """A layers x heads grid of toggles (on = ablated), zero or mean ablation (the mean of
+    each head's output over every token of the texts), and a live read-out: the next-token
+    loss per text, clean and ablated; the top-``top_k`` next tokens after the first text,
+    for the clean and the ablated model; the pattern of the ``selected`` head on the first
+    text. ``preset``: heads ablated at the start. Causal language models only."""
+    if not hm.causal:
+        raise ValueError(f"{hm.name} is an encoder; the live ablation widget reads next-token "
+                         "predictions (use headlab.viz.widgets.ablation_widget for encoders)")
+    if mode not in ABLATION_MODES:
+        raise ValueError(f"unknown ablation mode {mode!r}: choose from {', '.join(ABLATION_MODES)}")
+    preset = hm.check_heads(preset) if preset else []
+    selected = hm.check_heads([selected])[0] if selected is not None else (preset[0] if preset else (0, 0))
+    spec = _spec_or_none(hm.tokenizer, n_ctx=getattr(hm.model.config, "n_ctx", None))
+    widget = AblationWidget(hm, n_layers=hm.n_layers, n_heads=hm.n_heads, d_head=hm.d_head,
+                            ablated=[list(x) for x in preset], mode=mode, selected=list(selected),
+                            texts=[x for x in texts if x.strip()], top_k=top_k, tokenizer=spec,
+                            onnx=_onnx_file(hm) if spec is not None else "")
+    if widget.view.get("error"):
+        raise ValueError(widget.view["error"])
+    return widget

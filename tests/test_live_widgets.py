@@ -1,0 +1,238 @@
+"""The live widgets (headlab.viz.live): their Python side, and their JavaScript run by node.
+
+* Python: the browser tokenizer equals the models' tokenizers; each widget's view is
+  the view of headlab's PyTorch computation (HeadCountPatterns, LiveAblation) and
+  follows its controls; bad input becomes a message in the widget naming the value.
+* JavaScript: the pure functions of ``viz/js/core.js`` (softmax, entropy, the
+  next-token loss, the mean of z for mean ablation, top-k, tokenization) are run by
+  node on the same inputs as numpy / headlab, and every widget module parses as an
+  ES module. The browser path as a whole (onnxruntime-web on the site) is tested in
+  tests/test_site_widgets.py.
+
+About 5 s. Without node the JavaScript tests skip (and fail when CI is set).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+import headlab
+from conftest import in_ci
+from headlab.metrics import next_token_loss
+from headlab.viz.live import (JS_DIR, AblationWidget, ablation_widget, encode, heads_widget, packed,
+                              shipped_checkpoint, temperature_widget, tokenizer_spec, unpack)
+from headlab.viz.widgets import HeadCountPatterns, LiveAblation
+
+SENTENCE = "the loud hunter that the prince taught is small . he sleeps ."
+
+
+@pytest.fixture(scope="module")
+def aom():
+    return headlab.load("attn-only-2l")
+
+
+@pytest.fixture(scope="module")
+def family():
+    return {h: headlab.load(f"heads-{h}") for h in (1, 2, 4, 8)}
+
+
+def aom_texts(aom):
+    vocab = aom.tokenizer.convert_ids_to_tokens(list(range(64)))
+    return [" ".join(vocab[i] for i in [3, 17, 5, 40, 22, 9, 3, 17, 5, 40]), " ".join(vocab[i] for i in [1, 2, 3, 1, 2])]
+
+
+# ---------------------------------------------------------------------------- Python
+
+
+def test_browser_tokenizer_equals_the_models_tokenizer(aom, family):
+    for hm, texts in [(aom, aom_texts(aom)), (family[1], [SENTENCE, "some lions smile ."])]:
+        spec = tokenizer_spec(hm.tokenizer)
+        for text in texts:
+            assert encode(text, spec) == hm.tokenizer(text)["input_ids"], text
+    spec = tokenizer_spec(family[1].tokenizer, add_bos=True, n_ctx=32)
+    bos = family[1].tokenizer.bos_token_id
+    assert encode(SENTENCE, spec)[0] == bos and encode("<bos> " + SENTENCE, spec) == encode(SENTENCE, spec)
+    with pytest.raises(ValueError, match=r"not in the vocabulary: 'xylophones', 'zz'; use words"):
+        encode("the xylophones zz sleep zz .", spec)
+    with pytest.raises(ValueError, match="more than the model's n_ctx = 32"):
+        encode(" ".join(["the"] * 40), spec)
+    with pytest.raises(ValueError, match="non-empty"):
+        encode("  ", spec)
+
+
+def test_heads_widget_view_is_headcountpatterns(family):
+    w = heads_widget(family, [SENTENCE], n_heads=8, layer=1, notes={8: "validation loss 2.770"})
+    core = HeadCountPatterns(family)
+    expected = core.view(8, SENTENCE, 1)
+    assert w.view["tokens"] == expected.tokens and w.view["d_head"] == 8
+    np.testing.assert_allclose(unpack(w.view["pattern"]), expected.pattern.numpy(), atol=1e-6)
+    assert set(w.onnx) == {"1", "2", "4", "8"} and w.onnx["8"].startswith("heads-8-")
+    assert w.notes == {"8": "validation loss 2.770"} and w.d_heads == {"1": 64, "2": 32, "4": 16, "8": 8}
+    w.n_heads, w.layer = 2, 0  # as the front-end sets them, with a kernel
+    assert w.view["n_heads"] == 2 and len(w.view["pattern"]) == 2
+    np.testing.assert_allclose(unpack(w.view["pattern"]), core.view(2, SENTENCE, 0).pattern.numpy(), atol=1e-6)
+    w.text = "the xylophones sleep ."
+    assert "'xylophones'" in w.view["error"] and w.view["n_heads"] == 2  # the last good view stays
+    w.text = "some lions smile ."
+    assert w.view["error"] is None and w.view["tokens"] == ["<bos>", "some", "lions", "smile", "."]
+    with pytest.raises(ValueError, match="no model with 3 heads"):
+        heads_widget(family, [SENTENCE], n_heads=3)
+
+
+def test_ablation_widget_view_is_liveablation(aom):
+    texts = aom_texts(aom)
+    w = ablation_widget(aom, texts, preset=[(0, 0)], selected=(1, 3))
+    assert w.onnx.startswith("attn-only-2l-") and w.tokenizer["prefix"] == [aom.tokenizer.bos_token_id]
+    for heads, mode in [([(0, 0)], "zero"), ([(0, 0), (1, 2)], "mean"), ([], "mean")]:
+        w.mode, w.ablated = mode, [list(h) for h in heads]
+        view = LiveAblation(aom, texts).view(heads, mode, (1, 3))
+        assert w.view["ablated"] == [list(h) for h in heads] and w.view["mode"] == mode
+        np.testing.assert_allclose(w.view["metric"], view.metric.numpy(), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(w.view["clean"], view.clean.numpy(), rtol=0, atol=1e-6)
+        assert [t for t, *_ in w.view["top"]] == [t for t, *_ in view.top]
+        assert [t for t, *_ in w.view["top_ablated"]] == [t for t, *_ in view.top_ablated]
+        np.testing.assert_allclose(unpack(w.view["pattern"]), view.pattern.numpy(), atol=1e-6)
+    # the ablated ranking is the ablated model's own
+    w.ablated = [[0, 0]]
+    probs = [b for _, _, b in w.view["top_ablated"]]
+    assert probs == sorted(probs, reverse=True)
+    assert repr(w) == "AblationWidget(attn-only-2l: ablated 0.0, mean ablation)"
+    w.texts = ["t1 t2 t3", "nonsense words"]
+    assert "'nonsense', 'words'" in w.view["error"]
+    w.texts = texts
+    assert w.view["error"] is None
+    w.ablated = [[5, 0]]
+    assert "head 5.0 is out of range" in w.view["error"]
+
+
+def test_ablation_widget_refuses_what_it_cannot_show(aom):
+    with pytest.raises(ValueError, match="unknown ablation mode 'resample'"):
+        ablation_widget(aom, aom_texts(aom), mode="resample")
+    with pytest.raises(ValueError, match="out of range"):
+        ablation_widget(aom, aom_texts(aom), preset=[(7, 0)])
+    with pytest.raises(ValueError, match="not in the vocabulary: 'hello'"):
+        ablation_widget(aom, ["hello t1 t2"])
+
+
+def test_only_shipped_weights_get_an_export(aom):
+    assert shipped_checkpoint(aom) == "attn-only-2l"
+    changed = headlab.load("attn-only-2l")
+    with torch.no_grad():
+        changed.model.blocks[0].attn.W_O.weight[0, 0] += 1.0
+    assert shipped_checkpoint(changed) is None
+    w = ablation_widget(changed, aom_texts(aom))
+    assert w.onnx == "" and w.view["error"] is None  # works with a kernel; the site has no export for it
+
+
+def test_temperature_widget_checks_its_input():
+    w = temperature_widget(np.array([1.0, 2.0]), ["a", "b"], temperature=2.0)
+    assert w.scores == [1.0, 2.0] and w.labels == ["a", "b"] and w.temperature == 2.0
+    with pytest.raises(ValueError, match="one key per score: 2 scores, 1 keys"):
+        temperature_widget([1.0, 2.0], ["a"])
+    with pytest.raises(ValueError, match="t_min <= temperature <= t_max"):
+        temperature_widget([1.0], ["a"], temperature=9.0)
+
+
+def test_saved_state_carries_what_the_static_page_needs(aom):
+    """The state the kernel sends (and nbclient saves into the notebook, and the page embeds)
+    carries the module, its id, the first view and what the browser computes with."""
+    w = ablation_widget(aom, aom_texts(aom))
+    state = w.get_state()
+    for key in ("_esm", "_anywidget_id", "view", "tokenizer", "onnx"):
+        assert key in state, key
+    assert state["_anywidget_id"] == "headlab.viz.live.AblationWidget"
+    assert isinstance(w, AblationWidget) and "export default" in w._esm and "export function encode" in w._esm
+
+
+# ---------------------------------------------------------------------------- JavaScript (node)
+
+
+def node() -> str:
+    exe = shutil.which("node")
+    if exe is None:
+        if in_ci():
+            pytest.fail("node is needed for the widgets' JavaScript tests [CI is set]")
+        pytest.skip("node is not installed")
+    return exe
+
+
+def run_js(tmp_path, body: str, data: dict):
+    """Run ``body`` (an async function body with ``core`` and ``data`` in scope) in node."""
+    script = tmp_path / "case.mjs"
+    script.write_text(
+        f"import * as core from {json.dumps((JS_DIR / 'core.js').as_uri())};\n"
+        "const data = JSON.parse(await new Promise((ok) => { let s = ''; process.stdin.on('data', (c) => s += c);"
+        " process.stdin.on('end', () => ok(s)); }));\n"
+        f"const result = await (async () => {{ {body} }})();\nconsole.log(JSON.stringify(result));\n")
+    proc = subprocess.run([node(), str(script)], input=json.dumps(data), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_js_numbers_equal_numpy_and_headlab(tmp_path, aom):
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 6, 11, generator=g) * 3
+    ids = torch.randint(0, 11, (2, 6), generator=g)
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2])
+    z = torch.randn(3, 2, 6, 4, 5, generator=g)  # (layer, batch, pos, head, d_head)
+    scores = [2.0, 1.0, 0.5, 0.1, -1.0, 3.0]
+    out = run_js(tmp_path, """
+        const loss = core.nextTokenLoss(Float32Array.from(data.logits), data.ids, data.mask, 2, 6, 11);
+        return {unpacked: core.unpack(data.packed), nested: core.unpack([[1, 2]]),
+                soft: core.softmax(data.scores, 0.3), ent: core.entropyBits(core.softmax(data.scores, 2.5)),
+                loss, mean: Array.from(core.meanZ(Float32Array.from(data.z), data.mask, 3, 2, 6, 4, 5)),
+                top: core.topK([0.1, 0.5, 0.2, 0.5, 0.05], 3),
+                lsm: Array.from(core.logSoftmaxRow(Float32Array.from(data.logits), 7, 11))};
+    """, {"logits": logits.flatten().tolist(), "ids": ids.flatten().tolist(), "mask": mask.flatten().tolist(),
+          "z": z.flatten().tolist(), "scores": scores, "packed": packed(z[0, 1, :, :3])})
+    np.testing.assert_array_equal(np.array(out["unpacked"], dtype=np.float32), z[0, 1, :, :3].numpy())
+    np.testing.assert_array_equal(unpack(packed(z[0, 1, :, :3])), z[0, 1, :, :3].numpy())
+    assert out["nested"] == [[1, 2]]
+    s = np.array(scores)
+    p = np.exp(s / 0.3 - (s / 0.3).max())
+    np.testing.assert_allclose(out["soft"], p / p.sum(), rtol=1e-12)
+    q = np.exp(s / 2.5) / np.exp(s / 2.5).sum()
+    assert out["ent"] == pytest.approx(float(-(q * np.log2(q)).sum()), abs=1e-12)
+    np.testing.assert_allclose(out["loss"], next_token_loss(logits, ids, mask).numpy(), atol=1e-5)
+    real = mask.bool()
+    expected_mean = torch.stack([z[l][real].mean(0) for l in range(3)])  # as HeadModel.replacements("mean")
+    np.testing.assert_allclose(out["mean"], expected_mean.flatten().numpy(), atol=1e-6)
+    assert out["top"] == [1, 3, 2]
+    np.testing.assert_allclose(out["lsm"], torch.log_softmax(logits.reshape(12, 11)[7], -1).numpy(), atol=1e-5)
+
+
+def test_js_tokenizer_equals_python(tmp_path, aom, family):
+    spec_a = tokenizer_spec(aom.tokenizer, n_ctx=64)
+    spec_f = tokenizer_spec(family[1].tokenizer, add_bos=True, n_ctx=32)
+    texts_a, texts_f = aom_texts(aom), [SENTENCE, "<bos> some lions smile .", "  the   lions smile . "]
+    out = run_js(tmp_path, """
+        const enc = (spec, t) => { try { return core.encode(t, spec).ids; } catch (e) {
+            return (e instanceof core.VocabError ? "VocabError: " : "Error: ") + e.message; } };
+        return {a: data.ta.map((t) => enc(data.a, t)), f: data.tf.map((t) => enc(data.f, t)),
+                bad: enc(data.f, "the xylophones zz sleep zz ."), long: enc(data.f, data.long)};
+    """, {"a": spec_a, "f": spec_f, "ta": texts_a, "tf": texts_f, "long": " ".join(["the"] * 40)})
+    assert out["a"] == [encode(t, spec_a) for t in texts_a]
+    assert out["f"] == [encode(t, spec_f) for t in texts_f]
+    with pytest.raises(ValueError) as err:
+        encode("the xylophones zz sleep zz .", spec_f)
+    assert out["bad"] == "VocabError: " + str(err.value)
+    assert out["long"].startswith("VocabError: the text has 41 tokens")
+
+
+@pytest.mark.parametrize("name", ["temperature", "heads", "ablation"])
+def test_each_widget_module_parses(tmp_path, name):
+    from headlab.viz.live import _esm  # noqa: PLC2701 (the module text is what the browser imports)
+
+    path = tmp_path / f"{name}.mjs"
+    path.write_text(_esm(name))
+    proc = subprocess.run([node(), "--check", str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = run_js(tmp_path, f"const m = await import({json.dumps(path.as_uri())}); "
+                 "return [typeof m.default.render, m.VERSION];", {})
+    assert out == ["function", "1.0.0"]
