@@ -3,10 +3,26 @@
 A notebook imports the check it needs explicitly, e.g.
 ``from headlab.exercises.ch00 import check_stable_softmax``. Every check calls
 the reader's function on known-answer inputs, prints one line when it passes,
-and raises :class:`ExerciseFailed` with a precise message when it does not.
+and raises :class:`ExerciseFailed` with a precise message when it does not
+(an unfilled stub only prints one line, so a notebook runs to its end).
 Solutions are never imported here: they live only in the notebooks.
+:func:`summary` lists the exercises checked so far; ``python -m headlab grade``
+scores whole notebooks (:mod:`headlab.exercises.grading`).
 """
 
-from headlab.exercises._core import Case, ExerciseFailed, call_reader, compare_arrays, run_cases
+from headlab.exercises._core import (
+    Case,
+    CheckResult,
+    ExerciseFailed,
+    ForbiddenCall,
+    NotImplementedYet,
+    call_reader,
+    compare_arrays,
+    compare_number,
+    recording,
+    run_cases,
+    summary,
+)
 
-__all__ = ["Case", "ExerciseFailed", "call_reader", "compare_arrays", "run_cases"]
+__all__ = ["Case", "CheckResult", "ExerciseFailed", "ForbiddenCall", "NotImplementedYet", "call_reader",
+           "compare_arrays", "compare_number", "recording", "run_cases", "summary"]
