@@ -175,7 +175,7 @@ class _CallGuard:
         self.hit: str | None = None
 
     def __call__(self, frame, event, arg):  # noqa: ANN001, ARG002 (sys.setprofile's signature)
-        if event == "call" and self.hit is None:
+        if event == "call" and self.hit is None and frame.f_code.co_name != "<module>":  # imports are fine
             module = frame.f_globals.get("__name__", "") or ""
             if any(module == f or module.startswith(f + ".") for f in self.forbid):
                 self.hit = f"{module}.{frame.f_code.co_name}"

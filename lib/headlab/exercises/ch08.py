@@ -123,6 +123,9 @@ def check_is_redundant(fn: Callable) -> None:
         Case("one input where the pair is much worse, one where it is not",
              args=(arr(1.0, 0.0), arr(1.0, 0.0), arr(2.5, 0.0)), expected=True,
              hint="compare the mean pair effect (1.25) with the sum of the mean single effects (1.0)."),
+        Case("worse together on one input, better on the other: additive on average",
+             args=(arr(1.0, 1.0), arr(1.0, 1.0), arr(3.0, 1.0)), expected=False,
+             hint="decide on the means over inputs (2.0 against 1.0 + 1.0), not input by input."),
         Case("negative and positive singles", args=(arr(-1.0, 0.0), arr(0.25, 0.25), arr(-0.2, 0.0)),
              expected=True, hidden=True),
     ], compare=_compare_bool, what="is a pair redundant", forbid=_REPORT)
