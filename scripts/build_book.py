@@ -31,6 +31,7 @@ shares one notebook execution cache, so a second variant re-executes nothing.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -193,7 +194,8 @@ def run_jupyter_book(out: Path, hide_solutions: bool) -> None:
         cmd += ["--config", str(_variant_config(hide_solutions)), "--path-output", str(stage)]
         produced = stage / "_build" / "html"
     print("build_book: jupyter-book " + " ".join(cmd[1:]), flush=True)
-    proc = subprocess.run(cmd, cwd=ROOT)
+    # the chapters record their verdicts for the ledger only when the book is built (headlab.ledger)
+    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "HEADLAB_WRITE_CLAIMS": "1"})
     if proc.returncode != 0:
         sys.exit(
             f"build_book: FAILED: jupyter-book exited with {proc.returncode}. The build treats "

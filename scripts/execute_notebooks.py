@@ -18,6 +18,7 @@ timeout. Notebooks that fail are left unchanged; the exit status is non-zero.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retries", type=int, default=1, help="extra attempts per notebook (default 1)")
     parser.add_argument("--kernel", default=None, help="kernel name (default: the notebook's kernelspec)")
     args = parser.parse_args(argv)
+    os.environ["HEADLAB_WRITE_CLAIMS"] = "1"  # the kernels record the chapters' verdicts (headlab.ledger)
 
     notebooks = args.notebooks or sorted(
         p for p in (ROOT / "chapters").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts

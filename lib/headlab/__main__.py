@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "headlab.analysis.atlas",      # atlas
     "headlab.report",     # report (the checklist)
     "headlab.training.loop",      # train
+    "headlab.exercises.grading",  # grade
 ]
 
 
