@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # progress as lines of text in the stored outputs, as on the website (headlab.progress)
     os.environ["HEADLAB_PROGRESS"] = "text"
+    os.environ["HEADLAB_WRITE_CLAIMS"] = "1"  # the kernels record the chapters' verdicts (headlab.ledger)
 
     notebooks = args.notebooks or sorted(
         p for p in (ROOT / "chapters").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts

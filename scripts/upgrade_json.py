@@ -5,7 +5,7 @@
 
 * the atlases in ``lib/headlab/results/atlases/``: ``"schema": "headlab.atlas/1"`` first, and each
   head written ``"head": [layer, head]`` instead of separate ``"layer"`` and ``"head"`` numbers;
-* the claims files in ``chapters/claims/``: ``"schema": "headlab.claims/1"`` first;
+* the claims files in ``lib/headlab/results/claims/``: ``"schema": "headlab.claims/1"`` first;
 * the training metrics recorded with the checkpoints (``lib/headlab/checkpoints/*/``) and in the
   stored results (``distillation.json``, ``width_depth.json``): the previous-token score under
   one name, ``previous_token`` (also ``previous_token_best`` and ``previous_token_best_head``),
@@ -67,7 +67,7 @@ def rename_previous_token(data):
 
 UPGRADES = [
     ("lib/headlab/results/atlases/*.json", upgrade_atlas),
-    ("chapters/claims/*.json", upgrade_claims),
+    ("lib/headlab/results/claims/*.json", upgrade_claims),
     ("lib/headlab/checkpoints/*/provenance.json", rename_previous_token),
     ("lib/headlab/checkpoints/*/loss_curve.json", rename_previous_token),
     ("lib/headlab/results/distillation.json", rename_previous_token),

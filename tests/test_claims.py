@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -21,17 +22,16 @@ def test_verdicts_are_validated():
         Verdict("C1", "m", "1", "probably")
 
 
-def test_report_writes_rows_the_ledger_reads(tmp_path, monkeypatch):
-    (tmp_path / "_toc.yml").write_text("root: intro\n")
-    (tmp_path / "chapters").mkdir()
-    monkeypatch.chdir(tmp_path / "chapters")
+def test_the_build_writes_rows_the_ledger_reads(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEADLAB_CLAIMS_DIR", str(tmp_path / "claims"))
+    monkeypatch.setenv("HEADLAB_WRITE_CLAIMS", "1")  # what scripts/build_book.py sets
     rows = [Verdict("C8", "organism", "Gini 0.61", "holds"),
             Verdict("C9", "organism", "3 of 32 heads", "holds with conditions", "on agreement only")]
     assert report("ch99", rows) is None  # it displays; a notebook cell shows the table once
     text = markdown_table(rows)
     assert "| **C8**" in text and "*holds with conditions* — on agreement only" in text
-    assert claims_dir() == tmp_path / "chapters" / "claims"
-    data = json.loads((tmp_path / "chapters" / "claims" / "ch99.json").read_text())
+    assert claims_dir() == tmp_path / "claims"
+    data = json.loads((tmp_path / "claims" / "ch99.json").read_text())
     assert data["schema"] == SCHEMA == "headlab.claims/1"
     assert data["chapter"] == "ch99" and len(data["rows"]) == 2
     ledger = load_all()
@@ -39,9 +39,10 @@ def test_report_writes_rows_the_ledger_reads(tmp_path, monkeypatch):
     assert ledger["C1"] == []
 
 
-def test_outside_a_checkout_nothing_is_written(tmp_path, monkeypatch):
+def test_a_readers_run_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEADLAB_CLAIMS_DIR", str(tmp_path / "claims"))
+    monkeypatch.delenv("HEADLAB_WRITE_CLAIMS", raising=False)
     monkeypatch.chdir(tmp_path)
-    assert claims_dir() is None
     report("ch99", [Verdict("C3", "m", "x", "holds")])
     assert not any(tmp_path.iterdir())
 
@@ -53,3 +54,10 @@ def test_the_ledger_reads_0_1_files_and_refuses_newer_ones(tmp_path):
     (tmp_path / "ch02.json").write_text(json.dumps({"schema": "headlab.claims/2", "chapter": "ch02", "rows": [row]}))
     with pytest.raises(SchemaError, match=r"ch02.json has schema 'headlab.claims/2', newer than this headlab reads"):
         load_all(tmp_path)
+
+
+def test_the_claims_ship_with_the_package():
+    import headlab
+
+    assert claims_dir() == Path(headlab.__file__).parent / "results" / "claims"
+    assert sorted(p.stem for p in claims_dir().glob("*.json"))[:2] == ["ch01", "ch02"]

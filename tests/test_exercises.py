@@ -67,9 +67,11 @@ def test_check_rejects_stub_and_accepts_solution(nb_path: Path, exercise, nb, ca
     _run(nb, setup, namespace, nb_path)
 
     _run(nb, exercise.stub, namespace, nb_path)
-    with pytest.raises(ExerciseFailed, match="not implemented yet") as failure:
-        _run(nb, exercise.check, namespace, nb_path)
-    assert exercise.function in str(failure.value), "the failure message should name the function"
+    capsys.readouterr()
+    _run(nb, exercise.check, namespace, nb_path)  # a stub is unfinished, not wrong: no exception
+    printed = capsys.readouterr().out.strip()
+    assert printed.startswith(f"✗ {exercise.function} is not implemented yet"), printed
+    assert len(printed.splitlines()) == 1, f"a stub's check should print one line, got:\n{printed}"
 
     for index in exercise.solution_cells:
         _run(nb, index, namespace, nb_path)
@@ -122,7 +124,7 @@ def test_wrong_answer_names_case_expected_and_got() -> None:
     with pytest.raises(ExerciseFailed) as failure:
         _softmax_check()(global_max_softmax)
     message = str(failure.value)
-    assert "case 6 of 6" in message and "very different scales" in message
+    assert "case 6 of 8" in message and "very different scales" in message
     assert "expected: [[0.25, 0.75]," in message and "got:" in message and "nan" in message
     assert "hint:" in message and "axis=-1" in message
 
@@ -162,7 +164,7 @@ def test_tensor_like_answers_are_accepted(capsys) -> None:  # noqa: ANN001
             return self.array
 
     _softmax_check()(lambda scores: FakeTensor(_good_softmax(scores)))
-    assert capsys.readouterr().out.startswith("✓ <lambda> passed all 6 known-answer checks.")
+    assert capsys.readouterr().out.startswith("✓ <lambda> passed all 8 known-answer checks.")
 
 
 def test_run_cases_needs_cases() -> None:
@@ -183,3 +185,87 @@ def test_compare_number_accepts_one_close_number_and_explains_the_rest() -> None
     assert compare_number(0.6, 0.5) == "expected 0.5, got 0.6"
     assert compare_number(0.50005, 0.5, atol=1e-4, rtol=0) is None
     assert compare_number(0.5002, 0.5, atol=1e-4, rtol=0) is not None
+
+
+# --------------------------------------------------------------------------- a class, not only a reader
+
+
+def test_a_stub_prints_one_line_and_a_wrong_answer_renders_as_its_message(capsys) -> None:
+    def stub(scores):
+        raise NotImplementedError
+
+    _softmax_check()(stub)  # no exception: Run All goes on
+    assert capsys.readouterr().out.startswith("✗ stub is not implemented yet")
+
+    def crashes(scores):
+        return scores.no_such_attribute
+
+    with pytest.raises(ExerciseFailed) as failure:
+        _softmax_check()(crashes)
+    rendered = failure.value._render_traceback_()  # what IPython shows instead of a traceback
+    assert "raised AttributeError" in rendered[1]
+    assert any("where:" in line and "crashes" in line for line in rendered)
+    assert not any("_core.py" in line for line in rendered), "the check's own frames must not show"
+
+
+def test_a_hidden_case_never_prints_its_expected_value() -> None:
+    from headlab.exercises import Case, run_cases
+
+    secret = np.array([0.123456, 0.876544])
+    with pytest.raises(ExerciseFailed) as failure:
+        run_cases(lambda x: x, [Case("a secret", args=(np.zeros(2),), expected=secret, hidden=True)])
+    assert "0.1235" not in str(failure.value) and "0.123456" not in str(failure.value)
+    assert "(not shown" in str(failure.value)
+
+
+def test_recording_runs_every_case_and_counts_them(capsys) -> None:
+    from headlab.exercises import recording
+
+    def no_stable(scores):  # right on ordinary rows, NaN on the extreme ones
+        e = np.exp(np.asarray(scores, dtype=float))
+        with np.errstate(invalid="ignore", over="ignore"):
+            return e / e.sum(axis=-1, keepdims=True)
+
+    with recording() as results:
+        _softmax_check()(no_stable)
+        _softmax_check()(_good_softmax)
+    capsys.readouterr()
+    partial, full = results
+    assert (partial.n_passed, partial.total, partial.status) == (4, 8, "failed")
+    assert partial.passed == [True, True, False, False, True, False, False, True]
+    assert (full.n_passed, full.status) == (8, "passed")
+
+
+def test_calling_the_librarys_answer_fails_with_the_reason() -> None:
+    from headlab.exercises import ForbiddenCall
+    from headlab.exercises.ch05 import check_gini
+
+    def gini_of(effects):
+        from headlab.analysis.importance import gini
+
+        return gini(np.clip(effects, 0, None))
+
+    with pytest.raises(ForbiddenCall, match="headlab.analysis.importance.gini"):
+        check_gini(gini_of)
+    from headlab.analysis.importance import gini
+
+    with pytest.raises(ForbiddenCall, match="the book's own function"):
+        check_gini(gini)  # a skipped stub, with the library's name in scope
+
+
+def test_summary_lists_each_exercise(capsys) -> None:
+    from headlab.exercises import summary
+    from headlab.exercises._core import _RESULTS
+
+    _RESULTS.clear()
+
+    def unfinished(scores):
+        raise NotImplementedError
+
+    _softmax_check()(unfinished)
+    _softmax_check()(_good_softmax)
+    capsys.readouterr()
+    summary()
+    out = capsys.readouterr().out
+    assert "1 of 2 exercises checked in this session pass." in out
+    assert "✗ unfinished: not implemented yet" in out and "✓ _good_softmax" in out

@@ -12,9 +12,9 @@ import pytest
 
 from conftest import CHAPTERS, chapter_notebooks
 
-from headlab.ledger import CLAIMS, SCHEMA, Verdict, markdown_table
+from headlab.ledger import CLAIMS, SCHEMA, Verdict, claims_dir, markdown_table
 
-CLAIMS_DIR = CHAPTERS / "claims"
+CLAIMS_DIR = claims_dir()
 LEDGER = CHAPTERS / "09_ledger" / "09_ledger.ipynb"
 TABLE_HEADER = "| claim | models | measured | verdict |"
 REPORT_CALL = re.compile(r"""report\(\s*["'](ch\d\d)["']""")
@@ -81,7 +81,7 @@ def test_every_chapter_that_reports_has_recorded_its_rows() -> None:
         for chapter, tables in _shown_tables(nbformat.read(notebook, as_version=4)).items():
             if tables:
                 assert (CLAIMS_DIR / f"{chapter}.json").is_file(), (
-                    f"{notebook.name} shows a claims table for {chapter} but chapters/claims/{chapter}.json is missing")
+                    f"{notebook.name} shows a claims table for {chapter} but {CLAIMS_DIR}/{chapter}.json is missing")
 
 
 def _ledger_text() -> str:
@@ -110,6 +110,7 @@ def _run_ledger(repo: Path, monkeypatch, capsys) -> tuple[str, str]:
 
     monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(getattr(obj, "data", str(obj))))
     monkeypatch.chdir(repo / "chapters")
+    monkeypatch.setenv("HEADLAB_CLAIMS_DIR", str(repo / "chapters" / "claims"))
     namespace: dict = {"__name__": "__ledger__"}
     nb = nbformat.read(LEDGER, as_version=4)
     for cell in nb.cells:

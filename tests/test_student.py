@@ -70,7 +70,14 @@ def test_student_edition(nb_path: Path, student_dir: Path) -> None:
         for i in parts:
             assert student.cells[kept_index[i]].source == original.cells[i].source, f"{ex.label}: cell {i} changed"
     kept = len(original.cells) - sum(ex.solution_end - ex.solution_start + 1 for ex in exercises)
-    assert len(student.cells) == kept, "only the solution blocks may be removed"
+    summary = 1 if exercises else 0  # a last cell lists the unfinished exercises after Run All
+    assert len(student.cells) == kept + summary, "only the solution blocks may be removed"
+    if exercises:
+        assert student.cells[-1].metadata["tags"] == ["exercise-summary"]
+        assert "summary()" in student.cells[-1].source
+        recorded = student.metadata["headlab"]["exercises"]
+        assert [e["label"] for e in recorded] == [ex.label for ex in exercises]
+        assert all(e["check"].startswith("check_") and e["points"] in (1.0, 2.0, 3.0) for e in recorded)
 
     # outputs and widget state cleared
     for cell in student.cells:
@@ -124,8 +131,11 @@ def test_well_formed_fixture_passes(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     student = nbformat.read(tmp_path / "out" / "07_fixture.ipynb", as_version=4)
     assert [c.metadata.get("tags", []) for c in student.cells if c.cell_type == "code"] == [
-        [], ["exercise-stub"], ["exercise-check"]
+        [], ["exercise-stub"], ["exercise-check"], ["exercise-summary"]
     ]
+    assert student.metadata["headlab"]["exercises"] == [{
+        "label": "ex-07-double", "title": "Double it ★☆☆", "function": "double",
+        "check_module": "headlab.exercises.ch07", "check": "check_double", "points": 1.0}]
 
 
 def _drop(cells: list, *indices: int) -> list:

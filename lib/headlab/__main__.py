@@ -17,6 +17,7 @@ import sys
 COMMAND_MODULES = [
     "headlab.cli",             # heads, sweep, atlas, report (the checklist)
     "headlab.training.runs",   # train
+    "headlab.exercises.grading",  # grade
 ]
 
 

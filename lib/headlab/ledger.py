@@ -1,10 +1,13 @@
 """The claims ledger: every claim of the seeds, where the book measures it, and the verdict.
 
 A chapter measures claims and ends with :func:`report`, which shows its verdict
-table and writes the same rows to ``chapters/claims/<chapter>.json`` in the
-repository (when the chapter runs inside the repository; in Colab it only
-shows the table). The ledger page is generated from those files, never typed by
-hand, and a test checks that each file agrees with the table its chapter shows.
+table and, when the book is built (``scripts/build_book.py`` and
+``scripts/execute_notebooks.py`` set ``HEADLAB_WRITE_CLAIMS=1``), writes the same rows
+to ``<chapter>.json`` in :func:`claims_dir`: ``headlab/results/claims``, shipped with the
+package, so the ledger page runs anywhere (Colab, an installed wheel). A reader's or a
+student's run only shows the table: it never writes into the book's files. The ledger page
+is generated from those files, never typed by hand, and a test checks that each file agrees
+with the table its chapter shows.
 """
 
 from __future__ import annotations
@@ -13,11 +16,16 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import os
+
 from headlab.schema import check_schema, schema_of
 
-__all__ = ["CLAIMS", "VERDICTS", "Verdict", "report", "markdown_table", "load_all", "claims_dir", "SCHEMA"]
+__all__ = ["CLAIMS", "VERDICTS", "Verdict", "report", "markdown_table", "load_all", "claims_dir", "book_root",
+           "SCHEMA"]
 
-SCHEMA = schema_of("claims")  # chapters/claims/<chapter>.json: {"schema", "chapter", "rows"}
+SCHEMA = schema_of("claims")  # <claims dir>/<chapter>.json: {"schema", "chapter", "rows"}
+WRITE_ENV = "HEADLAB_WRITE_CLAIMS"  # set by the book build: report() writes the chapter's rows
+DIR_ENV = "HEADLAB_CLAIMS_DIR"  # another folder for the rows (tests)
 
 CLAIMS: dict[str, str] = {
     "C1": "One projection must serve every relation (a single head is a bottleneck)",
@@ -70,13 +78,20 @@ class Verdict:
             raise ValueError(f"verdict must be one of {VERDICTS}, not {self.verdict!r}")
 
 
-def claims_dir(start: str | Path | None = None) -> Path | None:
-    """``chapters/claims`` of the repository containing ``start`` (default: the working directory),
-    or ``None`` outside a checkout of the book (e.g. in Colab)."""
+def claims_dir() -> Path:
+    """Where the chapters' verdicts live: ``$HEADLAB_CLAIMS_DIR`` if set, else ``results/claims``
+    inside the installed package (in a checkout, ``lib/headlab/results/claims``)."""
+    override = os.environ.get(DIR_ENV)
+    return Path(override) if override else Path(__file__).resolve().parent / "results" / "claims"
+
+
+def book_root(start: str | Path | None = None) -> Path | None:
+    """The book's repository containing ``start`` (default: the working directory), or ``None``
+    outside a checkout (Colab, an installed package)."""
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / "_toc.yml").is_file() and (folder / "chapters").is_dir():
-            return folder / "chapters" / "claims"
+            return folder
     return None
 
 
@@ -89,16 +104,20 @@ def markdown_table(rows: list[Verdict]) -> str:
     return "\n".join(lines)
 
 
-def report(chapter: str, rows: list[Verdict], write: bool = True) -> None:
-    """Show the chapter's verdict table and record it for the ledger.
+def report(chapter: str, rows: list[Verdict], write: bool | None = None) -> None:
+    """Show the chapter's verdict table and, when the book is built, record it for the ledger.
 
-    Returns nothing, so that a notebook cell ending in this call shows the table once.
+    ``write=None`` writes only when ``HEADLAB_WRITE_CLAIMS`` is set (the book build sets it), so a
+    reader's run never changes the book's files. Returns nothing, so that a notebook cell ending
+    in this call shows the table once.
     """
     if not rows:
         raise ValueError("a claims report needs at least one row")
     text = markdown_table(rows)
-    folder = claims_dir() if write else None
-    if folder is not None:
+    if write is None:
+        write = os.environ.get(WRITE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    if write:
+        folder = claims_dir()
         folder.mkdir(exist_ok=True)
         payload = {"schema": SCHEMA, "chapter": chapter, "rows": [asdict(r) for r in rows]}
         (folder / f"{chapter}.json").write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n",
@@ -119,8 +138,9 @@ def load_all(folder: str | Path | None = None) -> dict[str, list[dict]]:
         headlab.schema.SchemaError: a file that is not a claims file, or from a newer headlab.
     """
     folder = Path(folder) if folder is not None else claims_dir()
-    if folder is None or not folder.is_dir():
-        raise FileNotFoundError("no chapters/claims folder: run the chapters inside the book's repository")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no claims folder {folder}: build the book (scripts/build_book.py) to record "
+                                "the chapters' verdicts, or set HEADLAB_CLAIMS_DIR")
     out: dict[str, list[dict]] = {c: [] for c in CLAIMS}
     for path in sorted(folder.glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))

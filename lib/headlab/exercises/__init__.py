@@ -3,15 +3,30 @@
 A notebook imports the check it needs explicitly, e.g.
 ``from headlab.exercises.ch00 import check_stable_softmax``. Every check calls
 the reader's function on known-answer inputs, prints one line when it passes,
-and raises :class:`ExerciseFailed` with a precise message when it does not.
+and raises :class:`ExerciseFailed` with a precise message when it does not
+(an unfilled stub only prints one line, so a notebook runs to its end).
 Solutions are never imported here: they live only in the notebooks.
+:func:`summary` lists the exercises checked so far; ``python -m headlab grade``
+scores whole notebooks (:mod:`headlab.exercises.grading`).
 
 A new check is built on the names exported here (``from headlab.exercises import Case,
 run_cases``); they are defined in ``_core``, which is private to this package.
 """
 
 from headlab.exercises._core import (
-    Case, ExerciseFailed, call_reader, compare_arrays, compare_number, run_cases, to_numpy,
+    Case,
+    CheckResult,
+    ExerciseFailed,
+    ForbiddenCall,
+    NotImplementedYet,
+    call_reader,
+    compare_arrays,
+    compare_number,
+    recording,
+    run_cases,
+    summary,
+    to_numpy,
 )
 
-__all__ = ["Case", "ExerciseFailed", "call_reader", "compare_arrays", "compare_number", "run_cases", "to_numpy"]
+__all__ = ["Case", "CheckResult", "ExerciseFailed", "ForbiddenCall", "NotImplementedYet", "call_reader",
+           "compare_arrays", "compare_number", "recording", "run_cases", "summary", "to_numpy"]

@@ -44,23 +44,34 @@ def check_split_heads(fn: Callable[[np.ndarray, int], Any]) -> None:
         Case("a batch of 2, 5 positions, d_model = 6, 3 heads",
              args=(x2, 3), expected=_encoded_split(2, 5, 6, 3),
              hint="the batch axis stays first; each batch element is split the same way."),
+        Case("a batch of 3, 2 positions, d_model = 8, 2 heads", args=(_encoded(3, 2, 8), 2),
+             expected=_encoded_split(3, 2, 8, 2), hidden=True),
     ]
     run_cases(fn, cases, compare=lambda got, exp: compare_arrays(got, exp, atol=0, rtol=0),
-              what="splitting into heads")
+              what="splitting into heads", forbid=("headlab.kernels",))
 
 
 # --------------------------------------------------------------------------- ranks
 
 
-def _planted_heads(ranks: list[int], d_model: int, d_head: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``w_q, w_k`` of shape ``(d_model, n_heads * d_head)`` (``x @ w``) whose head h has
-    ``rank(W_Q^h W_K^h^T) == ranks[h]`` exactly: W_Q^h has full column rank d_head and only
-    ``ranks[h]`` columns of W_K^h are non-zero."""
+def _planted_heads(heads: list[tuple[list[int], list[int]]], d_model: int, d_head: int,
+                   seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``w_q, w_k`` of shape ``(d_model, n_heads * d_head)`` (``x @ w``). For head h, ``heads[h] =
+    (q_slots, k_slots)`` lists which of its d_head columns are non-zero in W_Q^h and in W_K^h.
+
+    ``W_Q^h W_K^h^T = sum_t q_t k_t^T`` over the slots t that both use, so its rank is exactly the
+    number of shared slots (random Gaussian columns, d_model >= d_head), whatever the ranks of the two
+    factors: Q on slots {0, 1} and K on {1, 2} have rank 2 each, and a product of rank 1.
+    """
     rng = np.random.default_rng(seed)
-    w_q = rng.standard_normal((d_model, len(ranks) * d_head))
-    w_k = rng.standard_normal((d_model, len(ranks) * d_head))
-    for h, r in enumerate(ranks):
-        w_k[:, h * d_head + r:(h + 1) * d_head] = 0.0
+    n = len(heads)
+    w_q = np.zeros((d_model, n * d_head))
+    w_k = np.zeros((d_model, n * d_head))
+    for h, (q_slots, k_slots) in enumerate(heads):
+        for t in q_slots:
+            w_q[:, h * d_head + t] = rng.standard_normal(d_model)
+        for t in k_slots:
+            w_k[:, h * d_head + t] = rng.standard_normal(d_model)
     return w_q, w_k
 
 
@@ -69,21 +80,31 @@ def check_qk_ranks(fn: Callable[[np.ndarray, np.ndarray, int], Any]) -> None:
 
     ``w_q, w_k`` are ``(d_model, n_heads * d_head)`` (applied as ``x @ w``); head h owns
     the columns ``h * d_head ... (h + 1) * d_head - 1``. The planted weights have known
-    ranks: a head whose key matrix has only r non-zero columns has rank exactly r.
+    ranks: the number of columns that W_Q^h and W_K^h both use.
     """
+    every = list(range(8))
+    hint = ("take head h's columns of w_q and w_k, form the d_model x d_model product "
+            "W_Q^h @ W_K^h.T and count its singular values above a tolerance "
+            "(np.linalg.matrix_rank does exactly that).")
     cases = []
-    for name, ranks, d_model, d_head, seed in [
-        ("one head of d_head = 4 in d_model = 8, full rank", [4], 8, 4, 0),
-        ("two heads of d_head = 3, ranks 3 and 1", [3, 1], 10, 3, 1),
-        ("four heads of d_head = 8 in d_model = 32, ranks 8, 2, 5, 0", [8, 2, 5, 0], 32, 8, 2),
+    for name, heads, d_model, d_head, seed, hidden, extra in [
+        ("one head of d_head = 4 in d_model = 8, full rank", [(every[:4], every[:4])], 8, 4, 0, False, ""),
+        ("two heads of d_head = 3, ranks 3 and 1", [(every[:3], every[:3]), (every[:3], [0])], 10, 3, 1,
+         False, ""),
+        ("two heads of d_head = 3: W_Q^0 uses columns {0, 1}, W_K^0 uses {1, 2}; head 1 is full",
+         [([0, 1], [1, 2]), (every[:3], every[:3])], 10, 3, 3, False,
+         " The rank of a product is not the smaller of the two ranks: here both factors have rank 2."),
+        ("four heads of d_head = 8 in d_model = 32, ranks 8, 2, 5, 0",
+         [(every, every), (every, every[:2]), (every, every[:5]), (every, [])], 32, 8, 2, False, ""),
+        ("three heads of d_head = 4 in d_model = 12",
+         [(every[:4], [0, 3]), ([0, 1], [2, 3]), ([1, 2, 3], every[:4])], 12, 4, 4, True, ""),
     ]:
-        w_q, w_k = _planted_heads(ranks, d_model, d_head, seed)
-        cases.append(Case(name, args=(w_q, w_k, len(ranks)), expected=np.array(ranks),
-                          hint="take head h's columns of w_q and w_k, form the d_model x d_model product "
-                               "W_Q^h @ W_K^h.T and count its singular values above a tolerance "
-                               "(np.linalg.matrix_rank does exactly that)."))
+        w_q, w_k = _planted_heads(heads, d_model, d_head, seed)
+        ranks = [len(set(q) & set(k)) for q, k in heads]
+        cases.append(Case(name, args=(w_q, w_k, len(heads)), expected=np.array(ranks), hidden=hidden,
+                          hint=hint + extra))
     run_cases(fn, cases, compare=lambda got, exp: compare_arrays(got, exp, atol=0, rtol=0),
-              what="query-key ranks")
+              what="query-key ranks", forbid=("headlab.analysis", "headlab.heads"))
 
 
 # --------------------------------------------------------------------------- cost
@@ -130,5 +151,8 @@ def check_attention_cost(fn: Callable[[int, int, int], Any]) -> None:
              args=(1024, 64, 64), expected={"projections": 4 * 1024 * 64**2, "scores": 1024**2 * 64,
                                             "mixing": 1024**2 * 64, "softmax_exps": 64 * 1024**2},
              hint="with d_head = 1 the exponentials are as many as the score multiply-adds."),
+        Case("n = 7, d_model = 12, 3 heads", args=(7, 12, 3), hidden=True,
+             expected={"projections": 4 * 7 * 12**2, "scores": 3 * 7**2 * 4, "mixing": 3 * 7**2 * 4,
+                       "softmax_exps": 3 * 7**2}),
     ]
-    run_cases(fn, cases, compare=_compare_cost, what="the cost of attention")
+    run_cases(fn, cases, compare=_compare_cost, what="the cost of attention", forbid=("headlab.kernels",))

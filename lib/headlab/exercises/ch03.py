@@ -13,6 +13,8 @@ import numpy as np
 
 from headlab.exercises import Case, compare_number, run_cases
 
+_DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas")
+
 __all__ = ["check_punctuation_score", "check_find_sink", "check_relation_vs_offset",
            "check_relation_vs_nearest_noun"]
 
@@ -57,6 +59,10 @@ def _punctuation_cases() -> list[Case]:
         Case("uniform causal attention", args=(uniform, punct),
              expected=(1 / 5 + 1 / 6 + 1 / 7 + 2 / 8) / 4,
              hint="uniform attention is the chance level: row i puts 1/(i+1) on each key it sees."),
+        Case("six tokens, punctuation at 2 and 5, rows split between them and other keys",
+             args=(_rows(6, {2: {2: 0.6}, 3: {2: 0.3, 1: 0.3}, 4: {2: 0.1}, 5: {5: 0.5, 2: 0.2}}),
+                   np.array([0, 0, 1, 0, 0, 1], dtype=bool)),
+             expected=(0.6 + 0.3 + 0.1 + 0.7) / 4, hidden=True),
     ]
 
 
@@ -65,7 +71,7 @@ def check_punctuation_score(fn: Callable[[np.ndarray, np.ndarray], float]) -> No
 
     ``pattern`` ``(pos, pos)``, ``is_punct`` ``(pos,)`` bool; the answer is one number.
     """
-    run_cases(fn, _punctuation_cases(), compare=compare_number)
+    run_cases(fn, _punctuation_cases(), compare=compare_number, forbid=_DETECTORS)
 
 
 # ------------------------------------------------------------------------------- the sink
@@ -78,6 +84,8 @@ def _sink_cases() -> list[Case]:
     diag = np.eye(pos)
     previous = _rows(pos, {i: {max(i - 1, 0): 1.0} for i in range(pos)}, causal=False)
     one_sharp = _rows(pos, {0: {3: 1.0}}, causal=False)  # one row all on key 3, the rest uniform
+    key2 = _rows(pos, {i: {2: 0.9} for i in range(pos)}, causal=False)
+    key4 = _rows(pos, {i: {4: 0.5} for i in range(pos)}, causal=False)
     return [
         Case("one layer, two heads, both parking 0.9 of every row on [CLS] (position 0)",
              args=(np.array([[cls, cls]]),), expected=0, hint="sum the weight each key receives."),
@@ -87,6 +95,12 @@ def _sink_cases() -> list[Case]:
         Case("one sharp row on key 3 against many mildly [SEP]-leaning rows",
              args=(np.array([[one_sharp, sep], [sep, sep]]),), expected=5,
              hint="the sink is where the total weight goes, not where one row is sharpest."),
+        Case("two layers: the first parks 0.9 on key 2, the last leans 0.5 towards key 4",
+             args=(np.array([[key2, key2], [key4, key4]]),), expected=2,
+             hint="sum over *every* layer, not the last one only: 2 x 6 rows x 0.9 on key 2 beat "
+                  "2 x 6 rows x 0.5 on key 4."),
+        Case("three layers", args=(np.array([[key4, key4], [key2, key2], [key2, diag]]),), expected=2,
+             hidden=True),
     ]
 
 
@@ -101,7 +115,7 @@ def _same_position(got, expected) -> str | None:
 def check_find_sink(fn: Callable[[np.ndarray], int]) -> None:
     """Check ``fn(patterns)``: the key position that receives the most attention, summed over
     every layer, head and query of ``patterns`` ``(n_layers, n_heads, pos, pos)``."""
-    run_cases(fn, _sink_cases(), compare=_same_position)
+    run_cases(fn, _sink_cases(), compare=_same_position, forbid=_DETECTORS)
 
 
 # ------------------------------------------------------------- a syntactic head vs the offset
@@ -117,15 +131,42 @@ def _relation_cases() -> list[Case]:
     perfect = np.stack([_rows(6, {3: {2: 1.0}}), _rows(6, {3: {1: 1.0}, 5: {3: 1.0}})])
     previous = np.stack([_rows(6, {i: {i - 1: 1.0} for i in range(1, 6)})] * 2)
     tie = np.stack([_rows(6, {3: {2: 0.4, 1: 0.4}}), _rows(6, {3: {1: 0.9}, 5: {3: 0.5}})])
+    # offsets -1, -2, -1, -1: the most common offset is -1 here
+    targets_1 = np.array([[-1, -1, -1, 2, -1, -1], [-1, -1, 0, -1, 3, -1], [-1, -1, -1, -1, -1, 4]])
+    perfect_1 = np.stack([_rows(6, {3: {2: 1.0}}), _rows(6, {2: {0: 1.0}, 4: {3: 1.0}}),
+                          _rows(6, {5: {4: 1.0}})])
+    # both verbs three tokens after their subject; the head ties the subject with a *later* key
+    targets_3 = np.array([[-1, -1, -1, -1, 1, 2]])
+    tie_after = np.stack([_rows(6, {4: {1: 0.4, 2: 0.4}, 5: {2: 0.45, 4: 0.45}})])
+    # offsets -2, -1, -1, -2 (in reading order): a tie between -1 and -2
+    targets_tie = np.array([[-1, -1, 0, 2, -1, -1], [-1, -1, -1, -1, 3, 3]])
+    prev_tie = np.stack([_rows(6, {i: {i - 1: 1.0} for i in range(1, 6)})] * 2)
+    # an encoder: offsets +1, -1, +1, -1, +3: a tie between +1 and -1
+    targets_enc = np.array([[3, 2, -1, 2, 5, 4]])
+    next_token = np.stack([_rows(6, {i: {min(i + 1, 5): 1.0} for i in range(6)}, causal=False)])
     return [
         Case("a head that always points at the subject", args=(perfect, targets),
              expected=(1.0, -2, 2 / n),
-             hint="return (head accuracy, best offset, offset accuracy); offset -2 is right on 2 of 3 items."),
+             hint="return (head accuracy, best offset, offset accuracy); count, for each offset k, "
+                  "the annotated queries whose target is query + k."),
         Case("a previous-token head", args=(previous, targets), expected=(1 / n, -2, 2 / n),
              hint="the head's argmax must be the target; here it is only for the first sentence."),
-        Case("a head whose largest weight is shared by the subject and another key", args=(tie, targets),
+        Case("a head whose largest weight is shared by the subject and an earlier key", args=(tie, targets),
              expected=(2 / n, -2, 2 / n),
              hint="a tie is a miss: the weight on the target must be strictly larger than on any other key."),
+        Case("three sentences whose subjects sit at offsets -1, -2, -1, -1", args=(perfect_1, targets_1),
+             expected=(1.0, -1, 3 / 4),
+             hint="compute the best offset from the targets of each input; it is not the same everywhere."),
+        Case("subjects three tokens back; the head ties each subject with a *later* key",
+             args=(tie_after, targets_3), expected=(0.0, -3, 1.0),
+             hint="a tie is a miss wherever the other key sits: argmax returns the first maximum, so "
+                  "`argmax == target` counts a tie after the target as a hit."),
+        Case("offsets -2, -1, -1, -2: two offsets equally common", args=(prev_tie, targets_tie),
+             expected=(2 / 4, -1, 2 / 4),
+             hint="break ties between offsets by the smaller |k|, then the negative one; not by which "
+                  "offset was seen first."),
+        Case("an encoder, offsets +1, -1, +1, -1, +3", args=(next_token, targets_enc),
+             expected=(2 / 5, -1, 2 / 5), hidden=True),
     ]
 
 
@@ -150,7 +191,7 @@ def check_relation_vs_offset(fn: Callable[[np.ndarray, np.ndarray], tuple[float,
     ``patterns`` ``(batch, pos, pos)``: one head on ``batch`` sequences; ``targets``
     ``(batch, pos)``: the target position of each annotated query, -1 elsewhere.
     """
-    run_cases(fn, _relation_cases(), compare=_relation_compare)
+    run_cases(fn, _relation_cases(), compare=_relation_compare, forbid=_DETECTORS)
 
 
 # --------------------------------------------- a subject head against the nearest noun
@@ -175,6 +216,13 @@ def _nearest_noun_cases() -> list[Case]:
     previous = np.stack([_rows(7, {i: {i - 1: 1.0} for i in range(1, 7)})] * 3)
     tie = subject.copy()
     tie[1, 5] = _rows(7, {5: {2: 0.5, 5: 0.5}})[5]
+    targets_after = np.array([[-1, -1, -1, 1, -1, -1, 4]])
+    nouns_after = np.array([[0, 1, 0, 0, 1, 0, 0]], dtype=bool)
+    after = np.stack([_rows(7, {3: {1: 0.5, 3: 0.5}, 6: {1: 0.45, 4: 0.45}})])
+    # sentence 0: queries 2 -> 1 and 5 -> 5; sentence 1: query 4 -> 2 (nouns 2, 3 and 5)
+    hidden_t = np.array([[-1, -1, 1, -1, -1, 5, -1], [-1, -1, -1, -1, 2, -1, -1]])
+    hidden_n = np.array([[0, 1, 0, 1, 0, 1, 0], [0, 0, 1, 1, 0, 1, 0]], dtype=bool)
+    hidden_p = np.stack([_rows(7, {2: {1: 0.3, 2: 0.3}, 5: {5: 0.9}}), _rows(7, {4: {3: 0.8}})])
     return [
         Case("a head that always points at the subject", args=(subject, targets, is_noun),
              expected=(1.0, nearest),
@@ -189,6 +237,13 @@ def _nearest_noun_cases() -> list[Case]:
         Case("a head whose weight is shared by the subject and the attractor", args=(tie, targets, is_noun),
              expected=(3 / n, nearest),
              hint="a tie is a miss: the weight on the target must be strictly larger than on any other key."),
+        Case("nouns at 1 and 4; a query at 3 whose subject is 1, and one at 6 whose subject is 4",
+             args=(after, targets_after, nouns_after), expected=(0.0, 1.0),
+             hint="the baseline looks at or *before* the query only (a noun after it is the future), and "
+                  "takes the nearest such noun, not the first noun of the sentence. The head ties each "
+                  "subject with another key: a miss, whichever side the other key is on."),
+        Case("two sentences with nouns before and after the queries",
+             args=(hidden_p, hidden_t, hidden_n), expected=(1 / 3, 2 / 3), hidden=True),
     ]
 
 
@@ -212,4 +267,4 @@ def check_relation_vs_nearest_noun(fn: Callable[[np.ndarray, np.ndarray, np.ndar
     ``patterns`` ``(batch, pos, pos)``: one causal head; ``targets`` ``(batch, pos)``: the target
     of each annotated query, -1 elsewhere; ``is_noun`` ``(batch, pos)`` bools.
     """
-    run_cases(fn, _nearest_noun_cases(), compare=_pair_compare)
+    run_cases(fn, _nearest_noun_cases(), compare=_pair_compare, forbid=_DETECTORS)

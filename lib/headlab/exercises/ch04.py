@@ -14,6 +14,8 @@ import numpy as np
 
 from headlab.exercises import Case, compare_number, run_cases
 
+_DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas")
+
 __all__ = ["check_induction_score", "check_find_previous_token_head", "check_k_composition",
            "check_induction_after_ablation"]
 
@@ -45,6 +47,8 @@ def _induction_cases() -> list[Case]:
     first_copy = _pattern(6, {3: {2: 1.0}, 5: {2: 1.0}})  # query 5 looks after the *first* a
     doubled = np.array([B, a, b, a, a])  # query 3: j = 1 -> key 2; query 4: j = 3 is i - 1, so j = 1 -> key 2
     half = _pattern(5, {3: {2: 0.5}, 4: {2: 0.25, 4: 0.75}})
+    # queries 4 -> key 2, 5 -> key 3, 6 -> key 5 (after the a at 4, not the one at 1), 7 -> key 4
+    mixed = _pattern(8, {4: {2: 0.7}, 5: {3: 0.2}, 6: {5: 0.5, 2: 0.5}, 7: {4: 1.0}})
     return [
         Case("a perfect induction pattern on [B a b c a b c]", args=(perfect, abc), expected=1.0,
              hint="query i whose token appeared at j < i - 1 should look at key j + 1 (what followed it)."),
@@ -59,6 +63,8 @@ def _induction_cases() -> list[Case]:
              hint="take the *most recent* earlier occurrence j of the token."),
         Case("an immediately repeated token: [B a b a a]", args=(half, doubled), expected=(0.5 + 0.25) / 2,
              hint="an occurrence at j = i - 1 does not count (j < i - 1): for the last a, j = 1."),
+        Case("[B a b c a b a c]", args=(mixed, np.array([B, a, b, c, a, b, a, c])),
+             expected=(0.7 + 0.2 + 0.5 + 1.0) / 4, hidden=True),
     ]
 
 
@@ -68,7 +74,7 @@ def check_induction_score(fn: Callable[[np.ndarray, np.ndarray], float]) -> None
 
     ``pattern`` ``(pos, pos)``, ``tokens`` ``(pos,)``; the answer is one number.
     """
-    run_cases(fn, _induction_cases(), compare=compare_number)
+    run_cases(fn, _induction_cases(), compare=compare_number, forbid=_DETECTORS)
 
 
 # ------------------------------------------------------------------ the previous-token head
@@ -96,6 +102,8 @@ def _previous_token_cases() -> list[Case]:
              "and one with weight 0.6 on every row (at 2.1)",
              args=(stack([[itself, uniform], [uniform, spiky], [uniform, soft]]),), expected=(2, 1),
              hint="the head that is right on average wins, not the one with the sharpest rows."),
+        Case("3 layers x 2 heads; the previous-token head is in the last layer",
+             args=(stack([[spiky, uniform], [itself, first], [uniform, exact]]),), expected=(2, 1), hidden=True),
     ]
 
 
@@ -114,7 +122,7 @@ def check_find_previous_token_head(fn: Callable[[np.ndarray], tuple[int, int]]) 
 
     ``patterns``: ``(n_layers, n_heads, pos, pos)``, one sequence.
     """
-    run_cases(fn, _previous_token_cases(), compare=_same_head)
+    run_cases(fn, _previous_token_cases(), compare=_same_head, forbid=_DETECTORS)
 
 
 # --------------------------------------------------------------------------- K-composition
@@ -151,6 +159,8 @@ def _k_composition_cases() -> list[Case]:
         Case("the same, every matrix scaled by 10", args=(10 * identity_q, 10 * identity_k, 10 * identity_v,
                                                           10 * identity_o), expected=1 / math.sqrt(k),
              hint="divide by the norms of W_QK and W_OV: the score does not depend on scale."),
+        Case("a later key reading two coordinates, an earlier head writing one of them and another",
+             args=(col(0, 1), col(2, 3), col(4, 5), row(2, 5)), expected=0.5, hidden=True),
     ]
 
 
@@ -158,20 +168,10 @@ def check_k_composition(fn: Callable[[np.ndarray, np.ndarray, np.ndarray, np.nda
     """Check ``fn(W_Q, W_K, W_V, W_O)``: the K-composition of a later head (``W_Q``, ``W_K``
     ``(d_model, d_head)``) reading an earlier head (``W_V`` ``(d_model, d_head)``, ``W_O``
     ``(d_head, d_model)``)."""
-    run_cases(fn, _k_composition_cases(), compare=compare_number)
+    run_cases(fn, _k_composition_cases(), compare=compare_number, forbid=("headlab.analysis.circuits",))
 
 
 # -------------------------------------------------------------- induction after an ablation
-
-
-def _planted_inputs(d_vocab: int, span: int, n: int) -> np.ndarray:
-    """Token 0, then ``span`` distinct tokens of 1..d_vocab-1, then the same span again."""
-    rng = np.random.default_rng(0)
-    rows = []
-    for _ in range(n):
-        s = rng.permutation(np.arange(1, d_vocab))[:span]
-        rows.append(np.concatenate([[0], s, s]))
-    return np.array(rows)
 
 
 def check_induction_after_ablation(fn: Callable) -> None:
@@ -180,26 +180,41 @@ def check_induction_after_ablation(fn: Callable) -> None:
     zero-ablated (an empty list: the clean model)."""
     import torch
 
+    from headlab.exercises.fixtures import (
+        planted_first_token_writer, repeated_batch, uniform_induction_score,
+    )
     from headlab.models.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
 
-    span = 10
-    hm = planted_model(d_vocab=16, n_ctx=2 * span + 1)
-    tokens = torch.as_tensor(_planted_inputs(16, span, n=3))
+    hm = planted_model(d_vocab=16, n_ctx=21)
+    writer = planted_first_token_writer(d_vocab=16, n_ctx=21)
+    # two different inputs: a span of 10 repeated, and 15 tokens of which the first 5 come back
+    rows = [(10, 10), (15, 5)]
+    tokens = torch.as_tensor(repeated_batch(rows))
     # Without the previous-token head, the induction head's keys are all alike: it attends
-    # uniformly, 1 / (i + 1) on each key, at the eligible queries i = span + 1 .. 2 span.
-    uniform = float(np.mean([1 / (i + 1) for i in range(span + 1, 2 * span + 1)]))
+    # uniformly, 1 / (i + 1) on each key; each input has its own eligible queries.
+    uniform = float(np.mean([uniform_induction_score(*r) for r in rows]))
+    rows_b = [(12, 8), (14, 6)]
+    tokens_b = torch.as_tensor(repeated_batch(rows_b, seed=1))
     cases = [
         Case("the clean planted model, induction head 1.0", args=(hm, tokens, [], INDUCTION_HEAD),
              expected=1.0, hint="with nothing to ablate, run the model as it is (hm.ablate needs at "
                                 "least one head)."),
-        Case("previous-token head 0.0 ablated, induction head 1.0", args=(hm, tokens, [PREVIOUS_TOKEN_HEAD],
-                                                                          INDUCTION_HEAD),
-             expected=uniform, hint="capture the patterns *inside* `with hm.ablate(...)`."),
+        Case("previous-token head 0.0 ablated, induction head 1.0, two different inputs",
+             args=(hm, tokens, [PREVIOUS_TOKEN_HEAD], INDUCTION_HEAD), expected=uniform,
+             hint="capture the patterns *inside* `with hm.ablate(...)`, and average the per-input scores "
+                  "over every input of the batch (not the first input only)."),
         Case("first-token head 0.1 ablated (it writes nothing), induction head 1.0",
              args=(hm, tokens, [FIRST_TOKEN_HEAD], INDUCTION_HEAD), expected=1.0),
         Case("induction head 1.0 ablated, previous-token head 0.0 (which attends to i - 1, never to "
              "the induction target)", args=(hm, tokens, [INDUCTION_HEAD], PREVIOUS_TOKEN_HEAD), expected=0.0,
              hint="score the head you are asked about: cache.pattern(layer)[:, head]."),
+        Case("a variant where 0.1 writes the first token into every query of 1.0; 0.1 ablated",
+             args=(writer, tokens, [FIRST_TOKEN_HEAD], INDUCTION_HEAD), expected=1.0,
+             hint="zero ablation (hm.ablate's default mode): with 0.1's write gone, 1.0 finds its key "
+                  "again. A mean ablation would put the first token back (the mean of what 0.1 writes)."),
+        Case("the same variant, other inputs, 0.0 ablated", args=(writer, tokens_b, [PREVIOUS_TOKEN_HEAD],
+                                                                  INDUCTION_HEAD),
+             expected=float(np.mean([uniform_induction_score(*r) for r in rows_b])), hidden=True),
     ]
-
-    run_cases(fn, cases, compare=lambda got, exp: compare_number(got, exp, atol=1e-4, rtol=0))
+    run_cases(fn, cases, compare=lambda got, exp: compare_number(got, exp, atol=1e-4, rtol=0),
+              forbid=("headlab.analysis.circuits", "headlab.analysis.sweep", "headlab.report"))

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from headlab.exercises import Case, ExerciseFailed, call_reader, run_cases
+from headlab.exercises import Case, run_cases
 
 __all__ = ["check_worst_case_order", "check_layer_mean_z", "check_flag_hijacked"]
 
@@ -16,9 +16,27 @@ def _same_order(got, expected) -> str | None:
         got = [tuple(int(v) for v in h) for h in got]
     except (TypeError, ValueError):
         return f"expected a list of (layer, head) pairs, got {type(got).__name__}"
+    if len(got) != len(expected):
+        return f"expected all {len(expected)} heads, got {len(got)}"
     if got != list(expected):
-        return "a different order (least important first)"
+        first = next(i for i, (g, e) in enumerate(zip(got, expected)) if g != e)
+        return f"a different order (least important first); the first difference is at place {first}"
     return None
+
+
+def _many_ties() -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """4 layers x 16 heads whose worst cases take three values (0.1, 0.5, 0.9), many tied.
+
+    The expected order lists the 0.1 heads in layer-major order, then the 0.5 heads, then the 0.9
+    heads: what a stable sort gives, and what numpy's default (unstable) argsort does not."""
+    n_layers, n_heads = 4, 16
+    levels = (0.1, 0.5, 0.9)
+    worst = np.array([[levels[(3 * l + 5 * h) % 3 if h % 4 else 1] for h in range(n_heads)]
+                      for l in range(n_layers)])
+    effects = np.stack([worst, worst / 2, np.zeros_like(worst)], axis=-1)  # the worst case is input 0
+    expected = [(l, h) for level in levels for l in range(n_layers) for h in range(n_heads)
+                if worst[l, h] == level]
+    return effects, expected
 
 
 def check_worst_case_order(fn: Callable) -> None:
@@ -32,7 +50,9 @@ def check_worst_case_order(fn: Callable) -> None:
     # two layers of two heads; a tie in the worst case between 0.1 and 1.0
     e2 = np.array([[[0.2, 0.2], [0.0, 0.5]],
                    [[0.5, 0.0], [0.3, 0.3]]])
-    e3 = np.array([[[-0.9, -0.2], [0.1, -0.5]]])  # worst -0.2 and 0.1; largest |effect| 0.9 and 0.5  # removing either head *helps* on some inputs
+    e3 = np.array([[[-0.9, -0.2], [0.1, -0.5]]])  # worst -0.2 and 0.1; largest |effect| 0.9 and 0.5
+    ties, ties_order = _many_ties()
+    e5 = np.array([[[0.3, 0.0], [0.0, 0.1]], [[0.2, 0.25], [-0.5, 0.6]], [[0.0, 0.0], [0.3, 0.05]]])
     run_cases(fn, [
         Case("a specialist with a small mean but a large worst case", args=(e1,),
              expected=[(0, 0), (0, 2), (0, 1)],
@@ -42,7 +62,12 @@ def check_worst_case_order(fn: Callable) -> None:
              hint="use a stable sort on the flattened (layer, head) grid: np.argsort(..., kind='stable')."),
         Case("negative effects", args=(e3,), expected=[(0, 0), (0, 1)],
              hint="the worst case is the maximum, not the largest absolute value."),
-    ], compare=_same_order, what="prune by the worst case")
+        Case("4 layers x 16 heads, many ties", args=(ties,), expected=ties_order,
+             hint="np.argsort's default algorithm is not stable on long arrays: pass kind='stable'."),
+        Case("3 layers x 2 heads", args=(e5,), expected=[(2, 0), (0, 1), (1, 0), (0, 0), (2, 1), (1, 1)],
+             hidden=True),
+    ], compare=_same_order, what="prune by the worst case",
+        forbid=("headlab.analysis.prune", "headlab.analysis.importance"))
 
 
 def _mean_z_cases() -> list[Case]:
@@ -54,11 +79,16 @@ def _mean_z_cases() -> list[Case]:
     expected[0, 0, :, 0], expected[0, 0, :, 1], expected[0, 1, :, 0] = -1.0, 1.0, 4.0
     z2 = np.arange(2 * 1 * 2 * 1, dtype=float).reshape(2, 1, 2, 1)  # two inputs: never mix them
     exp2 = np.array([[[[0.5], [0.5]]], [[[2.5], [2.5]]]])
+    # (2, 3, 3, 2): at every input and position the heads are m - 1, m + 1, m around a known mean m
+    means = np.arange(2 * 3 * 2, dtype=float).reshape(2, 3, 1, 2) * 1.5 - 4.0
+    z3 = np.concatenate([means - 1.0, means + 1.0, means], axis=2)
     return [
-        Case("three heads at two positions", args=(z,), expected=expected,
-             hint="average over the head axis (axis 2) only, keeping the positions apart."),
-        Case("two inputs (the mean is per input and position)", args=(z2,), expected=exp2,
+        Case("three heads at two positions", args=(z,), expected=expected, unchanged=True,
+             hint="average over the head axis (axis 2) only, keeping the positions apart, in a new array."),
+        Case("two inputs (the mean is per input and position)", args=(z2,), expected=exp2, unchanged=True,
              hint="do not average over the batch: each input keeps its own mean."),
+        Case("two inputs, three positions, three heads", args=(z3,), expected=np.repeat(means, 3, axis=2),
+             unchanged=True, hidden=True),
     ]
 
 
@@ -66,24 +96,19 @@ def check_layer_mean_z(fn: Callable) -> None:
     """``fn(z)``: ``z`` ``(batch, pos, n_heads, d_head)``; returns a new array of the same shape in
     which every head's output is the layer's mean head output at that input and position, and must
     not modify ``z``."""
-    run_cases(fn, _mean_z_cases(), what="the averaging ablation")
-    z = np.arange(8, dtype=float).reshape(1, 1, 4, 2)
-    before = z.copy()
-    out = call_reader(fn, z, case="an input that must stay unchanged")
-    if not np.array_equal(z, before):
-        raise ExerciseFailed("layer_mean_z modified z in place; return a new array (the clean outputs "
-                             "are needed to compare with).")
-    if np.shape(out) != z.shape:
-        raise ExerciseFailed(f"layer_mean_z must return z's shape {z.shape}, got {np.shape(out)}")
+    run_cases(fn, _mean_z_cases(), what="the averaging ablation",
+              forbid=("headlab.training.distill", "headlab.heads"))
 
 
-def _rows(spec) -> np.ndarray:
-    """Rows ``(n, n_layers=1, n_heads=3, pos=4)`` from {(input, head): row}; other rows uniform over 1..3."""
-    rows = np.zeros((len(spec), 1, 3, 4))
+def _rows(spec, n_layers: int = 1) -> np.ndarray:
+    """Rows ``(n, n_layers, n_heads=3, pos=4)`` from {(layer, head) or head: row}; other rows uniform
+    over keys 1..3."""
+    rows = np.zeros((len(spec), n_layers, 3, 4))
     rows[..., 1:] = 1 / 3
     for i, heads in enumerate(spec):
         for h, row in heads.items():
-            rows[i, 0, h] = row
+            layer, head = h if isinstance(h, tuple) else (0, h)
+            rows[i, layer, head] = row
     return rows
 
 
@@ -95,6 +120,9 @@ def check_flag_hijacked(fn: Callable) -> None:
     sink = [0.95, 0.05, 0.0, 0.0]
     rows = _rows([{}, {1: spike}, {0: sink}, {2: [0.0, 0.1, 0.1, 0.8]}])
     # in the layer mean, input 1 puts (0.9 + 2/3) / 3 = 0.52 on key 2 and would pass x = 0.6
+    two = _rows([{(1, 2): spike}, {(0, 0): sink}, {}, {(1, 0): [0.1, 0.2, 0.7, 0.0]}], n_layers=2)
+    hidden = _rows([{(0, 1): [0.0, 0.55, 0.45, 0.0]}, {(1, 1): [0.6, 0.4, 0.0, 0.0]},
+                    {(1, 2): [0.0, 0.0, 0.3, 0.7]}], n_layers=2)
     run_cases(fn, [
         Case("clean, hijacked, parked on the sink, exactly at the threshold", args=(rows, 0.8),
              expected=np.array([False, True, False, False]),
@@ -102,4 +130,8 @@ def check_flag_hijacked(fn: Callable) -> None:
         Case("the same inputs at x = 0.6 (the mean over heads would miss input 1)", args=(rows, 0.6),
              expected=np.array([False, True, False, True]),
              hint="inspect every head on its own; do not average the heads first."),
-    ], what="per-head inspection")
+        Case("two layers: spikes in the second layer, a sink in the first", args=(two, 0.6),
+             expected=np.array([True, False, False, True]),
+             hint="inspect every layer, not only the first: rows[:, layer, head]."),
+        Case("two layers, x = 0.5", args=(hidden, 0.5), expected=np.array([True, False, True]), hidden=True),
+    ], what="per-head inspection", forbid=("headlab.analysis.adversarial",))

@@ -9,6 +9,8 @@ import torch
 
 from headlab.exercises import Case, run_cases
 
+_SAE = ("headlab.analysis.sae",)
+
 __all__ = ["check_topk_activation", "check_fraction_recovered", "check_match_features", "check_units_for_mass"]
 
 
@@ -36,7 +38,9 @@ def check_topk_activation(fn: Callable) -> None:
         Case("a (batch, pos, n_features) input of shape (2, 1, 3), k = 1",
              args=(_t([[[0.1, 0.3, 0.2]], [[0.9, -0.5, 0.4]]]), 1), expected=[[[0.0, 0.3, 0.0]], [[0.9, 0.0, 0.0]]],
              hint="work on the last axis whatever the number of leading axes."),
-    ], what="a top-k activation")
+        Case("two rows of five, k = 3", args=(_t([[0.2, -1.0, 3.0, 0.1, 2.5], [-0.3, -0.1, -0.2, 0.4, -2.0]]), 3),
+             expected=[[0.2, 0.0, 3.0, 0.0, 2.5], [0.0, 0.0, 0.0, 0.4, 0.0]], hidden=True),
+    ], what="a top-k activation", forbid=_SAE)
 
 
 def check_fraction_recovered(fn: Callable) -> None:
@@ -54,7 +58,8 @@ def check_fraction_recovered(fn: Callable) -> None:
              hint="no clipping: a replacement worse than ablating the layer gets a negative fraction."),
         Case("numbers of the size this chapter measures: clean 2.04, replaced 2.10, floor 3.30",
              args=(2.04, 2.10, 3.30), expected=1.2 / 1.26),
-    ], what="the fraction of loss recovered")
+        Case("clean 1.0, replaced 1.5, floor 3.0", args=(1.0, 1.5, 3.0), expected=0.75, hidden=True),
+    ], what="the fraction of loss recovered", forbid=_SAE)
 
 
 def check_match_features(fn: Callable) -> None:
@@ -78,7 +83,10 @@ def check_match_features(fn: Callable) -> None:
              args=(_t([[1.0, 0.0, 0.0], [0.0, 0.6, 0.8]]),
                    _t([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 3.0, 4.0]])),
              expected=[s, 1.0]),
-    ], what="matching features by cosine")
+        Case("three features against two", args=(_t([[0.0, 2.0], [1.0, 1.0], [-3.0, 0.0]]),
+                                                 _t([[0.0, 5.0], [-1.0, 1.0]])),
+             expected=[1.0, s, s], hidden=True),
+    ], what="matching features by cosine", forbid=_SAE)
 
 
 def check_units_for_mass(fn: Callable) -> None:
@@ -96,4 +104,7 @@ def check_units_for_mass(fn: Callable) -> None:
              hint="each row has its own total."),
         Case("a token where nothing is written: [0, 0, 0], mass 0.9", args=(np.array([[0.0, 0.0, 0.0]]), 0.9),
              expected=[0], hint="no unit is needed to carry nothing: return 0 for an all-zero row."),
-    ], what="units per token")
+        Case("three tokens, mass 0.9", args=(np.array([[1.0, 8.0, 1.0, 0.0], [3.0, 3.0, 3.0, 1.0],
+                                                       [0.0, 0.0, 0.0, 0.0]]), 0.9),
+             expected=[2, 3, 0], hidden=True),
+    ], what="units per token", forbid=_SAE)

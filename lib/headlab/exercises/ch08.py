@@ -14,6 +14,8 @@ import numpy as np
 
 from headlab.exercises import Case, compare_number, run_cases
 
+_REPORT = ("headlab.report", "headlab.analysis.importance", "headlab.analysis.circuits", "headlab.analysis.prune")
+
 __all__ = ["check_keep_list", "check_is_redundant", "check_find_orphans", "check_induction_drop"]
 
 
@@ -78,7 +80,14 @@ def check_keep_list(fn: Callable) -> None:
         Case("a head with several reasons appears once",
              args=(one_layer, [(0, 0), (0, 1)], [((0, 0), (0, 1))]), expected=[(0, 0), (0, 1)],
              hint="collect the heads in a set, then sort them."),
-    ], compare=_compare_heads, what="the heads a pruning plan must keep")
+        Case("the largest mean comes from another layer than the worst cases",
+             args=(_effects([[0.1, 0.9, 0.1], [0.0, 0.0, 0.0]], [[0.5, 0.5, 0.5], [0.45, 0.0, 0.0]]),
+                   [(1, 1)], []), expected=[(0, 0), (1, 0), (1, 1)],
+             hint="the largest mean is over every head of every layer (0.5 here, head 1.0)."),
+        Case("two layers of three heads, a circuit and a backup pair",
+             args=(_effects([[0.2, 0.2], [0.0, 0.7], [0.1, 0.0]], [[0.3, 0.3], [-0.5, 0.2], [0.05, 0.05]]),
+                   [(0, 2)], [((1, 2), (1, 1))]), expected=[(0, 1), (0, 2), (1, 1), (1, 2)], hidden=True),
+    ], compare=_compare_heads, what="the heads a pruning plan must keep", forbid=_REPORT)
 
 
 def check_is_redundant(fn: Callable) -> None:
@@ -108,7 +117,18 @@ def check_is_redundant(fn: Callable) -> None:
         Case("means over inputs: a = [0, 2], b = [2, 0], pair = [2.5, 2.5]",
              args=(arr(0.0, 2.0), arr(2.0, 0.0), arr(2.5, 2.5)), expected=True,
              hint="compare means over inputs: 2.5 against 1 + 1."),
-    ], compare=_compare_bool, what="is a pair redundant")
+        Case("heads whose removal helps: -0.5 + -0.5 alone, -0.95 together",
+             args=(arr(-0.5, -0.5), arr(-0.5, -0.5), arr(-0.95, -0.95)), expected=False,
+             hint="the margin is margin * |sum|, a positive number: 0.05 is not more than 0.1 * |-1.0|."),
+        Case("one input where the pair is much worse, one where it is not",
+             args=(arr(1.0, 0.0), arr(1.0, 0.0), arr(2.5, 0.0)), expected=True,
+             hint="compare the mean pair effect (1.25) with the sum of the mean single effects (1.0)."),
+        Case("worse together on one input, better on the other: additive on average",
+             args=(arr(1.0, 1.0), arr(1.0, 1.0), arr(3.0, 1.0)), expected=False,
+             hint="decide on the means over inputs (2.0 against 1.0 + 1.0), not input by input."),
+        Case("negative and positive singles", args=(arr(-1.0, 0.0), arr(0.25, 0.25), arr(-0.2, 0.0)),
+             expected=True, hidden=True),
+    ], compare=_compare_bool, what="is a pair redundant", forbid=_REPORT)
 
 
 def check_find_orphans(fn: Callable) -> None:
@@ -139,7 +159,10 @@ def check_find_orphans(fn: Callable) -> None:
              args=(np.array([[0.6, 0.4], [0.7, 0.9]]), np.array([[6.0, 9.0], [1.0, 6.0]])),
              kwargs={"diffuse": 0.5, "factor": 1.0}, expected=[(0, 0), (1, 1)],
              hint="the median write norm is 6.0; 0.1 writes 9.0 but its entropy 0.4 is below diffuse=0.5."),
-    ], compare=_compare_heads, what="diffuse heads that write a lot")
+        Case("three layers of two heads", args=(np.array([[0.9, 0.85], [0.5, 0.95], [0.8, 0.2]]),
+                                                np.array([[1.0, 7.0], [9.0, 1.0], [6.0, 2.0]])),
+             expected=[(0, 1), (2, 0)], hidden=True),
+    ], compare=_compare_heads, what="diffuse heads that write a lot", forbid=_REPORT)
 
 
 def _planted_batch(span: int, n: int = 2, seed: int = 0) -> dict:
@@ -150,6 +173,23 @@ def _planted_batch(span: int, n: int = 2, seed: int = 0) -> dict:
 
     ids = repeated_tokens(range(1, 20), n, span, torch.Generator().manual_seed(seed), prefix=[0])
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def _padded_batch(spans: list[int], seed: int = 0) -> dict:
+    """Rows of ``<token 0>`` then a span repeated once, of different lengths, padded at the end
+    with token 0 and ``attention_mask`` 0."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    length = 1 + 2 * max(spans)
+    ids = torch.zeros(len(spans), length, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for r, span in enumerate(spans):
+        tokens = (torch.randperm(19, generator=gen)[:span] + 1).tolist()
+        row = [0] + tokens + tokens
+        ids[r, :len(row)] = torch.tensor(row)
+        mask[r, :len(row)] = 1
+    return {"input_ids": ids, "attention_mask": mask}
 
 
 def _uniform_drop(span: int) -> float:
@@ -166,9 +206,11 @@ def check_induction_drop(fn: Callable) -> None:
     It must return the induction score of ``induction_head`` on ``batch`` (mean over inputs of
     :func:`headlab.analysis.detect.induction_score`) minus the same score with ``prev_head`` zero-ablated.
     """
+    from headlab.exercises.fixtures import planted_first_token_writer
     from headlab.models.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
 
     hm = planted_model()
+    writer = planted_first_token_writer(d_vocab=20, n_ctx=48)
     cases = []
     for span in (5, 12):
         batch = _planted_batch(span)
@@ -176,11 +218,27 @@ def check_induction_drop(fn: Callable) -> None:
                           args=(hm, PREVIOUS_TOKEN_HEAD, INDUCTION_HEAD, batch), expected=_uniform_drop(span),
                           hint="without 0.0 the induction head's keys are all equal, so it attends uniformly: "
                                "its score falls from 1 to the mean of 1/(i+1)."))
-    cases.append(Case("ablating the first-token head 0.1, which writes nothing",
-                      args=(hm, FIRST_TOKEN_HEAD, INDUCTION_HEAD, _planted_batch(8)), expected=0.0,
-                      hint="0.1's output is zero anyway: ablating it changes nothing, the drop is 0."))
-    cases.append(Case("the induction head's own score on a span of 8, but measured on head 1.1",
-                      args=(hm, PREVIOUS_TOKEN_HEAD, (1, 1), _planted_batch(8)), expected=0.0,
-                      hint="1.1 attends uniformly with or without 0.0: read the score of induction_head, "
-                           "in its own layer."))
-    run_cases(fn, cases, compare=lambda got, exp: compare_number(got, exp, atol=1e-4, rtol=0), what="a circuit checked by ablation")
+    cases += [
+        Case("ablating the first-token head 0.1, which writes nothing",
+             args=(hm, FIRST_TOKEN_HEAD, INDUCTION_HEAD, _planted_batch(8)), expected=0.0,
+             hint="0.1's output is zero anyway: ablating it changes nothing, the drop is 0."),
+        Case("the induction head's own score on a span of 8, but measured on head 1.1",
+             args=(hm, PREVIOUS_TOKEN_HEAD, (1, 1), _planted_batch(8)), expected=0.0,
+             hint="1.1 attends uniformly with or without 0.0: read the score of induction_head, "
+                  "in its own layer."),
+        Case("a padded batch: spans of 5 and 8 repeated, the shorter row padded with attention_mask 0",
+             args=(hm, PREVIOUS_TOKEN_HEAD, INDUCTION_HEAD, _padded_batch([5, 8])),
+             expected=(_uniform_drop(5) + _uniform_drop(8)) / 2,
+             hint="pass batch['attention_mask'] to the model and to induction_score, so padded queries "
+                  "do not count; and average over every input, not the first one."),
+        Case("a variant where 0.1 writes the first token into every query of 1.0 (1.0 splits its attention "
+             "three ways); 0.1 ablated", args=(writer, FIRST_TOKEN_HEAD, INDUCTION_HEAD, _planted_batch(6)),
+             expected=1 / 3 - 1.0,
+             hint="zero ablation, hm.ablate's default: without 0.1's write, 1.0's score goes from 1/3 back to 1, "
+                  "so the drop is negative. A mean ablation would write the first token back."),
+        Case("a padded batch of three rows", args=(hm, PREVIOUS_TOKEN_HEAD, INDUCTION_HEAD,
+                                                   _padded_batch([9, 4, 6], seed=3)),
+             expected=(_uniform_drop(9) + _uniform_drop(4) + _uniform_drop(6)) / 3, hidden=True),
+    ]
+    run_cases(fn, cases, compare=lambda got, exp: compare_number(got, exp, atol=1e-4, rtol=0),
+              what="a circuit checked by ablation", forbid=_REPORT)

@@ -1,0 +1,283 @@
+"""Grading: ``python -m headlab grade SUBMISSION.ipynb... --csv grades.csv [--gradescope results.json]``.
+
+Each submission runs in its own fresh kernel (:mod:`headlab.exercises.sandbox`: no network),
+in an empty temporary folder, every cell with a time limit (a cell that runs past it is
+interrupted and the notebook goes on). The student's own check cells are not trusted and not
+run; after the notebook, one grading cell per exercise calls the book's check on the
+student's function in recording mode (:func:`headlab.exercises.recording`): every known-answer
+case runs, and the exercise earns ``points x passed cases / cases``. Points come from the
+difficulty (★☆☆ 1, ★★☆ 2, ★★★ 3) unless the exercise-start cell's metadata sets
+``{"headlab": {"points": N}}``.
+
+Nothing a submission does crashes the grader: a syntax error, an exception, an infinite loop,
+a deleted or renamed stub, a stub that calls the library's own answer, a kernel that dies or
+a file that is not a notebook each give 0 for what they affect, with the reason.
+
+Which exercises a notebook has comes from the student edition's metadata (written by
+``scripts/make_student.py``), or from ``--reference`` (the handed-out notebook, safer: a
+student cannot edit it), or else from the submission's own cells.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import secrets
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["ExerciseGrade", "Grade", "grade_notebook", "grade_in_kernel", "write_csv", "gradescope_results",
+           "add_commands"]
+
+SKIP_TAGS = {"exercise-check", "exercise-summary", "skip-execution"}
+KERNEL_NAME = "headlab-grading"
+
+
+@dataclass
+class ExerciseGrade:
+    """One exercise of one submission: the points earned and why not more."""
+
+    label: str
+    title: str
+    points: float
+    max_points: float
+    passed: int = 0
+    total: int = 0
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {"label": self.label, "title": self.title, "points": self.points, "max_points": self.max_points,
+                "passed": self.passed, "total": self.total, "reason": self.reason}
+
+
+@dataclass
+class Grade:
+    """A submission's grade: one :class:`ExerciseGrade` per exercise, and notes on the whole run."""
+
+    submission: str
+    exercises: list[ExerciseGrade] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def points(self) -> float:
+        return round(sum(e.points for e in self.exercises), 6)
+
+    @property
+    def max_points(self) -> float:
+        return sum(e.max_points for e in self.exercises)
+
+
+# ----------------------------------------------------------------------- inside the kernel
+
+
+def grade_in_kernel(namespace: dict, spec: dict, nonce: str) -> None:
+    """Run one exercise's check on the function ``spec["function"]`` of ``namespace``, in recording
+    mode, and print one line ``nonce {json}`` for the grader. Called by the grading cells."""
+    import importlib
+
+    from headlab.exercises._core import recording
+
+    def say(**payload) -> None:
+        print(f"{nonce} {json.dumps(payload)}", flush=True)
+
+    fn = namespace.get(spec["function"])
+    if fn is None:
+        say(status="missing", reason=f"no function {spec['function']!r} is defined: the stub cell was deleted, "
+                                     "renamed, or failed to run")
+        return
+    try:
+        check = getattr(importlib.import_module(spec["check_module"]), spec["check"])
+    except (ImportError, AttributeError) as err:
+        say(status="error", reason=f"the check {spec['check_module']}.{spec['check']} is unavailable: {err}")
+        return
+    with recording() as results:
+        try:
+            check(fn)
+        except Exception as err:  # noqa: BLE001 (a check that fails outside its cases)
+            say(status="error", reason=f"{type(err).__name__}: {err}")
+            return
+    if not results:
+        say(status="error", reason="the check recorded no result")
+        return
+    r = results[-1]
+    reason = "" if r.status == "passed" else ("not implemented yet" if r.status == "not implemented"
+                                              else (r.messages[0].splitlines()[0] if r.messages else r.reason))
+    say(status=r.status, passed=r.n_passed, total=r.total, reason=reason)
+
+
+# ----------------------------------------------------------------------- the grader
+
+
+def _kernel_spec_dir(root: Path) -> Path:
+    """A kernelspec for the sandboxed kernel (this Python, no network, offline hubs)."""
+    folder = root / "kernels" / KERNEL_NAME
+    folder.mkdir(parents=True)
+    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                     "--IPKernelApp.log_level=ERROR"],
+            "display_name": "headlab grading (no network)", "language": "python",
+            "env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+                    "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}}
+    (folder / "kernel.json").write_text(json.dumps(spec))
+    return root / "kernels"
+
+
+def _grading_cell(spec: dict, nonce: str) -> dict:
+    import nbformat
+
+    source = ("from headlab.exercises.grading import grade_in_kernel as __grade\n"
+              f"__grade(globals(), __import__('json').loads({json.dumps(spec)!r}), {nonce!r})")
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["headlab_grading"] = spec["label"]
+    return cell
+
+
+def _parse(cell: dict, nonce: str) -> dict | None:
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            for line in out.get("text", "").splitlines():
+                if line.startswith(nonce + " "):
+                    return json.loads(line[len(nonce) + 1:])
+    return None
+
+
+def _cell_error(cell: dict) -> str | None:
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "error":
+            return f"{out.get('ename')}: {out.get('evalue')}"
+    return None
+
+
+def grade_notebook(path: str | Path, *, reference: str | Path | None = None, timeout: int = 60,
+                   startup_timeout: int = 60) -> Grade:
+    """Execute one submission in a sandboxed kernel and grade every exercise (see the module docstring)."""
+    import nbformat
+    from nbclient import NotebookClient
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    from headlab.exercises.notebook import MalformedExercise, exercise_index
+
+    path = Path(path)
+    grade = Grade(submission=path.stem)
+    ref_nb = None
+    if reference is not None:
+        ref_nb = nbformat.read(reference, as_version=4)
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as err:  # noqa: BLE001 (any unreadable file: 0, with the reason)
+        nb = None
+        grade.notes.append(f"not a readable notebook: {type(err).__name__}: {err}")
+    try:
+        specs = exercise_index(ref_nb if ref_nb is not None else nb, reference or path) if (ref_nb or nb) else []
+    except MalformedExercise as err:
+        raise ValueError(f"{path}: cannot tell which exercises it holds ({err}); pass --reference with the "
+                         "handed-out notebook") from None
+    grade.exercises = [ExerciseGrade(s["label"], s["title"], 0.0, float(s["points"])) for s in specs]
+    if nb is None:
+        for e in grade.exercises:
+            e.reason = grade.notes[0]
+        return grade
+
+    nonce = "HEADLAB-GRADE-" + secrets.token_hex(8)
+    cells = [c for c in nb.cells if not (c.cell_type == "code" and SKIP_TAGS & set(c.metadata.get("tags", [])))]
+    for c in cells:
+        if c.cell_type == "code":
+            c.outputs, c.execution_count = [], None
+    first_grading = len(cells)
+    block = nbformat.v4.new_code_cell("from headlab.exercises.sandbox import block_network as __block\n__block()")
+    nb.cells = [block] + cells + [_grading_cell(s, nonce) for s in specs]
+    first_grading += 1
+    with tempfile.TemporaryDirectory(prefix="headlab-grade-") as tmp:
+        tmp = Path(tmp)
+        work = tmp / "work"
+        work.mkdir()
+        for extra in path.parent.iterdir():  # files handed out with the notebook (images, data)
+            if extra.is_file() and extra.suffix != ".ipynb" and extra.stat().st_size < 50_000_000:
+                shutil.copy2(extra, work / extra.name)
+        km = KernelManager(kernel_name=KERNEL_NAME,
+                           kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(_kernel_spec_dir(tmp))]))
+        client = NotebookClient(nb, km=km, timeout=timeout, startup_timeout=startup_timeout, allow_errors=True,
+                                interrupt_on_timeout=True, record_timing=False,
+                                resources={"metadata": {"path": str(work)}})
+        try:
+            client.execute()
+        except Exception as err:  # noqa: BLE001 (a dead kernel, a failed start: grade what ran)
+            grade.notes.append(f"the notebook stopped: {type(err).__name__}: {str(err).splitlines()[0][:200]}")
+        finally:
+            if km.has_kernel:
+                km.shutdown_kernel(now=True)
+    for i, cell in enumerate(nb.cells[1:first_grading]):
+        if cell.cell_type == "code" and (error := _cell_error(cell)):
+            grade.notes.append(f"cell {i}: {error}")
+    for e, cell in zip(grade.exercises, nb.cells[first_grading:]):
+        result = _parse(cell, nonce)
+        if result is None:
+            error = _cell_error(cell)
+            timed_out = error and ("Timeout" in error or "KeyboardInterrupt" in error)
+            why = error or (grade.notes[-1] if grade.notes else "no output")
+            e.reason = (f"its check ran past the time limit of {timeout} s (an infinite loop?)" if timed_out
+                        else f"its check did not run ({why})")
+            continue
+        e.passed, e.total = int(result.get("passed", 0)), int(result.get("total", 0))
+        e.points = round(e.max_points * e.passed / e.total, 6) if e.total else 0.0
+        e.reason = result.get("reason", "")
+    return grade
+
+
+# ----------------------------------------------------------------------- outputs
+
+
+def write_csv(grades: list[Grade], path: str | Path) -> None:
+    """One row per submission: its points per exercise, the total, the maximum, and the reasons."""
+    labels = list(dict.fromkeys(e.label for g in grades for e in g.exercises))
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["submission", *labels, "total", "max", "notes"])
+        for g in grades:
+            by_label = {e.label: e for e in g.exercises}
+            notes = "; ".join([f"{e.label}: {e.reason}" for e in g.exercises if e.reason] + g.notes)
+            writer.writerow([g.submission, *(f"{by_label[l].points:g}" if l in by_label else "" for l in labels),
+                             f"{g.points:g}", f"{g.max_points:g}", notes])
+
+
+def gradescope_results(grade: Grade) -> dict:
+    """Gradescope's autograder ``results.json`` for one submission: one test per exercise."""
+    return {
+        "score": grade.points,
+        "output": "\n".join(grade.notes) or f"{grade.points:g} of {grade.max_points:g} points",
+        "tests": [{"name": f"{e.label}: {e.title}", "score": e.points, "max_score": e.max_points,
+                   "status": "passed" if e.points == e.max_points else "failed",
+                   "output": e.reason or f"all {e.total} known-answer checks passed"} for e in grade.exercises],
+    }
+
+
+def _cmd_grade(args) -> int:  # noqa: ANN001
+    if args.gradescope and len(args.submissions) != 1:
+        raise ValueError("--gradescope writes one results.json: give exactly one submission")
+    grades = []
+    for sub in args.submissions:
+        g = grade_notebook(sub, reference=args.reference, timeout=args.timeout)
+        grades.append(g)
+        print(f"{g.submission}: {g.points:g} / {g.max_points:g}")
+        for e in g.exercises:
+            print(f"  {e.label:<28} {e.points:>5g} / {e.max_points:g}  {e.reason[:100]}")
+    if args.csv:
+        write_csv(grades, args.csv)
+        print(f"wrote {args.csv}")
+    if args.gradescope:
+        Path(args.gradescope).write_text(json.dumps(gradescope_results(grades[0]), indent=1))
+        print(f"wrote {args.gradescope}")
+    return 0
+
+
+def add_commands(sub) -> None:  # noqa: ANN001
+    p = sub.add_parser("grade", help="grade student notebooks: points per exercise, CSV and Gradescope output")
+    p.add_argument("submissions", nargs="+", help="the students' .ipynb files")
+    p.add_argument("--csv", help="write the gradebook here (one row per submission)")
+    p.add_argument("--gradescope", help="write Gradescope's results.json here (one submission)")
+    p.add_argument("--reference", help="the handed-out notebook (which exercises, how many points)")
+    p.add_argument("--timeout", type=int, default=60, help="seconds per cell (default %(default)s)")
+    p.set_defaults(func=_cmd_grade)
