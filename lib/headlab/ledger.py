@@ -134,7 +134,7 @@ def load_all(folder: str | Path | None = None) -> dict[str, list[dict]]:
     """Every recorded row, by claim id (``C1`` ... ``C20``), each with its chapter.
 
     Raises:
-        FileNotFoundError: no ``chapters/claims`` folder.
+        FileNotFoundError: no claims folder.
         headlab.schema.SchemaError: a file that is not a claims file, or from a newer headlab.
     """
     folder = Path(folder) if folder is not None else claims_dir()

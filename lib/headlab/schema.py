@@ -13,7 +13,7 @@ kind       written by                                                    schema
 atlas      :func:`headlab.analysis.atlas.compute_atlas` (``atlas`` CLI)  ``headlab.atlas/1``
 sweep      :meth:`headlab.analysis.sweep.SweepResult.to_json`            ``headlab.sweep/1``
 report     :func:`headlab.report.checklist` (``report`` CLI)             ``headlab.report/1``
-claims     :func:`headlab.ledger.report` (``chapters/claims/*.json``)    ``headlab.claims/1``
+claims     :func:`headlab.ledger.report` (``results/claims/*.json``)     ``headlab.claims/1``
 ========== ============================================================= =====================================
 
 Files written before the versions existed (headlab 0.1) have no ``"schema"`` key: they are
