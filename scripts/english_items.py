@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     for k, record in enumerate(new):
         record["id"] = f"en-{start + k + 1:04d}"
     splits = assign_splits([(r["id"], r["construction"]) for r in old + new])
+    if splits[:start] != [r.get("split") for r in old]:
+        raise ValueError(f"the stored splits of {DATA} differ from the rule: fix the file before appending")
     for record, split in zip(new, splits[start:]):
         record["split"] = split
     lines = [json.dumps({"id": r["id"], "split": r["split"], **{k: v for k, v in r.items() if k not in ("id", "split")}},
