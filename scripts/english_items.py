@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError(f"the stored splits of {DATA} differ from the rule: fix the file before appending")
     for record, split in zip(new, splits[start:]):
         record["split"] = split
-    lines = [json.dumps({"id": r["id"], "split": r["split"], **{k: v for k, v in r.items() if k not in ("id", "split")}},
+    first = ("id", "split")
+    lines = [json.dumps({**{k: r[k] for k in first}, **{k: v for k, v in r.items() if k not in first}},
                         ensure_ascii=False) for r in new]
     if args.dry_run:
         print("\n".join(lines))

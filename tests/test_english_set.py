@@ -183,7 +183,8 @@ def subjects_are_nouns_or_pronouns_before_their_verbs(s, marked) -> list[str]:
         if subj > v:
             out.append(f"{name(s)}: subject {sw!r} after its verb {vw!r} (the set has no inversions)")
         if subj in verbs or not (sw.lower() in SUBJECT_PRONOUNS or noun_entry(sw) is not None):
-            out.append(f"{name(s)}: subject {sw!r} of {vw!r} is neither a subject pronoun nor a noun of english_nouns.txt")
+            out.append(f"{name(s)}: subject {sw!r} of {vw!r} is neither a subject pronoun "
+                       "nor a noun of english_nouns.txt")
     return out
 
 
