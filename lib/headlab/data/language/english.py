@@ -13,19 +13,24 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Sequence
 
+from headlab.data.language.english_split import SPLITS
+
 ENGLISH_CONSTRUCTIONS = ("simple", "pp", "subj_rel", "obj_rel", "long_distance", "pronoun", "coordination")
 
 
 @dataclass(frozen=True)
 class EnglishSentence:
     """One annotated English item. `verbs`: (verb index, subject index) pairs; `pronouns`:
-    (pronoun index, antecedent index) pairs; both index `words`."""
+    (pronoun index, antecedent index) pairs; both index `words`. `id`: its stable name
+    (``en-0001``, ...); `split`: ``"select"`` or ``"measure"``."""
 
     text: str
     words: tuple[str, ...]
     construction: str
     verbs: tuple[tuple[int, int], ...]
     pronouns: tuple[tuple[int, int], ...]
+    id: str = ""
+    split: str = ""
 
     @classmethod
     def from_json(cls, record: dict, where: str = "record") -> EnglishSentence:
@@ -34,7 +39,8 @@ class EnglishSentence:
             words = tuple(record["words"])
             sent = cls(text=record["text"], words=words, construction=record["construction"],
                        verbs=tuple((v["verb"], v["subject"]) for v in record["verbs"]),
-                       pronouns=tuple((p["pronoun"], p["antecedent"]) for p in record["pronouns"]))
+                       pronouns=tuple((p["pronoun"], p["antecedent"]) for p in record["pronouns"]),
+                       id=record.get("id", ""), split=record.get("split", ""))
         except (KeyError, TypeError) as e:
             raise ValueError(f"{where}: malformed English item ({e!r}); expected keys text, words, "
                              "construction, verbs [{verb, subject}], pronouns [{pronoun, antecedent}]") from e
@@ -44,20 +50,30 @@ class EnglishSentence:
             for i, j in pairs:
                 if not (0 <= i < len(words) and 0 <= j < len(words)) or i == j:
                     raise ValueError(f"{where}: {kind} pair ({i}, {j}) is out of range for {len(words)} words")
+        if sent.split not in ("", *SPLITS):
+            raise ValueError(f"{where}: unknown split {sent.split!r}; use one of {SPLITS}")
         if "".join(sent.text.split()) != "".join(words):
             raise ValueError(f"{where}: the words do not spell the text {sent.text!r}")
         return sent
 
 
-def load_english() -> list[EnglishSentence]:
-    """All items of ``headlab/data/english.jsonl``, validated."""
+def load_english(split: str | None = None) -> list[EnglishSentence]:
+    """The items of ``headlab/data/english.jsonl``, validated, in file (id) order.
+
+    Args:
+        split: None for every item; ``"select"`` or ``"measure"`` for one half of the fixed
+            split (see :mod:`headlab.data.language.english_split`): choose heads on
+            ``"select"``, report on ``"measure"``.
+    """
+    if split is not None and split not in SPLITS:
+        raise ValueError(f"split={split!r}: use None (every item), 'select' or 'measure'")
     path = resources.files("headlab") / "data" / "english.jsonl"
     out = []
     with path.open(encoding="utf-8") as f:
         for n, line in enumerate(f, start=1):
             if line.strip():
                 out.append(EnglishSentence.from_json(json.loads(line), where=f"english.jsonl line {n}"))
-    return out
+    return out if split is None else [s for s in out if s.split == split]
 
 
 def align_words(tok, words: Sequence[str]) -> list[int]:
