@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import headlab
+import headlab.models.checkpoints
 from headlab.models.gpt import GPT, GPTConfig
 from headlab.models.onnx import (EXPORT_VERSION, GatedGPT, export_gpt, export_organism, gate_inputs,
                                  onnx_file_name)
@@ -104,7 +105,7 @@ def test_wrapper_checks_its_inputs():
 
 def test_export_file_is_named_by_checkpoint_and_cached(tmp_path):
     name = onnx_file_name("attn-only-2l")
-    provenance = headlab.models.gpt.verify_checkpoint(headlab.models.gpt.CHECKPOINT_DIR / "attn-only-2l")
+    provenance = headlab.models.checkpoints.verify_checkpoint(headlab.models.checkpoints.CHECKPOINT_DIR / "attn-only-2l")
     assert name == f"attn-only-2l-{provenance['sha256'][:12]}-v{EXPORT_VERSION}.onnx"
     path = export_organism("attn-only-2l", tmp_path)
     assert path.name == name and path.stat().st_size > 100_000

@@ -297,15 +297,15 @@ def test_streaming_atlas_equals_the_materialized_atlas(name):
         for key, value in x["scores"].items():  # rounded to 4 decimals: at most one step apart
             assert (value is None) == (y["scores"][key] is None)
             if value is not None:
-                assert abs(value - y["scores"][key]) <= 1e-4 + 1e-9, (x["layer"], x["head"], key)
+                assert abs(value - y["scores"][key]) <= 1e-4 + 1e-9, (x["head"], key)
     assert a["uniform"].keys() == b["uniform"].keys() and a["label_counts"] == b["label_counts"]
 
 
 def test_label_changes_lists_each_changed_head():
-    a = {"n_layers": 1, "n_heads": 2, "heads": [{"layer": 0, "head": 0, "label": "local"},
-                                                {"layer": 0, "head": 1, "label": "diffuse"}]}
-    b = {"n_layers": 1, "n_heads": 2, "heads": [{"layer": 0, "head": 0, "label": "local"},
-                                                {"layer": 0, "head": 1, "label": "induction"}]}
+    a = {"n_layers": 1, "n_heads": 2, "heads": [{"head": [0, 0], "label": "local"},
+                                                {"head": [0, 1], "label": "diffuse"}]}
+    b = {"n_layers": 1, "n_heads": 2, "heads": [{"head": [0, 0], "label": "local"},
+                                                {"head": [0, 1], "label": "induction"}]}
     assert label_changes(a, b) == [{"head": "0.1", "before": "diffuse", "after": "induction"}]
     with pytest.raises(ValueError, match="different shapes"):
         label_changes(a, {**b, "n_heads": 3})

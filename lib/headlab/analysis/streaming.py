@@ -32,6 +32,7 @@ from headlab.kernels.statistics import (
     NO_TARGET, PUNCTUATION_BIT, SEPARATOR_BIT, STATISTICS, StatInputs, earlier_occurrence, in_view, statistic_inputs,
 )
 from headlab.kernels.streaming import HeadStatistics, fused_attention
+from headlab.heads.head import format_head, parse_head
 
 __all__ = ["streamed", "streaming_head_scores", "scores_from_statistics", "uniform_statistics", "label_changes"]
 
@@ -189,7 +190,7 @@ def streaming_head_scores(hm, inputs, *, scores: Sequence[str] | None = None, ba
     frequency = None if token_frequency is None else torch.as_tensor(token_frequency, dtype=torch.float64)
     per_input: dict[str, list[torch.Tensor]] = {name: [] for name in wanted}
     uniform: dict[str, list[torch.Tensor]] = {name: [] for name in wanted if name in PATTERN_SCORES}
-    for batch in _batches(hm, inputs, batch_size):
+    for batch in hm.batches(inputs, batch_size):
         ids, mask = batch["input_ids"], batch["attention_mask"]
         masks = token_masks(hm.tokenizer, ids.cpu()) if hm.tokenizer is not None else {}
         stat_inputs = statistic_inputs(mask, causal=hm.causal, tokens=ids, window=window,
@@ -215,17 +216,6 @@ def streaming_head_scores(hm, inputs, *, scores: Sequence[str] | None = None, ba
                       hm.n_layers, hm.n_heads, notes)
 
 
-def _batches(hm, inputs, batch_size: int):
-    """Tokenized batches of at most ``batch_size`` inputs (texts are padded per batch)."""
-    if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(t, str) for t in inputs):
-        for start in range(0, len(inputs), batch_size):
-            yield hm.tokenize(list(inputs[start:start + batch_size]))
-        return
-    batch = hm.tokenize(inputs)
-    for start in range(0, batch["input_ids"].shape[0], batch_size):
-        yield {k: v[start:start + batch_size] for k, v in batch.items()}
-
-
 def label_changes(before: dict, after: dict) -> list[dict]:
     """Heads whose atlas label differs between two atlases of one model (e.g. two context lengths).
 
@@ -233,11 +223,11 @@ def label_changes(before: dict, after: dict) -> list[dict]:
     """
     if (before.get("n_layers"), before.get("n_heads")) != (after.get("n_layers"), after.get("n_heads")):
         raise ValueError("the two atlases describe models of different shapes")
-    labels = {(e["layer"], e["head"]): e["label"] for e in before["heads"]}
+    labels = {tuple(parse_head(e["head"])): e["label"] for e in before["heads"]}
     changes = []
     for entry in after["heads"]:
-        key = (entry["layer"], entry["head"])
+        key = tuple(parse_head(entry["head"]))
         if labels[key] != entry["label"]:
-            changes.append({"head": f"{key[0]}.{key[1]}", "before": labels[key], "after": entry["label"]})
+            changes.append({"head": format_head(key), "before": labels[key], "after": entry["label"]})
     return changes
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +38,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from headlab.exercises.guard import CallGuard, forbidden_message
+from headlab.exercises.comparing import compare_arrays, compare_number, to_numpy  # noqa: F401 (re-exported)
 
 __all__ = [
     "Case",
@@ -163,41 +165,6 @@ def _short(value: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class _CallGuard:
-    """Notes the first call, during the reader's function, into a module it must not use.
-
-    ``sys.setprofile`` sees every Python-level call in this thread, however the reader
-    reached the function (an import in the stub, an alias, a setup-cell name).
-    """
-
-    def __init__(self, forbid: Sequence[str]):
-        self.forbid = tuple(forbid)
-        self.hit: str | None = None
-
-    def __call__(self, frame, event, arg):  # noqa: ANN001, ARG002 (sys.setprofile's signature)
-        if event == "call" and self.hit is None and frame.f_code.co_name != "<module>":  # imports are fine
-            module = frame.f_globals.get("__name__", "") or ""
-            if any(module == f or module.startswith(f + ".") for f in self.forbid):
-                self.hit = f"{module}.{frame.f_code.co_name}"
-
-    @contextlib.contextmanager
-    def watching(self) -> Iterator[None]:
-        if not self.forbid:
-            yield
-            return
-        previous = sys.getprofile()
-        sys.setprofile(self)
-        try:
-            yield
-        finally:
-            sys.setprofile(previous)
-
-
-def _forbidden_message(name: str, hit: str) -> str:
-    return (f"{name} calls {hit}, the book's own implementation of what this exercise asks for: "
-            "write the computation yourself in the stub (numpy/torch are fine; this part of headlab is not).")
-
-
 def call_reader(fn: Callable, *args: Any, case: str = "", forbid: Sequence[str] = (), **kwargs: Any) -> Any:
     """Call the reader's function and translate its failures into ExerciseFailed.
 
@@ -217,7 +184,7 @@ def call_reader(fn: Callable, *args: Any, case: str = "", forbid: Sequence[str] 
         raise ForbiddenCall(
             f"{name} is {owner}.{name}, the book's own function, not yours: run your stub cell "
             "(define the function yourself) before this check.")
-    guard = _CallGuard(forbid)
+    guard = CallGuard(forbid)
     try:
         with guard.watching():
             result = fn(*args, **kwargs)
@@ -229,77 +196,12 @@ def call_reader(fn: Callable, *args: Any, case: str = "", forbid: Sequence[str] 
         ) from None
     except Exception as err:  # the reader's code crashed: say where
         if guard.hit:
-            raise ForbiddenCall(_forbidden_message(name, guard.hit)) from None
+            raise ForbiddenCall(forbidden_message(name, guard.hit)) from None
         where = f" on {case}" if case else ""
         raise ExerciseFailed(f"{name} raised {type(err).__name__}{where}: {err}") from err
     if guard.hit:
-        raise ForbiddenCall(_forbidden_message(name, guard.hit))
+        raise ForbiddenCall(forbidden_message(name, guard.hit))
     return result
-
-
-def to_numpy(value: Any) -> np.ndarray:
-    """Convert an answer (numpy array, torch tensor, list, scalar) to a numpy array.
-
-    Torch is not imported: a tensor is recognised by its ``detach`` method.
-    """
-    if hasattr(value, "detach") and hasattr(value, "cpu"):
-        value = value.detach().cpu().numpy()
-    return np.asarray(value)
-
-
-def compare_arrays(
-    got: Any, expected: Any, *, atol: float = 1e-6, rtol: float = 1e-6
-) -> str | None:
-    """Compare an array-like answer with the exact expected array.
-
-    Returns ``None`` when they agree (same shape, no NaN where a number is
-    expected, every entry within ``atol + rtol * |expected|``), otherwise a
-    one-paragraph description of the first thing that is wrong.
-    """
-    if got is None:
-        return "got None: did the function forget to `return` its result?"
-    try:
-        got_arr = to_numpy(got).astype(float)
-    except (TypeError, ValueError) as err:
-        return f"the answer is not an array of numbers ({type(got).__name__}: {err})"
-    exp_arr = np.asarray(expected, dtype=float)
-    if got_arr.shape != exp_arr.shape:
-        return f"wrong shape: expected {exp_arr.shape}, got {got_arr.shape}"
-    bad_nan = np.isnan(got_arr) & ~np.isnan(exp_arr)
-    if bad_nan.any():
-        idx = tuple(int(i) for i in np.argwhere(bad_nan)[0])
-        return (
-            f"NaN at index {idx} where {exp_arr[idx]:.6g} was expected "
-            f"({int(bad_nan.sum())} NaN entries in all)"
-        )
-    close = np.isclose(got_arr, exp_arr, atol=atol, rtol=rtol, equal_nan=True)
-    if not close.all():
-        idx = tuple(int(i) for i in np.argwhere(~close)[0])
-        return (
-            f"{int((~close).sum())} of {close.size} entries are off; the first is at "
-            f"index {idx}: expected {exp_arr[idx]:.6g}, got {got_arr[idx]:.6g} "
-            f"(tolerance {atol:g} + {rtol:g}·|expected|)"
-        )
-    return None
-
-
-def compare_number(got: Any, expected: float, *, atol: float = 1e-6, rtol: float = 1e-6) -> str | None:
-    """Compare an answer that must be one finite number (a float, a 0-d or 1-element array or
-    tensor) with the exact expected value; ``None`` when within ``atol + rtol * |expected|``."""
-    if got is None:
-        return "got None: did the function forget to `return` its result?"
-    try:
-        array = to_numpy(got).astype(float)
-    except (TypeError, ValueError):
-        return f"expected one number, got {type(got).__name__}"
-    if array.size != 1:
-        return f"expected one number, got an array of shape {array.shape}"
-    value = float(array.reshape(()))
-    if not np.isfinite(value):
-        return f"got {value}: the answer must be a finite number"
-    if abs(value - expected) > atol + rtol * abs(expected):
-        return f"expected {expected:.6g}, got {value:.6g}"
-    return None
 
 
 _HIDDEN = "(not shown: this case checks that the answer is computed, not copied from a message)"

@@ -147,6 +147,19 @@ class HeadModel(CaptureMethods, GateMethods):
             raise ValueError("empty head set: give at least one (layer, head) pair")
         return sorted(set(out))
 
+    def batches(self, inputs, batch_size: int):
+        """Yield tokenized batches of at most ``batch_size`` inputs (texts are padded per batch, so a
+        long text does not pad every other batch to its length)."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(t, str) for t in inputs):
+            for start in range(0, len(inputs), batch_size):
+                yield self.tokenize(list(inputs[start:start + batch_size]))
+            return
+        batch = self.tokenize(inputs)
+        for start in range(0, batch["input_ids"].shape[0], batch_size):
+            yield {k: v[start:start + batch_size] for k, v in batch.items()}
+
     def tokenize(self, inputs) -> dict[str, torch.Tensor]:
         """Texts, token ids or a tokenizer batch -> ``{"input_ids", "attention_mask"}`` on the model's device.
 

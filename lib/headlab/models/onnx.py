@@ -50,7 +50,8 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from headlab.models.gpt import CHECKPOINT_DIR, GPT, available_organisms, load_organism, verify_checkpoint
+from headlab.models.checkpoints import CHECKPOINT_DIR, available_organisms, load_organism, verify_checkpoint
+from headlab.models.gpt import GPT
 
 __all__ = ["INPUTS", "OUTPUTS", "EXPORT_VERSION", "GatedGPT", "export_gpt", "onnx_file_name",
            "export_organism", "gate_inputs"]

@@ -115,7 +115,8 @@ def shipped_checkpoint(hm: HeadModel) -> str | None:
     """
     from safetensors.torch import load_file
 
-    from headlab.models.gpt import CHECKPOINT_DIR, GPT, available_organisms
+    from headlab.models.checkpoints import CHECKPOINT_DIR, available_organisms
+    from headlab.models.gpt import GPT
 
     if not isinstance(hm.model, GPT) or hm.name not in available_organisms():
         return None

@@ -135,18 +135,6 @@ class HeadScores:
         return label_heads(means, effects, thresholds, uniform=uniform)
 
 
-def _batches(hm, inputs, batch_size: int):
-    """Yield tokenized batches of at most ``batch_size`` inputs (texts are padded per batch)."""
-    if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(t, str) for t in inputs):
-        for start in range(0, len(inputs), batch_size):
-            yield hm.tokenize(list(inputs[start:start + batch_size]))
-        return
-    batch = hm.tokenize(inputs)
-    n = batch["input_ids"].shape[0]
-    for start in range(0, n, batch_size):
-        yield {k: v[start:start + batch_size] for k, v in batch.items()}
-
-
 def head_scores(hm, inputs, *, scores: Sequence[str] | None = None, batch_size: int = 32,
                 window: int = LOCAL_WINDOW, token_frequency: torch.Tensor | None = None) -> HeadScores:
     """Score every head of ``hm`` on ``inputs`` (texts, or token ids / a batch dict).
@@ -190,7 +178,7 @@ def head_scores(hm, inputs, *, scores: Sequence[str] | None = None, batch_size: 
     per_input: dict[str, list[torch.Tensor]] = {name: [] for name in wanted}
     uniform: dict[str, list[torch.Tensor]] = {name: [] for name in wanted if name in PATTERN_SCORES}
     need_z = any(name in WRITE_MEASURES for name in wanted)
-    for batch in _batches(hm, inputs, batch_size):
+    for batch in hm.batches(inputs, batch_size):
         _, cache = hm.run_with_cache(batch, names=("pattern", "z") if need_z else ("pattern",))
         ids, mask = cache.input_ids.cpu(), cache.attention_mask.cpu()
         ctx = _Inputs(ids, mask, hm.causal, window,
