@@ -84,7 +84,32 @@ def _in_headlab(path: str) -> bool:
     return path == "headlab" or path.startswith("headlab.")
 
 
+def _quiet_argparse_any_xref() -> None:
+    """sphinx-argparse's ``commands`` domain warns "no command xref target" on every MyST link
+    (``[term](gl-residual-stream)``: an ``any`` reference offered to every domain) that is not a
+    command, although the standard domain resolves it. Only its own roles may warn."""
+    try:
+        from sphinxarg.ext import ArgParseDomain
+    except ImportError:  # the API page's CLI section needs it; nothing to quiet without it
+        return
+    if getattr(ArgParseDomain, "_headlab_quiet", False):
+        return
+
+    def resolve_any_xref(self, env, fromdocname, builder, target, node, contnode):  # noqa: ANN001, ANN202
+        anchor = target.lower()
+        for _cmd, _sig, _type, docname, anchor_id, _prio in self.get_objects():
+            if anchor_id == anchor:
+                from sphinx.util.nodes import make_refnode
+                return [("commands:command", make_refnode(builder, fromdocname, docname, anchor_id, contnode,
+                                                          anchor_id))]
+        return []
+
+    ArgParseDomain.resolve_any_xref = resolve_any_xref
+    ArgParseDomain._headlab_quiet = True
+
+
 def setup(app):  # noqa: ANN001, ANN201
     """Sphinx entry point."""
+    _quiet_argparse_any_xref()
     app.connect("missing-reference", _resolve_reexported)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

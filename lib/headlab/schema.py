@@ -7,14 +7,14 @@ refused with a message that says so, instead of failing later on a missing key.
 
 In every one of these files a head is written ``[layer, head]`` (:meth:`headlab.heads.head.Head.to_json`).
 
-========== ============================================================= =====================================
-kind       written by                                                    schema
-========== ============================================================= =====================================
-atlas      :func:`headlab.analysis.atlas.compute_atlas` (``atlas`` CLI)  ``headlab.atlas/1``
-sweep      :meth:`headlab.analysis.sweep.SweepResult.to_json`            ``headlab.sweep/1``
-report     :func:`headlab.report.checklist` (``report`` CLI)             ``headlab.report/1``
-claims     :func:`headlab.ledger.report` (``results/claims/*.json``)     ``headlab.claims/1``
-========== ============================================================= =====================================
+====== ======================================================== ====================
+kind   written by                                               schema
+====== ======================================================== ====================
+atlas  ``headlab.analysis.atlas.compute_atlas`` (``atlas`` CLI) ``headlab.atlas/1``
+sweep  :meth:`headlab.analysis.sweep.SweepResult.to_json`       ``headlab.sweep/1``
+report ``headlab.report.checklist`` (``report`` CLI)            ``headlab.report/1``
+claims ``headlab.ledger.report`` (``results/claims/*.json``)    ``headlab.claims/1``
+====== ======================================================== ====================
 
 Files written before the versions existed (headlab 0.1) have no ``"schema"`` key: they are
 version 0, which readers upgrade in memory where they can.
@@ -48,11 +48,11 @@ def check_schema(data: Any, kind: str, source: str = "the data") -> int:
 
     Args:
         data: the parsed file.
-        kind: what the reader expects (a key of :data:`SCHEMAS`).
+        kind: what the reader expects (a key of ``SCHEMAS``).
         source: where the data came from (e.g. the file's path), for the messages.
 
     Returns:
-        The version: ``0`` for a file without ``"schema"`` (written by headlab 0.1), else the
+        int: the version, ``0`` for a file without ``"schema"`` (written by headlab 0.1), else the
         version number, at most the one this headlab writes.
 
     Raises:

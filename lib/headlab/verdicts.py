@@ -131,7 +131,7 @@ class Judgement:
     """The verdict and why.
 
     Attributes:
-        kind: one of :data:`KINDS`.
+        kind: one of ``KINDS``.
         holds_under: conditions under which the claim holds (every seed supports it).
         fails_under: conditions under which it fails (every seed contradicts it).
         open_under: the other conditions (interval spans the null, or seeds disagree).
@@ -155,7 +155,7 @@ class ClaimRow:
     """A claim as measured on one model: the numbers :func:`judge` reads.
 
     Attributes:
-        claim: the claim id, ``"C1"`` ... (see :data:`headlab.ledger.CLAIMS`).
+        claim: the claim id, ``"C1"`` ... (see ``headlab.ledger.CLAIMS``).
         model: the model (and data) measured, in words.
         quantity: what ``effect`` is, with units (e.g. "accuracy lead of head 1.3 over the
             nearest mention").
@@ -318,7 +318,7 @@ def rule_text() -> str:
 
 
 def count_verdicts(rows: Iterable[ClaimRow]) -> dict[str, int]:
-    """How many rows get each verdict, in the order of :data:`KINDS` (zeros included)."""
+    """How many rows get each verdict, in the order of ``KINDS`` (zeros included)."""
     counts = Counter(judge(r).kind for r in rows)
     return {k: counts.get(k, 0) for k in KINDS}
 

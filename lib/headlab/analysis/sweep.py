@@ -74,7 +74,7 @@ class SweepResult:
         return self.effects.mean(dim=1)
 
     def to_json(self) -> dict:
-        """The result as JSON (schema :data:`SCHEMA`): each group's heads as ``[[layer, head], ...]``,
+        """The result as JSON (schema ``headlab.sweep/1``): each group's heads as ``[[layer, head], ...]``,
         its effect on every input and their mean (6 decimals)."""
         return {
             "schema": SCHEMA, "mode": self.mode, "metric": self.kind,

@@ -18,7 +18,7 @@ somewhere else:
 * how to call the model.
 
 An :class:`Architecture` records those places for one family. Adding a family is adding one
-entry to :data:`ARCHITECTURES`: nothing outside this module asks which family a model is.
+entry to ``ARCHITECTURES``: nothing outside this module asks which family a model is.
 """
 
 from __future__ import annotations

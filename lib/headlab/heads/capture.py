@@ -1,6 +1,6 @@
 """Reading the heads: :class:`ActivationCache` and the capture and pattern-patching contexts.
 
-:class:`CaptureMethods` puts ``capture``, ``run_with_cache`` and ``patch_pattern`` on
+``CaptureMethods`` puts ``capture``, ``run_with_cache`` and ``patch_pattern`` on
 :class:`~headlab.heads.model.HeadModel`. The head outputs ``z`` are read at the gate before
 ``W_O`` (after any active edit, :mod:`headlab.heads.gate`); patterns are read where the
 model's adapter says they appear (:mod:`headlab.heads.adapters`).

@@ -1,6 +1,6 @@
 """The gate before ``W_O``: what an intervention writes into a layer's head outputs ``z``.
 
-The dispatcher (:mod:`headlab.heads.dispatch`) applies the active :class:`Edit` objects at
+The dispatcher (:mod:`headlab.heads.dispatch`) applies the active ``Edit`` objects at
 the input of every attention output projection, in the order their contexts were entered.
 The edits are: a gate with replacements (:class:`GateEdit`: zero, mean and resample ablation,
 batched sweeps, gradients) and an arbitrary function of ``z`` (:class:`FunctionEdit`, for
@@ -8,7 +8,7 @@ batched sweeps, gradients) and an arbitrary function of ``z`` (:class:`FunctionE
 input supplies each position in resample ablation. Each edit counts its applications, so an
 ablation whose gate was never reached fails loudly instead of changing nothing.
 
-:class:`GateMethods` puts the contexts built on them on :class:`~headlab.heads.model.HeadModel`:
+``GateMethods`` puts the contexts built on them on :class:`~headlab.heads.model.HeadModel`:
 ``gated``, ``ablate``, ``patch_z``, ``replacements`` and ``head_gradients``.
 """
 

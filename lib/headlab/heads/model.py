@@ -56,7 +56,7 @@ class HeadModel(CaptureMethods, GateMethods):
     weights: :meth:`W_Q`, :meth:`W_K`, :meth:`W_V`, :meth:`W_O` and their biases.
 
     Args:
-        model: a model of a family in :data:`headlab.heads.adapters.ARCHITECTURES`.
+        model: a model of a family in ``headlab.heads.adapters.ARCHITECTURES``.
         tokenizer: its tokenizer (never modified), or ``None`` to run on token ids only.
         name: shown in messages (default: the model's class name).
         provenance: where the weights come from (see the attribute).
@@ -111,12 +111,12 @@ class HeadModel(CaptureMethods, GateMethods):
 
     @property
     def blocks(self) -> list[nn.Module]:
-        """The transformer blocks, first to last (a new list: changing it changes nothing)."""
+        """The transformer blocks, first to last, as a new list (changing it changes nothing)."""
         return list(self._blocks)
 
     @property
     def hooks_installed(self) -> int:
-        """How many hooks the head interface has on the model now: 0 outside every context."""
+        """The number of hooks the head interface has on the model now (0 outside every context)."""
         return self.dispatcher.installed
 
     def heads(self) -> list[Head]:

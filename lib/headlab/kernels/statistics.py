@@ -1,11 +1,11 @@
 """Head statistics per query, defined once: what the fused kernels stream and what a pattern shows.
 
 For every (input, head, query ``i``) the streaming kernels return the columns of
-:data:`STATISTICS` (and the key position :data:`ARGMAX`) without ever holding the
+``STATISTICS`` (and the key position ``ARGMAX``) without ever holding the
 ``n x n`` pattern. This module says what each column means, builds the small
-per-position side inputs the kernels read (:func:`statistic_inputs`, O(n) memory),
+per-position side inputs the kernels read (``statistic_inputs``, O(n) memory),
 and computes the same columns from a materialized pattern
-(:func:`pattern_statistics`), the reference every kernel is tested against.
+(``pattern_statistics``), the reference every kernel is tested against.
 
 Let ``p[i, j]`` be query ``i``'s weight on key ``j``. The keys **allowed** to query
 ``i`` are the real keys (``key_real[j]``), and for a causal model only ``j <= i``.
@@ -32,7 +32,7 @@ weight exactly 0, so it never counts in any mass.
 
 **Padding.** Padding *keys* are never allowed (weight 0). Padding *queries* get their
 statistics computed like any other row (models let them attend to the real keys),
-but they mean nothing and the scores in :mod:`headlab.analysis.streaming` never count
+but they mean nothing and the scores in ``headlab.analysis.streaming`` never count
 them. A row with no allowed key at all (a fully padded input) gets 0 in every column
 and ``argmax = -1``, as ``attention(..., empty_rows="zero")`` gives it a zero row.
 """
@@ -67,11 +67,11 @@ class StatInputs:
         tokens: ``(batch, n)`` int64 token ids, padding replaced by distinct negative ids
             (so that padding never matches a token).
         first: ``(batch,)`` int64, the first real position of each input.
-        key_flags: ``(batch, n)`` int64 bit field: :data:`SEPARATOR_BIT`, :data:`PUNCTUATION_BIT`.
+        key_flags: ``(batch, n)`` int64 bit field: ``SEPARATOR_BIT``, ``PUNCTUATION_BIT``.
         rare_class: ``(batch, n)`` int64, the rank of each key's frequency among the distinct
-            finite frequencies of the batch (0 = rarest); :data:`NEVER_RARE` for the rest.
+            finite frequencies of the batch (0 = rarest); ``NEVER_RARE`` for the rest.
         rare_target: ``(batch, n)`` int64, per query, the smallest ``rare_class`` among the
-            allowed keys ``j != i`` (:data:`NO_TARGET` when there is none).
+            allowed keys ``j != i`` (``NO_TARGET`` when there is none).
         induction_target: ``(batch, n)`` int64, per query, the key after the most recent
             earlier occurrence ``j < i - 1`` of its token; -1 when there is none.
     """
@@ -220,7 +220,7 @@ def in_view(values: torch.Tensor, causal: bool, *, largest: bool, fill: int) -> 
 
 
 def pattern_statistics(pattern: torch.Tensor, inputs: StatInputs) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every statistic of :data:`STATISTICS` (and the argmax) from a materialized pattern.
+    """Every statistic of ``STATISTICS`` (and the argmax) from a materialized pattern.
 
     ``pattern`` ``(batch, head, q_pos, k_pos)`` (rows over allowed keys summing to 1, or
     all-zero rows). Returns ``(stats (batch, head, q_pos, len(STATISTICS)), argmax (batch,

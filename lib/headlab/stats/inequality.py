@@ -150,7 +150,7 @@ def gini_references(n_heads: int, *, n_draws: int = 2000, level: float = 0.95, s
 
     With few heads the sample Gini is biased low and noisy, so a measured Gini is compared
     with what the same number of draws gives, not with the population value
-    (:data:`REFERENCE_GINI`).
+    (``REFERENCE_GINI``).
 
     Args:
         n_heads: how many values per draw (the number of heads measured).

@@ -63,7 +63,7 @@ def add_commands(subparsers) -> None:
     """Add the ``train`` command to ``python -m headlab``'s sub-parsers."""
     p = subparsers.add_parser("train", help="train a model from its recipe and save a checkpoint",
                               description="Train a named recipe of headlab.training.recipes.RECIPES: every shipped "
-                                          "checkpoint, the width/depth family (wd-*), the distillation student.")
+                                          "checkpoint, the width/depth family (the wd- recipes), the distillation student.")
     p.add_argument("name", help="recipe name, e.g. attn-only-2l, organism, two-relations-2h-s0, heads-4, wd-2l-4h")
     p.add_argument("--seed", type=int, default=None, help="training seed (default: the recipe's)")
     p.add_argument("--steps", type=int, default=None,
