@@ -27,12 +27,13 @@ def test_the_build_writes_rows_the_ledger_reads(tmp_path, monkeypatch):
     monkeypatch.setenv("HEADLAB_WRITE_CLAIMS", "1")  # what scripts/build_book.py sets
     rows = [Verdict("C8", "organism", "Gini 0.61", "holds"),
             Verdict("C9", "organism", "3 of 32 heads", "holds with conditions", "on agreement only")]
-    assert report("ch99", rows) is None  # it displays; a notebook cell shows the table once
+    with pytest.warns(DeprecationWarning, match="typed by hand"):
+        assert report("ch99", rows) is None  # it displays; a notebook cell shows the table once
     text = markdown_table(rows)
-    assert "| **C8**" in text and "*holds with conditions* — on agreement only" in text
+    assert "| **C8**" in text and "*holds with conditions* (typed) — on agreement only" in text
     assert claims_dir() == tmp_path / "claims"
     data = json.loads((tmp_path / "claims" / "ch99.json").read_text())
-    assert data["schema"] == SCHEMA == "headlab.claims/1"
+    assert data["schema"] == SCHEMA == "headlab.claims/2"
     assert data["chapter"] == "ch99" and len(data["rows"]) == 2
     ledger = load_all()
     assert ledger["C8"][0]["measured"] == "Gini 0.61" and ledger["C8"][0]["chapter"] == "ch99"
@@ -43,16 +44,17 @@ def test_a_readers_run_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("HEADLAB_CLAIMS_DIR", str(tmp_path / "claims"))
     monkeypatch.delenv("HEADLAB_WRITE_CLAIMS", raising=False)
     monkeypatch.chdir(tmp_path)
-    report("ch99", [Verdict("C3", "m", "x", "holds")])
+    with pytest.warns(DeprecationWarning):
+        report("ch99", [Verdict("C3", "m", "x", "holds")])
     assert not any(tmp_path.iterdir())
 
 
 def test_the_ledger_reads_0_1_files_and_refuses_newer_ones(tmp_path):
     row = {"claim": "C8", "models": "m", "measured": "x", "verdict": "holds", "note": ""}
     (tmp_path / "ch01.json").write_text(json.dumps({"chapter": "ch01", "rows": [row]}))  # 0.1: no schema
-    assert load_all(tmp_path)["C8"] == [{"chapter": "ch01", **row}]
-    (tmp_path / "ch02.json").write_text(json.dumps({"schema": "headlab.claims/2", "chapter": "ch02", "rows": [row]}))
-    with pytest.raises(SchemaError, match=r"ch02.json has schema 'headlab.claims/2', newer than this headlab reads"):
+    assert load_all(tmp_path)["C8"] == [{"chapter": "ch01", "kind": "typed", **row}]
+    (tmp_path / "ch02.json").write_text(json.dumps({"schema": "headlab.claims/3", "chapter": "ch02", "rows": [row]}))
+    with pytest.raises(SchemaError, match=r"ch02.json has schema 'headlab.claims/3', newer than this headlab reads"):
         load_all(tmp_path)
 
 
@@ -61,3 +63,35 @@ def test_the_claims_ship_with_the_package():
 
     assert claims_dir() == Path(headlab.__file__).parent / "results" / "claims"
     assert sorted(p.stem for p in claims_dir().glob("*.json"))[:2] == ["ch01", "ch02"]
+
+
+def _lead_row(low, high, seeds=(None,)):
+    from headlab.verdicts import ClaimRow, Measurement
+
+    ms = tuple(Measurement("held-out items", 0.12, low, high, 185, s) for s in seeds)
+    return ClaimRow("C4", "MiniLM, English set", "accuracy lead over the nearest mention", 0.0,
+                    "nearest-mention baseline", "greater", ms)
+
+
+def test_a_measured_row_gets_its_verdict_from_the_rule_and_shows_its_numbers(tmp_path, monkeypatch):
+    from headlab.ledger import summary
+
+    monkeypatch.setenv("HEADLAB_CLAIMS_DIR", str(tmp_path))
+    monkeypatch.setenv("HEADLAB_WRITE_CLAIMS", "1")
+    report("ch99", [_lead_row(0.03, 0.21), _lead_row(-0.01, 0.24)])
+    rows = load_all()["C4"]
+    assert [summary(r)["verdict"] for r in rows] == ["holds", "inconclusive"]
+    text = markdown_table([_lead_row(0.03, 0.21)])
+    assert "*holds*" in text and "[0.03, 0.21], n = 185" in text and "null 0 (nearest-mention baseline)" in text
+
+
+def test_a_verdict_edited_by_hand_in_a_claims_file_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEADLAB_CLAIMS_DIR", str(tmp_path))
+    monkeypatch.setenv("HEADLAB_WRITE_CLAIMS", "1")
+    report("ch99", [_lead_row(-0.01, 0.24)])
+    path = tmp_path / "ch99.json"
+    data = json.loads(path.read_text())
+    data["rows"][0]["verdict"]["kind"] = "holds"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="never edited by hand"):
+        load_all()

@@ -1,4 +1,8 @@
-"""The claims ledger: every claim of the seeds, where the book measures it, and the verdict.
+"""The claims ledger: every common claim about heads, where the book measures it, and the verdict.
+
+A chapter measures a claim as a :class:`headlab.verdicts.ClaimRow` (the effect, its 95% interval,
+n, the seeds, the null or baseline, the conditions tested) and the verdict follows from those
+numbers by the one rule of :mod:`headlab.verdicts`; nobody types a verdict.
 
 A chapter measures claims and ends with :func:`report`, which shows its verdict
 table and, when the book is built (``scripts/build_book.py`` and
@@ -13,15 +17,17 @@ with the table its chapter shows.
 from __future__ import annotations
 
 import json
+import math
+import os
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import os
-
 from headlab.schema import check_schema, schema_of
+from headlab.verdicts import KINDS, ClaimRow, from_json, judge, to_json
 
-__all__ = ["CLAIMS", "VERDICTS", "Verdict", "report", "markdown_table", "load_all", "claims_dir", "book_root",
-           "SCHEMA"]
+__all__ = ["CLAIMS", "VERDICTS", "Verdict", "report", "markdown_table", "load_all", "summary", "measured_text",
+           "claims_dir", "book_root", "SCHEMA"]
 
 SCHEMA = schema_of("claims")  # <claims dir>/<chapter>.json: {"schema", "chapter", "rows"}
 WRITE_ENV = "HEADLAB_WRITE_CLAIMS"  # set by the book build: report() writes the chapter's rows
@@ -50,12 +56,13 @@ CLAIMS: dict[str, str] = {
     "C20": "Heads matter differently per task type",
 }
 
-VERDICTS = ("holds", "holds with conditions", "does not hold here")
+VERDICTS = KINDS  # holds / holds with conditions / inconclusive / does not hold here (headlab.verdicts)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """One measured row of the ledger.
+    """A row whose verdict was typed by hand (headlab 0.1). Deprecated: build a
+    :class:`headlab.verdicts.ClaimRow` from measured numbers, and the rule gives the verdict.
 
     Attributes:
         claim: ``"C1"`` ... ``"C20"``.
@@ -78,6 +85,56 @@ class Verdict:
             raise ValueError(f"verdict must be one of {VERDICTS}, not {self.verdict!r}")
 
 
+def _number(x: float) -> str:
+    if not math.isfinite(x):
+        return "∞" if x > 0 else "−∞"
+    return f"{x:.3g}"
+
+
+def measured_text(row: ClaimRow) -> str:
+    """The headline number of a measured row, with its interval, n, seeds and null, in one line:
+    ``0.122 [0.031, 0.21], n = 185, seeds 0–2; null 0 (nearest-mention baseline)``."""
+    h = row.headline
+    seeds = row.seeds
+    seed_text = ""
+    if len(seeds) == 1:
+        seed_text = f", seed {seeds[0]}"
+    elif seeds:
+        seed_text = f", seeds {', '.join(map(str, seeds))}"
+    return (f"{row.quantity}: {_number(h.effect)} [{_number(h.low)}, {_number(h.high)}], n = {h.n}{seed_text}; "
+            f"null {row.null:g} ({row.null_label})")
+
+
+def _as_entry(row: ClaimRow | Verdict) -> dict:
+    """The JSON form of one row: a measured row with its numbers and the rule's verdict, or a
+    hand-typed (0.1) row marked ``typed``."""
+    if isinstance(row, ClaimRow):
+        if row.claim not in CLAIMS:
+            raise ValueError(f"unknown claim {row.claim!r}: the ledger knows {', '.join(CLAIMS)}")
+        return {"kind": "measured", **to_json(row)}
+    if isinstance(row, Verdict):
+        return {"kind": "typed", **asdict(row)}
+    raise TypeError(f"a ledger row is a headlab.verdicts.ClaimRow (or a 0.1 Verdict), got {type(row).__name__}")
+
+
+def summary(entry: dict) -> dict:
+    """One stored row (as :func:`load_all` returns it) in the columns the ledger shows:
+    ``claim``, ``chapter``, ``models``, ``measured``, ``verdict``, ``note``, ``typed`` (True when
+    the verdict was typed by hand rather than given by the rule), and for measured rows the
+    ``row`` (:class:`~headlab.verdicts.ClaimRow`) and ``reason``."""
+    if entry.get("kind", "typed") == "typed":
+        return {"claim": entry["claim"], "chapter": entry.get("chapter"), "models": entry["models"],
+                "measured": entry["measured"], "verdict": entry["verdict"], "note": entry.get("note", ""),
+                "typed": True}
+    row = from_json({k: v for k, v in entry.items() if k not in ("kind", "chapter")})
+    judgement = judge(row)
+    note = row.note
+    if judgement.kind == "holds with conditions":
+        note = (f"holds under {', '.join(judgement.holds_under)}" + (f"; {note}" if note else ""))
+    return {"claim": row.claim, "chapter": entry.get("chapter"), "models": row.model, "measured": measured_text(row),
+            "verdict": judgement.kind, "note": note, "typed": False, "row": row, "reason": judgement.reason}
+
+
 def claims_dir() -> Path:
     """Where the chapters' verdicts live: ``$HEADLAB_CLAIMS_DIR`` if set, else ``results/claims``
     inside the installed package (in a checkout, ``lib/headlab/results/claims``)."""
@@ -95,16 +152,20 @@ def book_root(start: str | Path | None = None) -> Path | None:
     return None
 
 
-def markdown_table(rows: list[Verdict]) -> str:
-    """The verdict rows as the Markdown table :func:`report` shows."""
-    lines = ["| claim | models | measured | verdict |", "|---|---|---|---|"]
-    for r in rows:
-        note = f" — {r.note}" if r.note else ""
-        lines.append(f"| **{r.claim}** {CLAIMS[r.claim]} | {r.models} | {r.measured} | *{r.verdict}*{note} |")
+def markdown_table(rows: list[ClaimRow | Verdict]) -> str:
+    """The rows as the Markdown table :func:`report` shows: the claim, the verdict (the rule's, or
+    marked "typed" for a 0.1 row), the measured number with its interval, n, seeds and null, and the model."""
+    lines = ["| claim | verdict | measured | models |", "|---|---|---|---|"]
+    for entry in map(_as_entry, rows):
+        s = summary(entry)
+        note = f" — {s['note']}" if s["note"] else ""
+        typed = " (typed)" if s["typed"] else ""
+        lines.append(f"| **{s['claim']}** {CLAIMS[s['claim']]} | *{s['verdict']}*{typed}{note} | {s['measured']} "
+                     f"| {s['models']} |")
     return "\n".join(lines)
 
 
-def report(chapter: str, rows: list[Verdict], write: bool | None = None) -> None:
+def report(chapter: str, rows: list[ClaimRow | Verdict], write: bool | None = None) -> None:
     """Show the chapter's verdict table and, when the book is built, record it for the ledger.
 
     ``write=None`` writes only when ``HEADLAB_WRITE_CLAIMS`` is set (the book build sets it), so a
@@ -113,13 +174,17 @@ def report(chapter: str, rows: list[Verdict], write: bool | None = None) -> None
     """
     if not rows:
         raise ValueError("a claims report needs at least one row")
+    entries = [_as_entry(r) for r in rows]
+    if any(e["kind"] == "typed" for e in entries):
+        warnings.warn(f"{chapter}: a verdict typed by hand (headlab.ledger.Verdict); build a "
+                      "headlab.verdicts.ClaimRow from the measured numbers instead", DeprecationWarning, stacklevel=2)
     text = markdown_table(rows)
     if write is None:
         write = os.environ.get(WRITE_ENV, "").strip().lower() not in ("", "0", "false", "no")
     if write:
         folder = claims_dir()
         folder.mkdir(exist_ok=True)
-        payload = {"schema": SCHEMA, "chapter": chapter, "rows": [asdict(r) for r in rows]}
+        payload = {"schema": SCHEMA, "chapter": chapter, "rows": entries}
         (folder / f"{chapter}.json").write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n",
                                                 encoding="utf-8")
     try:
@@ -146,6 +211,7 @@ def load_all(folder: str | Path | None = None) -> dict[str, list[dict]]:
         data = json.loads(path.read_text(encoding="utf-8"))
         check_schema(data, "claims", str(path))
         for row in data["rows"]:
-            Verdict(**row)  # validates
+            row = row if "kind" in row else {"kind": "typed", **row}  # headlab.claims/1 rows were all typed
+            summary(row)  # validates: a typed row's fields, or a measured row's numbers and verdict
             out[row["claim"]].append({"chapter": data["chapter"], **row})
     return out
