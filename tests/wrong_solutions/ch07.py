@@ -1,0 +1,104 @@
+"""Wrong solutions students really write for the exercises of chapter 07."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def topk_no_relu(pre, k):
+    idx = pre.topk(k, dim=-1).indices
+    return torch.zeros_like(pre).scatter(-1, idx, pre.gather(-1, idx))
+
+
+def topk_wrong_dim(pre, k):
+    if pre.dim() == 1:
+        return torch.relu(torch.zeros_like(pre).scatter(-1, pre.topk(k).indices, pre.topk(k).values))
+    idx = pre.topk(min(k, pre.shape[0]), dim=0).indices
+    return torch.relu(torch.zeros_like(pre).scatter(0, idx, pre.gather(0, idx)))
+
+
+def topk_smallest(pre, k):
+    idx = pre.topk(k, dim=-1, largest=False).indices
+    return torch.relu(torch.zeros_like(pre).scatter(-1, idx, pre.gather(-1, idx)))
+
+
+def topk_values_only(pre, k):
+    return torch.relu(pre.topk(k, dim=-1).values)
+
+
+def recovered_complement(clean, replaced, floor):
+    return (replaced - clean) / (floor - clean)
+
+
+def recovered_clipped(clean, replaced, floor):
+    return min(1.0, max(0.0, (floor - replaced) / (floor - clean)))
+
+
+def recovered_over_floor(clean, replaced, floor):
+    return (floor - replaced) / floor
+
+
+def match_abs(dec_a, dec_b):
+    a = dec_a / dec_a.norm(dim=1, keepdim=True)
+    b = dec_b / dec_b.norm(dim=1, keepdim=True)
+    return (a @ b.T).abs().max(dim=1).values
+
+
+def match_dot(dec_a, dec_b):
+    return (dec_a @ dec_b.T).max(dim=1).values
+
+
+def match_same_row(dec_a, dec_b):
+    a = dec_a / dec_a.norm(dim=1, keepdim=True)
+    b = dec_b / dec_b.norm(dim=1, keepdim=True)
+    n = min(len(a), len(b))
+    return torch.cat([(a[:n] * b[:n]).sum(dim=1), torch.zeros(len(a) - n)])
+
+
+def match_over_b(dec_a, dec_b):
+    a = dec_a / dec_a.norm(dim=1, keepdim=True)
+    b = dec_b / dec_b.norm(dim=1, keepdim=True)
+    return (a @ b.T).max(dim=0).values
+
+
+def match_library(dec_a, dec_b):
+    from headlab.analysis.sae.compare import match_features
+
+    return match_features(dec_a, dec_b)
+
+
+def _units(contributions, mass, sort=True, strict=True, per_row=True):
+    c = np.asarray(contributions, dtype=float)
+    if sort:
+        c = -np.sort(-c, axis=1)
+    cum = np.cumsum(c, axis=1)
+    total = cum[:, -1:] if per_row else np.full((len(c), 1), cum[:, -1].mean())
+    needed = ((cum < mass * total) if strict else (cum <= mass * total)).sum(axis=1) + 1
+    return np.where(cum[:, -1] > 0, np.minimum(needed, c.shape[1]), 0)
+
+
+def units_unsorted(contributions, mass):
+    return _units(contributions, mass, sort=False)
+
+
+def units_at_most(contributions, mass):
+    return _units(contributions, mass, strict=False)
+
+
+def units_global_total(contributions, mass):
+    return _units(contributions, mass, per_row=False)
+
+
+def units_zero_row_one(contributions, mass):
+    c = -np.sort(-np.asarray(contributions, dtype=float), axis=1)
+    cum = np.cumsum(c, axis=1)
+    return (cum < mass * cum[:, -1:]).sum(axis=1) + 1
+
+
+CATALOGUE: dict[str, list] = {
+    "ex-07-topk": [topk_no_relu, topk_wrong_dim, topk_smallest, topk_values_only],
+    "ex-07-recovered": [recovered_complement, recovered_clipped, recovered_over_floor],
+    "ex-07-match": [match_abs, match_dot, match_same_row, match_over_b, match_library],
+    "ex-07-units": [units_unsorted, units_at_most, units_global_total, units_zero_row_one],
+}
