@@ -114,6 +114,10 @@ def _as_entry(row: ClaimRow | Verdict) -> dict:
         return {"kind": "measured", **to_json(row)}
     if isinstance(row, Verdict):
         return {"kind": "typed", **asdict(row)}
+    if isinstance(row, dict):  # a stored row (as a claims file holds it): validated by summary()
+        entry = row if "kind" in row else {"kind": "typed", **row}
+        summary(entry)
+        return entry
     raise TypeError(f"a ledger row is a headlab.verdicts.ClaimRow (or a 0.1 Verdict), got {type(row).__name__}")
 
 
@@ -152,7 +156,7 @@ def book_root(start: str | Path | None = None) -> Path | None:
     return None
 
 
-def markdown_table(rows: list[ClaimRow | Verdict]) -> str:
+def markdown_table(rows: list[ClaimRow | Verdict | dict]) -> str:
     """The rows as the Markdown table :func:`report` shows: the claim, the verdict (the rule's, or
     marked "typed" for a 0.1 row), the measured number with its interval, n, seeds and null, and the model."""
     lines = ["| claim | verdict | measured | models |", "|---|---|---|---|"]
