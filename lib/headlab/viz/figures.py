@@ -14,7 +14,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["as_array", "new_axes", "layer_head_axes"]
+__all__ = ["as_array", "new_axes", "layer_head_axes", "COLUMN_WIDTH", "MIN_FONT_SIZE"]
+
+# The book's text column is 688 px wide at 1280 px, and notebook figures are saved at 100 dpi:
+# a figure up to this wide is shown at its own size, so a 7-point label stays ~10 px tall.
+# A wider figure would be shrunk to fit, and its text with it.
+COLUMN_WIDTH = 6.8  # inches
+MIN_FONT_SIZE = 7  # points: the smallest text a figure of the book draws
 
 
 def as_array(x) -> np.ndarray:
@@ -25,7 +31,9 @@ def as_array(x) -> np.ndarray:
 
 
 def new_axes(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (3.2, 3.0), **kwargs):
-    """A figure with ``nrows x ncols`` axes of the given size each (inches).
+    """A figure with ``nrows x ncols`` axes of about the given size each (inches), drawn for the
+    book's column: when ``ncols`` panels would be wider than :data:`COLUMN_WIDTH`, every panel is
+    scaled down (aspect kept) so that the figure fits and its text is shown at its own size.
 
     Returns:
         ``(figure, axes)``, ``axes`` always a 2-d array (``axes[row, col]``). Extra keyword
@@ -33,7 +41,9 @@ def new_axes(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (3.2, 3
     """
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False,
+    width, height = size[0] * ncols, size[1] * nrows
+    scale = min(1.0, COLUMN_WIDTH / width)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * scale, height * scale), squeeze=False,
                              constrained_layout=True, **kwargs)
     return fig, axes
 
