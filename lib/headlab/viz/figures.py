@@ -19,8 +19,10 @@ __all__ = ["as_array", "new_axes", "layer_head_axes", "COLUMN_WIDTH", "MIN_FONT_
 # The book's text column is 688 px wide at 1280 px, and notebook figures are saved at 100 dpi:
 # a figure up to this wide is shown at its own size, so a 7-point label stays ~10 px tall.
 # A wider figure would be shrunk to fit, and its text with it.
-COLUMN_WIDTH = 6.8  # inches
-MIN_FONT_SIZE = 7  # points: the smallest text a figure of the book draws
+#: The column's width in inches (688 px at 100 dpi).
+COLUMN_WIDTH = 6.8
+#: The smallest text a figure of the book draws, in points (about 10 px at 100 dpi).
+MIN_FONT_SIZE = 7
 
 
 def as_array(x) -> np.ndarray:
