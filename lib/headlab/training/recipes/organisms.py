@@ -1,9 +1,10 @@
 """The model organisms of chapters 3-8, shipped in ``lib/headlab/checkpoints/``.
 
-* the language organisms: ``organism`` (4 layers x 8 heads) and ``organism-small-s0..2``
-  (2 x 4, three seeds), GPTs on the synthetic language (:class:`~headlab.data.windows.SyntheticLanguage`);
+* the language organisms: ``organism`` (4 layers x 8 heads; seeds 1 and 2 as ``organism-s1``,
+  ``organism-s2``) and ``organism-small-s0..2`` (2 x 4, three seeds), GPTs on the synthetic language (:class:`~headlab.data.windows.SyntheticLanguage`);
 * the attention-only models on repeated random spans (:class:`~headlab.data.spans.RepeatedSpans`):
-  ``attn-only-1l`` (cannot form induction heads), ``attn-only-2l`` (forms them in a phase change)
+  ``attn-only-1l`` (cannot form induction heads), ``attn-only-2l`` (forms them in a phase change),
+  each also from seeds 1 and 2 (``attn-only-1l-s1`` ...)
   and ``tiny-attn-2l`` (retrained by the tests in seconds).
 
 Each is trained with ``python -m headlab train NAME --threads 1 --out lib/headlab/checkpoints/NAME``.
@@ -48,14 +49,17 @@ def span_recipe(name: str, description: str, n_layers: int, steps: int, **overri
 
 ORGANISMS: dict[str, Recipe] = {
     r.name: r for r in [
-        language_recipe("organism", "the book's GPT on the synthetic language (4 layers x 8 heads)",
-                        steps=4000, d_model=128, n_layers=4, n_heads=8, d_mlp=512),
+        *[language_recipe("organism" + (f"-s{s}" if s else ""),
+                          "the book's GPT on the synthetic language (4 layers x 8 heads)" + (f"; seed {s}" if s else ""),
+                          steps=4000, seed=s, d_model=128, n_layers=4, n_heads=8, d_mlp=512) for s in range(3)],
         *[language_recipe(f"organism-small-s{s}", f"a 2-layer x 4-head GPT on the synthetic language, seed {s}",
                           steps=3000, seed=s, d_model=128, n_layers=2, n_heads=4, d_mlp=512) for s in range(3)],
-        span_recipe("attn-only-1l", "1-layer attention-only model on repeated random spans: "
-                    "cannot form induction heads", n_layers=1, steps=1500),
-        span_recipe("attn-only-2l", "2-layer attention-only model on repeated random spans: "
-                    "forms induction heads in a phase change", n_layers=2, steps=1500),
+        *[span_recipe(f"attn-only-1l{f'-s{s}' if s else ''}", "1-layer attention-only model on repeated random "
+                      "spans: cannot form induction heads" + (f"; seed {s}" if s else ""), n_layers=1, steps=1500,
+                      seed=s) for s in range(3)],
+        *[span_recipe(f"attn-only-2l{f'-s{s}' if s else ''}", "2-layer attention-only model on repeated random "
+                      "spans: forms induction heads in a phase change" + (f"; seed {s}" if s else ""), n_layers=2,
+                      steps=1500, seed=s) for s in range(3)],
         span_recipe("tiny-attn-2l", "a tiny 2-layer attention-only model, retrained by the tests in seconds",
                     n_layers=2, steps=400, task=RepeatedSpans(n_tokens=16, n_ctx=32, min_span=4, max_span=15),
                     config={"d_model": 32, "n_heads": 2}, lr=3e-3, eval_every=25, eval_size=128, warmup=20),
