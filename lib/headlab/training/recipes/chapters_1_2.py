@@ -3,7 +3,7 @@
 * ``two-relations-{1,2}h[-ln]-s{0,1,2}`` (chapter 1): one attention layer (``d_model`` 32, no MLP)
   with 1 or 2 heads, with or without LayerNorm, on :class:`~headlab.data.two_relations.TwoRelations`;
 * ``two-relations-2h-dh{1,2,4,8}-s{0,1,2}`` (chapter 2): the two-head model with narrower heads;
-* ``heads-{1,2,4,8}`` (chapter 2's adjustable-heads widget): 2-layer GPTs with 1 to 8 heads on
+* ``heads-{1,2,4,8}`` (chapter 2's adjustable-heads widget; seeds 1 and 2 as ``heads-N-s1``, ``-s2``): 2-layer GPTs with 1 to 8 heads on
   :class:`~headlab.data.windows.LanguageWindows`.
 
 Each is trained with ``python -m headlab train NAME --threads 1 --out lib/headlab/checkpoints/NAME``.
@@ -46,13 +46,16 @@ def _recipes() -> list[Recipe]:
                 f"LayerNorm, on two relations at once; seed {seed}",
                 seed, n_heads=2, d_head=d_head, layer_norm=False))
     language = LanguageWindows(n_ctx=32)
-    for n_heads in (1, 2, 4, 8):
-        config = GPTConfig(d_vocab=language.d_vocab, n_ctx=language.n_ctx, d_model=64, n_layers=2,
-                           n_heads=n_heads, d_mlp=128)
-        recipes.append(Recipe(
-            f"heads-{n_heads}", f"chapter 2: a 2-layer GPT on the synthetic language with {n_heads} head(s) "
-            f"of d_head {64 // n_heads} per layer (the adjustable-heads widget)",
-            config, language, steps=4000, batch_size=32, lr=3e-3, warmup=200, eval_every=250, eval_size=256))
+    for seed in range(3):  # seed 0 is the widget's model, "heads-N"; seeds 1 and 2 measure the spread
+        for n_heads in (1, 2, 4, 8):
+            config = GPTConfig(d_vocab=language.d_vocab, n_ctx=language.n_ctx, d_model=64, n_layers=2,
+                               n_heads=n_heads, d_mlp=128)
+            recipes.append(Recipe(
+                f"heads-{n_heads}" + (f"-s{seed}" if seed else ""),
+                f"chapter 2: a 2-layer GPT on the synthetic language with {n_heads} head(s) "
+                f"of d_head {64 // n_heads} per layer (the adjustable-heads widget)" + (f"; seed {seed}" if seed else ""),
+                config, language, steps=4000, batch_size=32, lr=3e-3, warmup=200, eval_every=250, eval_size=256,
+                seed=seed))
     return recipes
 
 
