@@ -3,7 +3,7 @@
 
 For maintainers, after changing a chapter or the library. The stored outputs are
 what GitHub and Colab show before anything runs, and what nbval compares the
-cells marked ``# NBVAL_CHECK_OUTPUT`` against; the stored widget state is what
+cells tagged ``nbval-check-output`` against; the stored widget state is what
 the website's widgets show. So this runs each notebook top to bottom on a fresh
 kernel (cwd = the notebook's folder, like the book build) and saves outputs and
 widget state into the notebook.

@@ -8,10 +8,11 @@ matplotlib settings, no prints.
 """
 
 from headlab import _compat
+from headlab.devices import resolve_device
 from headlab.heads.loading import load
 from headlab.heads.model import HeadModel
 
 __version__ = "0.1.0"
-__all__ = ["load", "HeadModel", "__version__"]
+__all__ = ["load", "HeadModel", "resolve_device", "__version__"]
 
 _compat.install()

@@ -21,6 +21,7 @@ import os
 import socket
 from pathlib import Path
 
+from headlab.devices import resolve_device
 from headlab.heads.adapters import ARCHITECTURES, supported_model_types
 from headlab.heads.model import HeadModel
 from headlab.models.checkpoints import available_organisms, load_organism
@@ -69,10 +70,15 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
-def load(name: str, device: str = "cpu") -> HeadModel:
-    """Load a model by name and wrap it as a :class:`~headlab.heads.model.HeadModel` (in eval mode)."""
+def load(name: str, device: str = "auto") -> HeadModel:
+    """Load a model by name and wrap it as a :class:`~headlab.heads.model.HeadModel` (in eval mode).
+
+    ``device="auto"`` (the default) puts it on CUDA when there is a GPU, else on Apple's MPS, else
+    on the CPU (:func:`headlab.devices.resolve_device`); ``"cpu"``, ``"cuda"`` or ``"mps"`` choose.
+    """
     if not isinstance(name, str) or not name:
         raise TypeError(f"name must be a model name such as 'minilm', got {name!r}")
+    device = resolve_device(device)
     if name == MINILM:
         return _load_hf(str(minilm_path()), device, display=MINILM)
     if name in available_organisms():

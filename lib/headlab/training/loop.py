@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from headlab.devices import resolve_device
 from headlab.models.gpt import GPT
 from headlab.training.recipe import Recipe
 
@@ -229,7 +230,7 @@ def train(recipe: Recipe, seed: int | None = None, steps: int | None = None, dev
         recipe: what to train (:data:`headlab.training.recipes.RECIPES`).
         seed: default the recipe's.
         steps: default the recipe's.
-        device: ``"cpu"`` or ``"cuda"``.
+        device: ``"cpu"``, ``"cuda"``, ``"mps"`` or ``"auto"`` (:func:`headlab.devices.resolve_device`).
         progress: show a progress bar.
         log: called with each curve row as JSON.
         objective: builds the loss from the new model (default: its next-token loss,
@@ -241,6 +242,7 @@ def train(recipe: Recipe, seed: int | None = None, steps: int | None = None, dev
     steps = recipe.steps if steps is None else steps
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be an int >= 1, got {steps!r}")
+    device = str(resolve_device(device))
     torch.manual_seed(seed)
     model = GPT(recipe.config).to(device)
     task = recipe.task
