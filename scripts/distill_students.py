@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Train chapter 6's distillation students and record what survives of the teacher's heads.
+"""Train chapter 7's distillation students and record what survives of the teacher's heads.
 
     OMP_NUM_THREADS=1 python scripts/distill_students.py            # the shipped run (about an hour on 1 core)
     OMP_NUM_THREADS=1 python scripts/distill_students.py --steps 100 --seeds 0 --out /tmp/d.json --no-checkpoints

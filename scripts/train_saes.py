@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Train chapter 7's sparse autoencoders and ship them with their provenance.
+"""Train chapter 8's sparse autoencoders and ship them with their provenance.
 
 For one layer of a model organism trained on the synthetic language, trains top-k SAEs (and
 optionally an L1 SAE and one SAE per head) on the layer's head outputs and writes each with its

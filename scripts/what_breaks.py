@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compute the experiments of chapter 6 ("What breaks when specialisation is ignored") on the organism (and one on MiniLM).
+"""Compute the experiments of chapter 7 ("What breaks when specialisation is ignored") on the organism (and one on MiniLM).
 
     OMP_NUM_THREADS=1 python scripts/what_breaks.py                 # all parts (about 10 min on a free core)
     OMP_NUM_THREADS=1 python scripts/what_breaks.py --parts pruning  # one part, others kept from the file

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The width/depth/d_head sweep of chapter 7: regenerates ``lib/headlab/results/width_depth.json``.
+"""The width/depth/d_head sweep of chapter 8: regenerates ``lib/headlab/results/width_depth.json``.
 
 Trains every recipe of ``headlab.training.recipes.width_depth.WIDTH_DEPTH`` at each seed with
 :func:`headlab.experiments.width_depth.run_sweep` (what is trained and recorded is described there):

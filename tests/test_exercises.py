@@ -238,7 +238,7 @@ def test_recording_runs_every_case_and_counts_them(capsys) -> None:
 
 def test_calling_the_librarys_answer_fails_with_the_reason() -> None:
     from headlab.exercises import ForbiddenCall
-    from headlab.exercises.ch05 import check_gini
+    from headlab.exercises.ch06 import check_gini
 
     def gini_of(effects):
         from headlab.analysis.importance import gini

@@ -1,4 +1,4 @@
-"""The experiments behind the stored results of chapters 6 and 7 (headlab.experiments), at a tiny size:
+"""The experiments behind the stored results of chapters 7 and 8 (headlab.experiments), at a tiny size:
 each runs, is deterministic, and writes the keys and value types of the shipped file it regenerates."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_schema_comparison_catches_a_missing_key_and_a_changed_type():
         "/a: str vs number", "/b[0]/d: missing", "/e/g: not in the shipped file"]
 
 
-# ---------------------------------------------------------------------------- chapter 6: what breaks
+# ---------------------------------------------------------------------------- chapter 7: what breaks
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_what_breaks_rejects_an_unknown_part():
         run_what_breaks(["pruned"], out=None)
 
 
-# ---------------------------------------------------------------------------- chapter 6: students
+# ---------------------------------------------------------------------------- chapter 7: students
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ def test_students_resume_and_refuse_unknown_targets(tmp_path, tiny_student, caps
         distill_students(["average"], [0], out=out, recipe=tiny_student)
 
 
-# ---------------------------------------------------------------------------- chapter 7: width and depth
+# ---------------------------------------------------------------------------- chapter 8: width and depth
 
 
 def test_width_depth_sweep_writes_the_shipped_schema_deterministically_and_resumes(tmp_path):
@@ -177,7 +177,7 @@ def test_width_depth_sweep_writes_the_shipped_schema_deterministically_and_resum
         run_sweep(["wd-9l-1h"], [0], out=tmp_path / "c.json", recipes=tiny)
 
 
-# ---------------------------------------------------------------------------- chapter 7: sparse autoencoders
+# ---------------------------------------------------------------------------- chapter 8: sparse autoencoders
 
 
 def test_saes_write_the_shipped_schema_deterministically(tmp_path):

@@ -15,7 +15,7 @@ from conftest import CHAPTERS, chapter_notebooks
 from headlab.ledger import CLAIMS, SCHEMA, Verdict, claims_dir, markdown_table, summary
 
 CLAIMS_DIR = claims_dir()
-LEDGER = CHAPTERS / "09_ledger" / "09_ledger.ipynb"
+LEDGER = CHAPTERS / "10_ledger" / "10_ledger.ipynb"
 TABLE_HEADER = "| claim | verdict | measured | models |"
 REPORT_CALL = re.compile(r"""report\(\s*["'](ch\d\d)["']""")
 SKIP_TAG = "skip-execution"
@@ -95,7 +95,7 @@ def test_the_ledger_lists_every_claim_and_every_recorded_row() -> None:
     text = _ledger_text()
     for claim, statement in CLAIMS.items():
         assert f"| **{claim}** {statement} |" in text, f"the ledger's stored table does not list {claim}"
-    stale = "re-execute chapters/09_ledger/09_ledger.ipynb with scripts/execute_notebooks.py"
+    stale = "re-execute chapters/10_ledger/10_ledger.ipynb with scripts/execute_notebooks.py"
     for path in _claim_files():
         for row in json.loads(path.read_text(encoding="utf-8"))["rows"]:
             note = f" — {row['note']}" if row["note"] else ""

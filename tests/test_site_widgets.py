@@ -1,6 +1,6 @@
 """The live widgets on the built website, clicked in a real browser, against PyTorch.
 
-On the pages of chapters 0, 2 and 5 (and on a page made here for the organism, which
+On the pages of chapters 0, 2 and 6 (and on a page made here for the organism, which
 no chapter's widget uses), headless chromium moves a fixed set of controls of each
 widget. After every move the test waits until the widget has drawn its new state and
 compares what the page shows with headlab's PyTorch values for the same settings:
@@ -38,7 +38,7 @@ from test_site import CHROMIUM, CHROMIUM_ARGS, WIDGET_STATE, _need_browser  # no
 SHOTS = ROOT / "_build" / "screenshots-widgets"  # test_site.py empties _build/screenshots/
 PAGES = {"temperature": "chapters/00_how_to_use/how_to_use.html",
          "heads": "chapters/02_multi_head/02_multi_head.html",
-         "ablation": "chapters/05_importance/05_importance.html"}
+         "ablation": "chapters/06_importance/06_importance.html"}
 LATENCIES: dict[str, list[float]] = {}
 WEIGHT: dict[str, dict[str, int]] = {}  # page -> bytes loaded at first and after the moves
 

@@ -1,4 +1,4 @@
-"""The width/depth family of chapter 7: the recipes equalise what they claim to, and the FLOPs
+"""The width/depth family of chapter 8: the recipes equalise what they claim to, and the FLOPs
 count matches a hand count; the sweep script's resume and merge keep every run exactly once."""
 
 from __future__ import annotations

@@ -1,73 +1,131 @@
-"""Wrong solutions students really write for the exercises of chapter 05."""
+"""Wrong solutions students really write for the exercises of chapter 04."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
-
-def mean_ablation_in_place(z, reference, head):
-    z[:, :, head, :] = reference[:, head, :].mean(axis=0)
-    return z
+from headlab.analysis.detect import induction_score
 
 
-def mean_ablation_over_heads(z, reference, head):
-    out = z.copy()
-    out[:, :, head, :] = reference.mean(axis=(0, 1))
-    return out
+def _induction(pattern, tokens, earliest=False, gap=2, target_shift=1, all_queries=False):
+    weights = []
+    for i in range(len(tokens)):
+        earlier = [j for j in range(i - gap + 1) if tokens[j] == tokens[i]]
+        if earlier:
+            j = earlier[0] if earliest else earlier[-1]
+            weights.append(pattern[i, j + target_shift])
+        elif all_queries:
+            weights.append(0.0)
+    return float(np.mean(weights))
 
 
-def mean_ablation_of_z(z, reference, head):
-    out = z.copy()
-    out[:, :, head, :] = z[:, :, head, :].mean(axis=(0, 1))
-    return out
+def induction_first_occurrence(pattern, tokens):
+    return _induction(pattern, tokens, earliest=True)
 
 
-def mean_ablation_zero(z, reference, head):
-    out = z.copy()
-    out[:, :, head, :] = 0.0
-    return out
+def induction_includes_previous(pattern, tokens):
+    return _induction(pattern, tokens, gap=1)
 
 
-def pair_largest_effect(singles, pairs):
-    return max(pairs, key=pairs.get)
+def induction_all_positions(pattern, tokens):
+    return _induction(pattern, tokens, all_queries=True)
 
 
-def pair_largest_abs(singles, pairs):
-    return max(pairs, key=lambda ab: abs(pairs[ab] - singles[ab[0]] - singles[ab[1]]))
+def induction_the_token_itself(pattern, tokens):
+    return _induction(pattern, tokens, target_shift=0)
 
 
-def pair_smallest(singles, pairs):
-    return min(pairs, key=lambda ab: pairs[ab] - singles[ab[0]] - singles[ab[1]])
+def _prev_scores(patterns):
+    return np.diagonal(patterns, offset=-1, axis1=-2, axis2=-1)
 
 
-def pair_one_single(singles, pairs):
-    return max(pairs, key=lambda ab: pairs[ab] - singles[ab[0]])
+def prev_head_max(patterns):
+    s = _prev_scores(patterns).max(axis=-1)
+    return tuple(int(x) for x in np.unravel_index(np.argmax(s), s.shape))
 
 
-def gini_no_abs(effects):
-    x = np.clip(np.asarray(effects, dtype=float), 0, None)
-    return float((x[:, None] - x[None, :]).sum() / (2 * x.size**2 * x.mean()))
+def prev_head_first_layer(patterns):
+    return 0, int(_prev_scores(patterns)[0].mean(axis=-1).argmax())
 
 
-def gini_no_clip(effects):
-    x = np.asarray(effects, dtype=float)
-    return float(np.abs(x[:, None] - x[None, :]).sum() / (2 * x.size**2 * x.mean()))
+def prev_head_swapped(patterns):
+    s = _prev_scores(patterns).mean(axis=-1)
+    layer, head = np.unravel_index(np.argmax(s), s.shape)
+    return int(head), int(layer)
 
 
-def gini_n_n_minus_1(effects):
-    x = np.clip(np.asarray(effects, dtype=float), 0, None)
-    n = x.size
-    return float(np.abs(x[:, None] - x[None, :]).sum() / (2 * n * (n - 1) * x.mean()))
+def prev_head_diagonal(patterns):
+    s = np.diagonal(patterns, axis1=-2, axis2=-1).mean(axis=-1)
+    return tuple(int(x) for x in np.unravel_index(np.argmax(s), s.shape))
 
 
-def gini_library(effects):
-    from headlab.analysis.importance import gini
+def _composition(W_QK, W_OV, norm=None):
+    return float(np.linalg.norm(W_QK @ W_OV, norm) / (np.linalg.norm(W_QK, norm) * np.linalg.norm(W_OV, norm)))
 
-    return gini(np.clip(np.asarray(effects, dtype=float), 0, None))
+
+def k_comp_q_composition(W_Q, W_K, W_V, W_O):
+    return _composition((W_V @ W_O).T, (W_Q @ W_K.T).T)  # W_OV W_QK: the query side
+
+
+def k_comp_no_transpose(W_Q, W_K, W_V, W_O):
+    return _composition(W_Q @ W_K.T, W_V @ W_O)
+
+
+def k_comp_spectral(W_Q, W_K, W_V, W_O):
+    return _composition(W_Q @ W_K.T, (W_V @ W_O).T, norm=2)
+
+
+def k_comp_unnormalised(W_Q, W_K, W_V, W_O):
+    return float(np.linalg.norm(W_Q @ W_K.T @ (W_V @ W_O).T))
+
+
+def _after(hm, tokens, ablated, head, mode="zero", first_only=False, outside=False, whole_layer=False,
+           pooled=False):
+    if whole_layer and ablated:
+        ablated = [(layer, h) for layer in {l for l, _ in ablated} for h in range(hm.n_heads)]
+    kwargs = {"mode": "mean", "reference": tokens} if mode == "mean" else {}
+    context = hm.ablate(ablated, **kwargs) if ablated else contextlib.nullcontext()
+    with context:
+        out = hm.run_with_cache(tokens)
+    _, cache = (hm.run_with_cache(tokens) if outside else out)
+    layer, h = head
+    if pooled:  # one mean over every eligible query of the batch
+        pattern = cache.pattern(layer)[:, h]
+        weights = [float(pattern[b, i, j + 1]) for b, row in enumerate(tokens.tolist())
+                   for i in range(len(row)) for j in [max((k for k in range(i - 1) if row[k] == row[i]), default=None)]
+                   if j is not None]
+        return float(np.mean(weights))
+    scores = induction_score(cache.pattern(layer), cache.input_ids)
+    return float(scores[0, h] if first_only else scores[:, h].mean())
+
+
+def after_mean_ablation(hm, tokens, ablated, head):
+    return _after(hm, tokens, ablated, head, mode="mean")
+
+
+def after_first_input(hm, tokens, ablated, head):
+    return _after(hm, tokens, ablated, head, first_only=True)
+
+
+def after_patterns_outside(hm, tokens, ablated, head):
+    return _after(hm, tokens, ablated, head, outside=True)
+
+
+def after_whole_layer(hm, tokens, ablated, head):
+    return _after(hm, tokens, ablated, head, whole_layer=True)
+
+
+def after_pooled_queries(hm, tokens, ablated, head):
+    return _after(hm, tokens, ablated, head, pooled=True)
 
 
 CATALOGUE: dict[str, list] = {
-    "ex-05-mean-ablation": [mean_ablation_in_place, mean_ablation_over_heads, mean_ablation_of_z, mean_ablation_zero],
-    "ex-05-redundant-pair": [pair_largest_effect, pair_largest_abs, pair_smallest, pair_one_single],
-    "ex-05-gini": [gini_no_abs, gini_no_clip, gini_n_n_minus_1, gini_library],
+    "ex-05-induction-score": [induction_first_occurrence, induction_includes_previous, induction_all_positions,
+                              induction_the_token_itself],
+    "ex-05-previous-token-head": [prev_head_max, prev_head_first_layer, prev_head_swapped, prev_head_diagonal],
+    "ex-05-k-composition": [k_comp_q_composition, k_comp_no_transpose, k_comp_spectral, k_comp_unnormalised],
+    "ex-05-ablated-induction": [after_mean_ablation, after_first_input, after_patterns_outside, after_whole_layer,
+                                after_pooled_queries],
 }

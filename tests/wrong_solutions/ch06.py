@@ -1,66 +1,73 @@
-"""Wrong solutions students really write for the exercises of chapter 06."""
+"""Wrong solutions students really write for the exercises of chapter 05."""
 
 from __future__ import annotations
 
 import numpy as np
 
 
-def _order(score, stable=True):
-    idx = np.argsort(score.ravel(), kind="stable" if stable else None)
-    return [divmod(int(i), score.shape[1]) for i in idx]
-
-
-def order_by_mean(effects):
-    return _order(effects.mean(axis=-1))
-
-
-def order_unstable(effects):
-    return _order(effects.max(axis=-1), stable=False)
-
-
-def order_by_abs(effects):
-    return _order(np.abs(effects).max(axis=-1))
-
-
-def order_descending(effects):
-    return _order(effects.max(axis=-1))[::-1]
-
-
-def mean_z_with_batch(z):
-    return np.broadcast_to(z.mean(axis=(0, 2), keepdims=True), z.shape).copy()
-
-
-def mean_z_in_place(z):
-    z[...] = z.mean(axis=2, keepdims=True)
+def mean_ablation_in_place(z, reference, head):
+    z[:, :, head, :] = reference[:, head, :].mean(axis=0)
     return z
 
 
-def mean_z_over_positions(z):
-    return np.broadcast_to(z.mean(axis=(1, 2), keepdims=True), z.shape).copy()
+def mean_ablation_over_heads(z, reference, head):
+    out = z.copy()
+    out[:, :, head, :] = reference.mean(axis=(0, 1))
+    return out
 
 
-def mean_z_keepdims_only(z):
-    return z.mean(axis=2, keepdims=True)
+def mean_ablation_of_z(z, reference, head):
+    out = z.copy()
+    out[:, :, head, :] = z[:, :, head, :].mean(axis=(0, 1))
+    return out
 
 
-def hijack_with_sink(rows, x):
-    return (rows.max(axis=-1) > x).reshape(len(rows), -1).any(axis=1)
+def mean_ablation_zero(z, reference, head):
+    out = z.copy()
+    out[:, :, head, :] = 0.0
+    return out
 
 
-def hijack_at_least(rows, x):
-    return (rows[..., 1:].max(axis=-1) >= x).reshape(len(rows), -1).any(axis=1)
+def pair_largest_effect(singles, pairs):
+    return max(pairs, key=pairs.get)
 
 
-def hijack_head_mean(rows, x):
-    return (rows.mean(axis=2)[..., 1:].max(axis=-1) > x).any(axis=1)
+def pair_largest_abs(singles, pairs):
+    return max(pairs, key=lambda ab: abs(pairs[ab] - singles[ab[0]] - singles[ab[1]]))
 
 
-def hijack_first_layer(rows, x):
-    return (rows[:, 0, :, 1:].max(axis=-1) > x).any(axis=1)
+def pair_smallest(singles, pairs):
+    return min(pairs, key=lambda ab: pairs[ab] - singles[ab[0]] - singles[ab[1]])
+
+
+def pair_one_single(singles, pairs):
+    return max(pairs, key=lambda ab: pairs[ab] - singles[ab[0]])
+
+
+def gini_no_abs(effects):
+    x = np.clip(np.asarray(effects, dtype=float), 0, None)
+    return float((x[:, None] - x[None, :]).sum() / (2 * x.size**2 * x.mean()))
+
+
+def gini_no_clip(effects):
+    x = np.asarray(effects, dtype=float)
+    return float(np.abs(x[:, None] - x[None, :]).sum() / (2 * x.size**2 * x.mean()))
+
+
+def gini_n_n_minus_1(effects):
+    x = np.clip(np.asarray(effects, dtype=float), 0, None)
+    n = x.size
+    return float(np.abs(x[:, None] - x[None, :]).sum() / (2 * n * (n - 1) * x.mean()))
+
+
+def gini_library(effects):
+    from headlab.analysis.importance import gini
+
+    return gini(np.clip(np.asarray(effects, dtype=float), 0, None))
 
 
 CATALOGUE: dict[str, list] = {
-    "ex-06-worst-case-order": [order_by_mean, order_unstable, order_by_abs, order_descending],
-    "ex-06-layer-mean-z": [mean_z_with_batch, mean_z_in_place, mean_z_over_positions, mean_z_keepdims_only],
-    "ex-06-flag-hijacked": [hijack_with_sink, hijack_at_least, hijack_head_mean, hijack_first_layer],
+    "ex-06-mean-ablation": [mean_ablation_in_place, mean_ablation_over_heads, mean_ablation_of_z, mean_ablation_zero],
+    "ex-06-redundant-pair": [pair_largest_effect, pair_largest_abs, pair_smallest, pair_one_single],
+    "ex-06-gini": [gini_no_abs, gini_no_clip, gini_n_n_minus_1, gini_library],
 }

@@ -1,104 +1,66 @@
-"""Wrong solutions students really write for the exercises of chapter 07."""
+"""Wrong solutions students really write for the exercises of chapter 06."""
 
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 
-def topk_no_relu(pre, k):
-    idx = pre.topk(k, dim=-1).indices
-    return torch.zeros_like(pre).scatter(-1, idx, pre.gather(-1, idx))
+def _order(score, stable=True):
+    idx = np.argsort(score.ravel(), kind="stable" if stable else None)
+    return [divmod(int(i), score.shape[1]) for i in idx]
 
 
-def topk_wrong_dim(pre, k):
-    if pre.dim() == 1:
-        return torch.relu(torch.zeros_like(pre).scatter(-1, pre.topk(k).indices, pre.topk(k).values))
-    idx = pre.topk(min(k, pre.shape[0]), dim=0).indices
-    return torch.relu(torch.zeros_like(pre).scatter(0, idx, pre.gather(0, idx)))
+def order_by_mean(effects):
+    return _order(effects.mean(axis=-1))
 
 
-def topk_smallest(pre, k):
-    idx = pre.topk(k, dim=-1, largest=False).indices
-    return torch.relu(torch.zeros_like(pre).scatter(-1, idx, pre.gather(-1, idx)))
+def order_unstable(effects):
+    return _order(effects.max(axis=-1), stable=False)
 
 
-def topk_values_only(pre, k):
-    return torch.relu(pre.topk(k, dim=-1).values)
+def order_by_abs(effects):
+    return _order(np.abs(effects).max(axis=-1))
 
 
-def recovered_complement(clean, replaced, floor):
-    return (replaced - clean) / (floor - clean)
+def order_descending(effects):
+    return _order(effects.max(axis=-1))[::-1]
 
 
-def recovered_clipped(clean, replaced, floor):
-    return min(1.0, max(0.0, (floor - replaced) / (floor - clean)))
+def mean_z_with_batch(z):
+    return np.broadcast_to(z.mean(axis=(0, 2), keepdims=True), z.shape).copy()
 
 
-def recovered_over_floor(clean, replaced, floor):
-    return (floor - replaced) / floor
+def mean_z_in_place(z):
+    z[...] = z.mean(axis=2, keepdims=True)
+    return z
 
 
-def match_abs(dec_a, dec_b):
-    a = dec_a / dec_a.norm(dim=1, keepdim=True)
-    b = dec_b / dec_b.norm(dim=1, keepdim=True)
-    return (a @ b.T).abs().max(dim=1).values
+def mean_z_over_positions(z):
+    return np.broadcast_to(z.mean(axis=(1, 2), keepdims=True), z.shape).copy()
 
 
-def match_dot(dec_a, dec_b):
-    return (dec_a @ dec_b.T).max(dim=1).values
+def mean_z_keepdims_only(z):
+    return z.mean(axis=2, keepdims=True)
 
 
-def match_same_row(dec_a, dec_b):
-    a = dec_a / dec_a.norm(dim=1, keepdim=True)
-    b = dec_b / dec_b.norm(dim=1, keepdim=True)
-    n = min(len(a), len(b))
-    return torch.cat([(a[:n] * b[:n]).sum(dim=1), torch.zeros(len(a) - n)])
+def hijack_with_sink(rows, x):
+    return (rows.max(axis=-1) > x).reshape(len(rows), -1).any(axis=1)
 
 
-def match_over_b(dec_a, dec_b):
-    a = dec_a / dec_a.norm(dim=1, keepdim=True)
-    b = dec_b / dec_b.norm(dim=1, keepdim=True)
-    return (a @ b.T).max(dim=0).values
+def hijack_at_least(rows, x):
+    return (rows[..., 1:].max(axis=-1) >= x).reshape(len(rows), -1).any(axis=1)
 
 
-def match_library(dec_a, dec_b):
-    from headlab.analysis.sae.compare import match_features
-
-    return match_features(dec_a, dec_b)
+def hijack_head_mean(rows, x):
+    return (rows.mean(axis=2)[..., 1:].max(axis=-1) > x).any(axis=1)
 
 
-def _units(contributions, mass, sort=True, strict=True, per_row=True):
-    c = np.asarray(contributions, dtype=float)
-    if sort:
-        c = -np.sort(-c, axis=1)
-    cum = np.cumsum(c, axis=1)
-    total = cum[:, -1:] if per_row else np.full((len(c), 1), cum[:, -1].mean())
-    needed = ((cum < mass * total) if strict else (cum <= mass * total)).sum(axis=1) + 1
-    return np.where(cum[:, -1] > 0, np.minimum(needed, c.shape[1]), 0)
-
-
-def units_unsorted(contributions, mass):
-    return _units(contributions, mass, sort=False)
-
-
-def units_at_most(contributions, mass):
-    return _units(contributions, mass, strict=False)
-
-
-def units_global_total(contributions, mass):
-    return _units(contributions, mass, per_row=False)
-
-
-def units_zero_row_one(contributions, mass):
-    c = -np.sort(-np.asarray(contributions, dtype=float), axis=1)
-    cum = np.cumsum(c, axis=1)
-    return (cum < mass * cum[:, -1:]).sum(axis=1) + 1
+def hijack_first_layer(rows, x):
+    return (rows[:, 0, :, 1:].max(axis=-1) > x).any(axis=1)
 
 
 CATALOGUE: dict[str, list] = {
-    "ex-07-topk": [topk_no_relu, topk_wrong_dim, topk_smallest, topk_values_only],
-    "ex-07-recovered": [recovered_complement, recovered_clipped, recovered_over_floor],
-    "ex-07-match": [match_abs, match_dot, match_same_row, match_over_b, match_library],
-    "ex-07-units": [units_unsorted, units_at_most, units_global_total, units_zero_row_one],
+    "ex-07-worst-case-order": [order_by_mean, order_unstable, order_by_abs, order_descending],
+    "ex-07-layer-mean-z": [mean_z_with_batch, mean_z_in_place, mean_z_over_positions, mean_z_keepdims_only],
+    "ex-07-flag-hijacked": [hijack_with_sink, hijack_at_least, hijack_head_mean, hijack_first_layer],
 }

@@ -1,121 +1,104 @@
-"""Wrong solutions students really write for the exercises of chapter 08."""
+"""Wrong solutions students really write for the exercises of chapter 07."""
 
 from __future__ import annotations
 
 import numpy as np
-
-from headlab.analysis.detect import induction_score
-
-
-def redundant_no_abs(single_a, single_b, pair, margin=0.1):
-    singles = float(np.mean(single_a) + np.mean(single_b))
-    return bool(np.mean(pair) - singles > margin * singles)
+import torch
 
 
-def redundant_at_least(single_a, single_b, pair, margin=0.1):
-    singles = float(np.mean(single_a) + np.mean(single_b))
-    return bool(np.mean(pair) - singles >= margin * abs(singles))
+def topk_no_relu(pre, k):
+    idx = pre.topk(k, dim=-1).indices
+    return torch.zeros_like(pre).scatter(-1, idx, pre.gather(-1, idx))
 
 
-def redundant_per_input_any(single_a, single_b, pair, margin=0.1):
-    singles = np.asarray(single_a) + np.asarray(single_b)
-    return bool(np.any(np.asarray(pair) - singles > margin * np.abs(singles)))
+def topk_wrong_dim(pre, k):
+    if pre.dim() == 1:
+        return torch.relu(torch.zeros_like(pre).scatter(-1, pre.topk(k).indices, pre.topk(k).values))
+    idx = pre.topk(min(k, pre.shape[0]), dim=0).indices
+    return torch.relu(torch.zeros_like(pre).scatter(0, idx, pre.gather(0, idx)))
 
 
-def redundant_ratio(single_a, single_b, pair, margin=0.1):
-    singles = float(np.mean(single_a) + np.mean(single_b))
-    return bool(singles != 0 and np.mean(pair) / singles > 1 + margin) or (singles == 0 and np.mean(pair) > 0)
+def topk_smallest(pre, k):
+    idx = pre.topk(k, dim=-1, largest=False).indices
+    return torch.relu(torch.zeros_like(pre).scatter(-1, idx, pre.gather(-1, idx)))
 
 
-def orphans_mean(entropy, write_norm, diffuse=0.8, factor=1.5):
-    found = (entropy >= diffuse) & (write_norm > 0) & (write_norm >= factor * np.mean(write_norm))
-    return [(int(a), int(b)) for a, b in zip(*np.nonzero(found))]
+def topk_values_only(pre, k):
+    return torch.relu(pre.topk(k, dim=-1).values)
 
 
-def orphans_strict(entropy, write_norm, diffuse=0.8, factor=1.5):
-    found = (entropy > diffuse) & (write_norm > 0) & (write_norm > factor * np.median(write_norm))
-    return [(int(a), int(b)) for a, b in zip(*np.nonzero(found))]
+def recovered_complement(clean, replaced, floor):
+    return (replaced - clean) / (floor - clean)
 
 
-def orphans_any_write(entropy, write_norm, diffuse=0.8, factor=1.5):
-    found = (entropy >= diffuse) & (write_norm >= factor * np.median(write_norm))
-    return [(int(a), int(b)) for a, b in zip(*np.nonzero(found))]
+def recovered_clipped(clean, replaced, floor):
+    return min(1.0, max(0.0, (floor - replaced) / (floor - clean)))
 
 
-def orphans_column_major(entropy, write_norm, diffuse=0.8, factor=1.5):
-    found = (entropy >= diffuse) & (write_norm > 0) & (write_norm >= factor * np.median(write_norm))
-    return [(int(a), int(b)) for b, a in zip(*np.nonzero(found.T))]
+def recovered_over_floor(clean, replaced, floor):
+    return (floor - replaced) / floor
 
 
-def _keep(effects, circuit_heads, backup_pairs, factor, score, bar):
-    effects = np.asarray(effects, dtype=float)
-    threshold = factor * bar(effects)
-    keep = {(int(l), int(h)) for l, h in zip(*np.nonzero(score(effects) >= threshold))}
-    keep |= {(int(l), int(h)) for l, h in circuit_heads}
-    for removed, backup in backup_pairs:
-        keep |= {tuple(map(int, removed)), tuple(map(int, backup))}
-    return sorted(keep)
+def match_abs(dec_a, dec_b):
+    a = dec_a / dec_a.norm(dim=1, keepdim=True)
+    b = dec_b / dec_b.norm(dim=1, keepdim=True)
+    return (a @ b.T).abs().max(dim=1).values
 
 
-def keep_by_mean(effects, circuit_heads, backup_pairs, factor=1.0):
-    return _keep(effects, circuit_heads, backup_pairs, factor, lambda e: e.mean(-1), lambda e: e.mean(-1).max())
+def match_dot(dec_a, dec_b):
+    return (dec_a @ dec_b.T).max(dim=1).values
 
 
-def keep_abs(effects, circuit_heads, backup_pairs, factor=1.0):
-    return _keep(effects, circuit_heads, backup_pairs, factor, lambda e: np.abs(e).max(-1),
-                 lambda e: np.abs(e).mean(-1).max())
+def match_same_row(dec_a, dec_b):
+    a = dec_a / dec_a.norm(dim=1, keepdim=True)
+    b = dec_b / dec_b.norm(dim=1, keepdim=True)
+    n = min(len(a), len(b))
+    return torch.cat([(a[:n] * b[:n]).sum(dim=1), torch.zeros(len(a) - n)])
 
 
-def keep_no_backups(effects, circuit_heads, backup_pairs, factor=1.0):
-    return _keep(effects, circuit_heads, [], factor, lambda e: e.max(-1), lambda e: e.mean(-1).max())
+def match_over_b(dec_a, dec_b):
+    a = dec_a / dec_a.norm(dim=1, keepdim=True)
+    b = dec_b / dec_b.norm(dim=1, keepdim=True)
+    return (a @ b.T).max(dim=0).values
 
 
-def keep_per_layer_mean(effects, circuit_heads, backup_pairs, factor=1.0):
-    effects = np.asarray(effects, dtype=float)
-    bars = effects.mean(-1).max(axis=1, keepdims=True)
-    keep = {(int(l), int(h)) for l, h in zip(*np.nonzero(effects.max(-1) >= factor * bars))}
-    keep |= {(int(l), int(h)) for l, h in circuit_heads}
-    for removed, backup in backup_pairs:
-        keep |= {tuple(map(int, removed)), tuple(map(int, backup))}
-    return sorted(keep)
+def match_library(dec_a, dec_b):
+    from headlab.analysis.sae.compare import match_features
+
+    return match_features(dec_a, dec_b)
 
 
-def _drop(hm, prev_head, induction_head, batch, mode="zero", mask=True, first_only=False):
-    layer, head = induction_head
-    inputs = batch if mask else batch["input_ids"]
-
-    def score():
-        _, cache = hm.run_with_cache(inputs, names=("pattern",))
-        per_input = induction_score(cache.pattern(layer), batch["input_ids"],
-                                    batch["attention_mask"] if mask else None)
-        return float(per_input[0, head] if first_only else per_input[:, head].mean())
-
-    clean = score()
-    kwargs = {"mode": "mean", "reference": batch} if mode == "mean" else {}
-    with hm.ablate([prev_head], **kwargs):
-        ablated = score()
-    return clean - ablated
+def _units(contributions, mass, sort=True, strict=True, per_row=True):
+    c = np.asarray(contributions, dtype=float)
+    if sort:
+        c = -np.sort(-c, axis=1)
+    cum = np.cumsum(c, axis=1)
+    total = cum[:, -1:] if per_row else np.full((len(c), 1), cum[:, -1].mean())
+    needed = ((cum < mass * total) if strict else (cum <= mass * total)).sum(axis=1) + 1
+    return np.where(cum[:, -1] > 0, np.minimum(needed, c.shape[1]), 0)
 
 
-def drop_mean_ablation(hm, prev_head, induction_head, batch):
-    return _drop(hm, prev_head, induction_head, batch, mode="mean")
+def units_unsorted(contributions, mass):
+    return _units(contributions, mass, sort=False)
 
 
-def drop_no_mask(hm, prev_head, induction_head, batch):
-    return _drop(hm, prev_head, induction_head, batch, mask=False)
+def units_at_most(contributions, mass):
+    return _units(contributions, mass, strict=False)
 
 
-def drop_first_input(hm, prev_head, induction_head, batch):
-    return _drop(hm, prev_head, induction_head, batch, first_only=True)
+def units_global_total(contributions, mass):
+    return _units(contributions, mass, per_row=False)
 
 
-def drop_absolute(hm, prev_head, induction_head, batch):
-    return abs(_drop(hm, prev_head, induction_head, batch))
+def units_zero_row_one(contributions, mass):
+    c = -np.sort(-np.asarray(contributions, dtype=float), axis=1)
+    cum = np.cumsum(c, axis=1)
+    return (cum < mass * cum[:, -1:]).sum(axis=1) + 1
 
 
 CATALOGUE: dict[str, list] = {
-    "ex-08-redundant": [redundant_no_abs, redundant_at_least, redundant_per_input_any, redundant_ratio],
-    "ex-08-orphans": [orphans_mean, orphans_strict, orphans_any_write, orphans_column_major],
-    "ex-08-keep": [keep_by_mean, keep_abs, keep_no_backups, keep_per_layer_mean],
-    "ex-08-circuit": [drop_mean_ablation, drop_no_mask, drop_first_input, drop_absolute],
+    "ex-08-topk": [topk_no_relu, topk_wrong_dim, topk_smallest, topk_values_only],
+    "ex-08-recovered": [recovered_complement, recovered_clipped, recovered_over_floor],
+    "ex-08-match": [match_abs, match_dot, match_same_row, match_over_b, match_library],
+    "ex-08-units": [units_unsorted, units_at_most, units_global_total, units_zero_row_one],
 }

@@ -297,7 +297,7 @@ def induction_circuit(hm: HeadModel, inputs=None, *, n: int = 16, length: int = 
     ablation, _ = upgrade_arguments("induction_circuit", legacy, ablation=ablation, takes=("ablation",))
     if hm.n_layers < 2:
         raise ValueError(f"{hm.name} has one layer: an induction circuit needs a head in an earlier layer "
-                         "to feed the induction head (see chapter 4)")
+                         "to feed the induction head (see chapter 5)")
     if inputs is None:
         from headlab.analysis.atlas import repeated_random_tokens
 

@@ -1,6 +1,6 @@
 """The specialists of a synthetic-language model: per head, how well it does the jobs the book names.
 
-Chapter 6 measures them before and after a layer is averaged (:mod:`headlab.analysis.averaging`)
+Chapter 7 measures them before and after a layer is averaged (:mod:`headlab.analysis.averaging`)
 and in distilled students (:mod:`headlab.training.distill`).
 """
 

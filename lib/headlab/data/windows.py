@@ -3,7 +3,7 @@
 Two tasks, both packing documents into full windows of ``n_ctx`` tokens that start with ``<bos>``:
 
 * :class:`SyntheticLanguage`: the language organisms (``organism``, ``organism-small-s0..2``), the
-  width/depth family of chapter 7 and chapter 6's students; evaluated per phenomenon (agreement,
+  width/depth family of chapter 8 and chapter 7's students; evaluated per phenomenon (agreement,
   pronouns, copying, rare words) on annotated windows (:class:`LanguageEval`);
 * :class:`LanguageWindows`: the small models of chapter 2's adjustable-heads widget (``heads-N``),
   packed on token ids (faster) and evaluated on the loss and previous-token scores.

@@ -1,118 +1,220 @@
-"""Checks for chapter 5, "The uneven division of work"."""
+"""Checks for chapter 05, "Induction heads: a circuit of two heads".
+
+Every known answer is built by hand: patterns whose induction or previous-token weight is
+set entry by entry, matrices whose product is known, and the planted model of
+:mod:`headlab.models.planted`, whose heads are what they are by construction.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 
 from headlab.exercises import Case, compare_number, run_cases
 
-__all__ = ["check_mean_ablation", "check_most_redundant_pair", "check_gini"]
+_DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas")
 
-_IMPORTANCE = ("headlab.analysis.importance", "headlab.analysis.sweep", "headlab.heads")
+__all__ = ["check_induction_score", "check_find_previous_token_head", "check_k_composition",
+           "check_induction_after_ablation"]
 
 
-def _mean_ablation_cases() -> list[Case]:
-    z = np.arange(2 * 3 * 2 * 2, dtype=float).reshape(2, 3, 2, 2)  # (batch, pos, head, d_head)
-    ref = np.array([[[1.0, 3.0], [10.0, 10.0]],
-                    [[3.0, 5.0], [20.0, 30.0]]])  # (n_tokens, head, d_head): head 0 mean [2, 4]
-    out0 = z.copy()
-    out0[:, :, 0, :] = [2.0, 4.0]
-    out1 = z.copy()
-    out1[:, :, 1, :] = [15.0, 20.0]
-    # three heads of d_head = 3, three reference tokens: head 2's mean is [1, -2, 5]
-    z3 = np.arange(1 * 2 * 3 * 3, dtype=float).reshape(1, 2, 3, 3) - 7.0
-    ref3 = np.zeros((3, 3, 3))
-    ref3[:, 2, :] = [[0.0, -3.0, 5.0], [1.0, -2.0, 4.0], [2.0, -1.0, 6.0]]
-    ref3[:, 0, :] = 100.0  # other heads' references must not leak in
-    out3 = z3.copy()
-    out3[:, :, 2, :] = [1.0, -2.0, 5.0]
-    z4 = -np.arange(2 * 1 * 3 * 2, dtype=float).reshape(2, 1, 3, 2)
-    ref4 = np.tile(np.array([[4.0, 0.0], [1.0, 1.0], [-2.0, 6.0]]), (5, 1, 1))
-    ref4[0, 1] = [6.0, -4.0]
-    out4 = z4.copy()
-    out4[:, :, 1, :] = [2.0, 0.0]  # (6 + 4 * 1) / 5, (-4 + 4 * 1) / 5
+# ------------------------------------------------------------------------- induction score
+
+
+def _pattern(pos: int, targets: dict[int, dict[int, float]]) -> np.ndarray:
+    """A causal ``(pos, pos)`` pattern: row ``i`` puts ``targets[i]`` where given and the rest of
+    its weight on key 0 (every row sums to 1)."""
+    p = np.zeros((pos, pos))
+    for i in range(pos):
+        row = targets.get(i, {})
+        for j, w in row.items():
+            if j > i:
+                raise ValueError("a causal row cannot attend forward")
+            p[i, j] += w
+        p[i, 0] += 1.0 - sum(row.values())
+    return p
+
+
+def _induction_cases() -> list[Case]:
+    B, a, b, c, x, y = 9, 1, 2, 3, 4, 5
+    abc = np.array([B, a, b, c, a, b, c])  # eligible queries 4, 5, 6 -> keys 2, 3, 4
+    perfect = _pattern(7, {4: {2: 1.0}, 5: {3: 1.0}, 6: {4: 1.0}})
+    previous = _pattern(7, {i: {i - 1: 1.0} for i in range(1, 7)})
+    uniform = np.tril(np.ones((7, 7))) / np.arange(1, 8)[:, None]
+    thrice = np.array([B, a, x, a, y, a])  # query 3: j = 1 -> key 2; query 5: most recent j = 3 -> key 4
+    first_copy = _pattern(6, {3: {2: 1.0}, 5: {2: 1.0}})  # query 5 looks after the *first* a
+    doubled = np.array([B, a, b, a, a])  # query 3: j = 1 -> key 2; query 4: j = 3 is i - 1, so j = 1 -> key 2
+    half = _pattern(5, {3: {2: 0.5}, 4: {2: 0.25, 4: 0.75}})
+    # queries 4 -> key 2, 5 -> key 3, 6 -> key 5 (after the a at 4, not the one at 1), 7 -> key 4
+    mixed = _pattern(8, {4: {2: 0.7}, 5: {3: 0.2}, 6: {5: 0.5, 2: 0.5}, 7: {4: 1.0}})
     return [
-        Case("head 0 of a 2-head layer", args=(z, ref, 0), expected=out0, unchanged=True,
-             hint="replace z[:, :, head, :] by the mean of reference[:, head, :] over the reference tokens, "
-                  "in a copy of z (z itself must not change)."),
-        Case("head 1, the other heads untouched", args=(z, ref, 1), expected=out1, unchanged=True,
-             hint="only the ablated head's slice changes; every other head keeps its own output."),
-        Case("head 2 of 3, d_head = 3, 3 reference tokens", args=(z3, ref3, 2), expected=out3, unchanged=True,
-             hint="average over the reference tokens (axis 0) only, keeping the d_head coordinates apart; "
-                  "the mean comes from the reference, not from z (that would be a different ablation)."),
-        Case("head 1 of 3, two inputs, 5 reference tokens", args=(z4, ref4, 1), expected=out4,
-             unchanged=True, hidden=True),
+        Case("a perfect induction pattern on [B a b c a b c]", args=(perfect, abc), expected=1.0,
+             hint="query i whose token appeared at j < i - 1 should look at key j + 1 (what followed it)."),
+        Case("a previous-token pattern on [B a b c a b c]", args=(previous, abc), expected=0.0,
+             hint="the induction target of query i is j + 1, the token after the earlier occurrence, "
+                  "not i - 1."),
+        Case("uniform causal attention on [B a b c a b c]", args=(uniform, abc),
+             expected=(1 / 5 + 1 / 6 + 1 / 7) / 3,
+             hint="average over the eligible queries only (4, 5, 6), not over every position."),
+        Case("a token seen twice before: [B a x a y a], the last a looks after the first a",
+             args=(first_copy, thrice), expected=(1.0 + 0.0) / 2,
+             hint="take the *most recent* earlier occurrence j of the token."),
+        Case("an immediately repeated token: [B a b a a]", args=(half, doubled), expected=(0.5 + 0.25) / 2,
+             hint="an occurrence at j = i - 1 does not count (j < i - 1): for the last a, j = 1."),
+        Case("[B a b c a b a c]", args=(mixed, np.array([B, a, b, c, a, b, a, c])),
+             expected=(0.7 + 0.2 + 0.5 + 1.0) / 4, hidden=True),
     ]
 
 
-def check_mean_ablation(fn: Callable) -> None:
-    """``fn(z, reference, head)``: ``z`` ``(batch, pos, n_heads, d_head)``, ``reference``
-    ``(n_tokens, n_heads, d_head)`` (the head outputs on every real token of a reference set);
-    returns a new ``z`` whose ``head`` slice is the reference mean, and must not modify ``z``."""
-    run_cases(fn, _mean_ablation_cases(), what="mean ablation", forbid=_IMPORTANCE)
+
+def check_induction_score(fn: Callable[[np.ndarray, np.ndarray], float]) -> None:
+    """Check ``fn(pattern, tokens)``: the induction score of one head on one sequence.
+
+    ``pattern`` ``(pos, pos)``, ``tokens`` ``(pos,)``; the answer is one number.
+    """
+    run_cases(fn, _induction_cases(), compare=compare_number, forbid=_DETECTORS)
 
 
-def _pair_cases() -> list[Case]:
-    a, b, c, d = (0, 0), (0, 1), (1, 0), (1, 1)
-    singles = {a: 0.5, b: 0.1, c: 0.3, d: 0.0}
-    pairs = {(a, b): 0.6, (a, c): 0.7, (b, d): 0.9, (c, d): 0.3}
-    # interactions: (a,b) 0.0, (a,c) -0.1, (b,d) 0.8, (c,d) 0.0
-    singles2 = {a: 1.0, b: 1.0, c: 0.2}
-    pairs2 = {(a, b): 2.5, (a, c): 1.0, (b, c): 1.3}  # 0.5, -0.2, 0.1
-    # the largest pair effect (a, b) is nearly additive; (c, d) is the redundant pair; (a, d)
-    # overlaps strongly (a large *negative* interaction)
-    singles3 = {a: 1.0, b: 1.0, c: 0.1, d: 0.1}
-    pairs3 = {(a, b): 2.2, (c, d): 0.9, (a, d): 0.1, (b, c): 1.1}  # 0.2, 0.7, -1.0, 0.0
-    singles4 = {a: 0.3, b: 0.6, c: 0.0, d: 0.4}
-    pairs4 = {(a, b): 0.5, (a, c): 0.2, (b, d): 1.4, (c, d): 0.9, (a, d): 0.3}  # -0.4, -0.1, 0.4, 0.5, -0.4
+# ------------------------------------------------------------------ the previous-token head
+
+
+def _previous_token_cases() -> list[Case]:
+    pos = 8
+    uniform = np.tril(np.ones((pos, pos))) / np.arange(1, pos + 1)[:, None]
+    exact = _pattern(pos, {i: {i - 1: 1.0} for i in range(1, pos)})
+    first = _pattern(pos, {})  # everything on key 0: weight 1 on i - 1 at query 1 only
+    itself = np.eye(pos)
+    soft = _pattern(pos, {i: {i - 1: 0.6} for i in range(1, pos)})
+    spiky = _pattern(pos, {i: {i - 1: 1.0} for i in range(1, pos) if i % 2 == 0})  # every other row
+
+    def stack(grid):
+        return np.array([[p for p in row] for row in grid])
+
     return [
-        Case("two heads that do little alone but much together", args=(singles, pairs), expected=(b, d),
-             hint="interaction = effect(pair) - effect(a) - effect(b); take the largest, not the largest "
-                  "pair effect."),
-        Case("the redundant pair with the largest interaction", args=(singles2, pairs2), expected=(a, b),
-             hint="(a, b) removes 2.5 against 1.0 + 1.0 alone: interaction 0.5."),
-        Case("the largest pair effect (2.2) is not the most redundant pair, and one pair overlaps",
-             args=(singles3, pairs3), expected=(c, d),
-             hint="(0.0, 0.1) costs 2.2 together but 1.0 + 1.0 alone (interaction 0.2); (1.0, 1.1) costs 0.9 "
-                  "against 0.1 + 0.1 (0.7). Take the largest signed interaction: a large negative one "
-                  "(heads that overlap) is the opposite of redundant."),
-        Case("five pairs", args=(singles4, pairs4), expected=(c, d), hidden=True),
+        Case("2 layers x 2 heads, one exact previous-token head at 1.0, the rest uniform",
+             args=(stack([[uniform, uniform], [exact, uniform]]),), expected=(1, 0)),
+        Case("a first-token head (weight 1 on key 0, which is the previous token of query 1) beside "
+             "a previous-token head at 0.1 with weight 0.6", args=(stack([[first, soft]]),), expected=(0, 1),
+             hint="average the weight on key i - 1 over every query i >= 1."),
+        Case("a head attending to itself, one attending to the previous token on every other row, "
+             "and one with weight 0.6 on every row (at 2.1)",
+             args=(stack([[itself, uniform], [uniform, spiky], [uniform, soft]]),), expected=(2, 1),
+             hint="the head that is right on average wins, not the one with the sharpest rows."),
+        Case("3 layers x 2 heads; the previous-token head is in the last layer",
+             args=(stack([[spiky, uniform], [itself, first], [uniform, exact]]),), expected=(2, 1), hidden=True),
     ]
 
 
-def check_most_redundant_pair(fn: Callable) -> None:
-    """``fn(singles, pairs)``: ``singles`` maps each head to its single-ablation effect, ``pairs``
-    maps ``(a, b)`` to the effect of ablating both; returns the pair with the largest interaction
-    ``effect(a+b) - effect(a) - effect(b)``."""
-    def compare(got, expected):
-        try:
-            got = tuple(tuple(int(x) for x in h) for h in got) if got is not None else None
-        except (TypeError, ValueError):
-            return f"expected a pair of (layer, head) tuples, got {got!r}"
-        if got == expected or got == expected[::-1]:
-            return None
-        return f"expected the pair {expected}, got {got}"
-
-    run_cases(fn, _pair_cases(), compare=compare, what="the most redundant pair", forbid=_IMPORTANCE)
+def _same_head(got, expected) -> str | None:
+    try:
+        layer, head = (int(v) for v in got)
+    except (TypeError, ValueError):
+        return f"expected a (layer, head) pair, got {got!r}"
+    if (layer, head) != tuple(expected):
+        return f"expected head {expected[0]}.{expected[1]}, got {layer}.{head}"
+    return None
 
 
-def _gini_cases() -> list[Case]:
+def check_find_previous_token_head(fn: Callable[[np.ndarray], tuple[int, int]]) -> None:
+    """Check ``fn(patterns)``: the ``(layer, head)`` with the highest previous-token score.
+
+    ``patterns``: ``(n_layers, n_heads, pos, pos)``, one sequence.
+    """
+    run_cases(fn, _previous_token_cases(), compare=_same_head, forbid=_DETECTORS)
+
+
+# --------------------------------------------------------------------------- K-composition
+
+
+def _k_composition_cases() -> list[Case]:
+    e = np.eye(6)
+
+    def col(*idx):
+        return e[:, list(idx)]  # (d_model, d_head)
+
+    def row(*idx):
+        return e[list(idx)]  # (d_head, d_model)
+
+    k = 3
+    identity_q, identity_k = col(0, 1, 2), col(3, 4, 5)
+    identity_v, identity_o = col(0, 1, 2), row(3, 4, 5)  # copies coordinates 0-2 into 3-5
     return [
-        Case("every head equally important", args=(np.array([1.0, 1.0, 1.0, 1.0]),), expected=0.0,
-             hint="equal shares: the Lorenz curve is the diagonal, Gini 0."),
-        Case("one head does everything (n = 4)", args=(np.array([0.0, 0.0, 0.0, 5.0]),), expected=0.75,
-             hint="the maximum for n heads is 1 - 1/n."),
-        Case("two heads, effects 1 and 3", args=(np.array([3.0, 1.0]),), expected=0.25,
-             hint="Gini = sum_i sum_j |x_i - x_j| / (2 n^2 mean); the |.| matters: without it the sum is 0."),
-        Case("negative effects carry no share", args=(np.array([-2.0, 0.0, 4.0]),), expected=2.0 / 3.0,
-             hint="clip negative effects to 0 first: a head whose removal helps does none of the work."),
-        Case("effects 0, 1, 2, 3", args=(np.array([2.0, 0.0, 3.0, 1.0]),), expected=5.0 / 12.0, hidden=True),
+        Case("the later key reads coordinate 1, which the earlier head writes (rank one)",
+             args=(col(2), col(1), col(0), row(1)), expected=1.0,
+             hint="K-composition: ||W_QK W_OV^T||_F / (||W_QK||_F ||W_OV||_F) with W_QK = W_Q W_K^T "
+                  "(later head) and W_OV = W_V W_O (earlier head)."),
+        Case("the later key reads coordinate 1, the earlier head writes coordinate 4",
+             args=(col(2), col(1), col(0), row(4)), expected=0.0),
+        Case("the later *query* reads what the earlier head writes, its key reads something else",
+             args=(col(1), col(3), col(0), row(1)), expected=0.0,
+             hint="that is Q-composition (W_OV W_QK); K-composition is about the key side."),
+        Case("the later key reads coordinate 1, and the earlier head *reads* coordinate 1 (writes 5)",
+             args=(col(2), col(1), col(1), row(5)), expected=0.0,
+             hint="W_OV maps what the head reads to what it writes; transpose it: W_QK W_OV^T."),
+        Case(f"the earlier head copies {k} coordinates to where the later keys read them "
+             f"(expected 1/sqrt({k}))", args=(identity_q, identity_k, identity_v, identity_o),
+             expected=1 / math.sqrt(k), hint="use Frobenius norms (the square root of the sum of squares)."),
+        Case("the same, every matrix scaled by 10", args=(10 * identity_q, 10 * identity_k, 10 * identity_v,
+                                                          10 * identity_o), expected=1 / math.sqrt(k),
+             hint="divide by the norms of W_QK and W_OV: the score does not depend on scale."),
+        Case("a later key reading two coordinates, an earlier head writing one of them and another",
+             args=(col(0, 1), col(2, 3), col(4, 5), row(2, 5)), expected=0.5, hidden=True),
     ]
 
 
-def check_gini(fn: Callable) -> None:
-    """``fn(effects)``: the Gini coefficient of the positive parts of a 1-d array of head effects."""
-    run_cases(fn, _gini_cases(), compare=lambda got, exp: compare_number(got, exp, atol=1e-9, rtol=1e-9),
-              what="the Gini coefficient", forbid=_IMPORTANCE)
+def check_k_composition(fn: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], float]) -> None:
+    """Check ``fn(W_Q, W_K, W_V, W_O)``: the K-composition of a later head (``W_Q``, ``W_K``
+    ``(d_model, d_head)``) reading an earlier head (``W_V`` ``(d_model, d_head)``, ``W_O``
+    ``(d_head, d_model)``)."""
+    run_cases(fn, _k_composition_cases(), compare=compare_number, forbid=("headlab.analysis.circuits",))
+
+
+# -------------------------------------------------------------- induction after an ablation
+
+
+def check_induction_after_ablation(fn: Callable) -> None:
+    """Check ``fn(hm, tokens, ablated, head)`` on the planted model of ``headlab.models.planted``:
+    the mean induction score of ``head`` over the batch ``tokens`` with the heads ``ablated``
+    zero-ablated (an empty list: the clean model)."""
+    import torch
+
+    from headlab.exercises.fixtures import (
+        planted_first_token_writer, repeated_batch, uniform_induction_score,
+    )
+    from headlab.models.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
+
+    hm = planted_model(d_vocab=16, n_ctx=21)
+    writer = planted_first_token_writer(d_vocab=16, n_ctx=21)
+    # two different inputs: a span of 10 repeated, and 15 tokens of which the first 5 come back
+    rows = [(10, 10), (15, 5)]
+    tokens = torch.as_tensor(repeated_batch(rows))
+    # Without the previous-token head, the induction head's keys are all alike: it attends
+    # uniformly, 1 / (i + 1) on each key; each input has its own eligible queries.
+    uniform = float(np.mean([uniform_induction_score(*r) for r in rows]))
+    rows_b = [(12, 8), (14, 6)]
+    tokens_b = torch.as_tensor(repeated_batch(rows_b, seed=1))
+    cases = [
+        Case("the clean planted model, induction head 1.0", args=(hm, tokens, [], INDUCTION_HEAD),
+             expected=1.0, hint="with nothing to ablate, run the model as it is (hm.ablate needs at "
+                                "least one head)."),
+        Case("previous-token head 0.0 ablated, induction head 1.0, two different inputs",
+             args=(hm, tokens, [PREVIOUS_TOKEN_HEAD], INDUCTION_HEAD), expected=uniform,
+             hint="capture the patterns *inside* `with hm.ablate(...)`, and average the per-input scores "
+                  "over every input of the batch (not the first input only)."),
+        Case("first-token head 0.1 ablated (it writes nothing), induction head 1.0",
+             args=(hm, tokens, [FIRST_TOKEN_HEAD], INDUCTION_HEAD), expected=1.0),
+        Case("induction head 1.0 ablated, previous-token head 0.0 (which attends to i - 1, never to "
+             "the induction target)", args=(hm, tokens, [INDUCTION_HEAD], PREVIOUS_TOKEN_HEAD), expected=0.0,
+             hint="score the head you are asked about: cache.pattern(layer)[:, head]."),
+        Case("a variant where 0.1 writes the first token into every query of 1.0; 0.1 ablated",
+             args=(writer, tokens, [FIRST_TOKEN_HEAD], INDUCTION_HEAD), expected=1.0,
+             hint="zero ablation (hm.ablate's default mode): with 0.1's write gone, 1.0 finds its key "
+                  "again. A mean ablation would put the first token back (the mean of what 0.1 writes)."),
+        Case("the same variant, other inputs, 0.0 ablated", args=(writer, tokens_b, [PREVIOUS_TOKEN_HEAD],
+                                                                  INDUCTION_HEAD),
+             expected=float(np.mean([uniform_induction_score(*r) for r in rows_b])), hidden=True),
+    ]
+    run_cases(fn, cases, compare=lambda got, exp: compare_number(got, exp, atol=1e-4, rtol=0),
+              forbid=("headlab.analysis.circuits", "headlab.analysis.sweep", "headlab.report"))

@@ -1,4 +1,4 @@
-"""Checks for chapter 6, "What breaks when specialisation is ignored"."""
+"""Checks for chapter 6, "The uneven division of work"."""
 
 from __future__ import annotations
 
@@ -6,132 +6,113 @@ from collections.abc import Callable
 
 import numpy as np
 
-from headlab.exercises import Case, run_cases
+from headlab.exercises import Case, compare_number, run_cases
 
-__all__ = ["check_worst_case_order", "check_layer_mean_z", "check_flag_hijacked"]
+__all__ = ["check_mean_ablation", "check_most_redundant_pair", "check_gini"]
 
-
-def _same_order(got, expected) -> str | None:
-    try:
-        got = [tuple(int(v) for v in h) for h in got]
-    except (TypeError, ValueError):
-        return f"expected a list of (layer, head) pairs, got {type(got).__name__}"
-    if len(got) != len(expected):
-        return f"expected all {len(expected)} heads, got {len(got)}"
-    if got != list(expected):
-        first = next(i for i, (g, e) in enumerate(zip(got, expected)) if g != e)
-        return f"a different order (least important first); the first difference is at place {first}"
-    return None
+_IMPORTANCE = ("headlab.analysis.importance", "headlab.analysis.sweep", "headlab.heads")
 
 
-def _many_ties() -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """4 layers x 16 heads whose worst cases take three values (0.1, 0.5, 0.9), many tied.
-
-    The expected order lists the 0.1 heads in layer-major order, then the 0.5 heads, then the 0.9
-    heads: what a stable sort gives, and what numpy's default (unstable) argsort does not."""
-    n_layers, n_heads = 4, 16
-    levels = (0.1, 0.5, 0.9)
-    worst = np.array([[levels[(3 * l + 5 * h) % 3 if h % 4 else 1] for h in range(n_heads)]
-                      for l in range(n_layers)])
-    effects = np.stack([worst, worst / 2, np.zeros_like(worst)], axis=-1)  # the worst case is input 0
-    expected = [(l, h) for level in levels for l in range(n_layers) for h in range(n_heads)
-                if worst[l, h] == level]
-    return effects, expected
-
-
-def check_worst_case_order(fn: Callable) -> None:
-    """``fn(effects)``: ``effects`` ``(n_layers, n_heads, n_inputs)`` is the increase of the loss on
-    each input when each head is removed; returns every ``(layer, head)``, least important first by
-    the *worst case*: the largest effect over the inputs (ties: layer-major order)."""
-    # one layer of three heads, three inputs
-    e1 = np.array([[[0.1, 0.1, 0.1],      # mean 0.1, worst 0.1
-                    [0.0, 0.0, 0.9],      # mean 0.3, worst 0.9: a specialist for input 2
-                    [0.4, 0.4, 0.4]]])    # mean 0.4, worst 0.4
-    # two layers of two heads; a tie in the worst case between 0.1 and 1.0
-    e2 = np.array([[[0.2, 0.2], [0.0, 0.5]],
-                   [[0.5, 0.0], [0.3, 0.3]]])
-    e3 = np.array([[[-0.9, -0.2], [0.1, -0.5]]])  # worst -0.2 and 0.1; largest |effect| 0.9 and 0.5
-    ties, ties_order = _many_ties()
-    e5 = np.array([[[0.3, 0.0], [0.0, 0.1]], [[0.2, 0.25], [-0.5, 0.6]], [[0.0, 0.0], [0.3, 0.05]]])
-    run_cases(fn, [
-        Case("a specialist with a small mean but a large worst case", args=(e1,),
-             expected=[(0, 0), (0, 2), (0, 1)],
-             hint="score each head by effects.max over the inputs (not the mean), then sort ascending."),
-        Case("two layers, with a tie (keep layer-major order)", args=(e2,),
-             expected=[(0, 0), (1, 1), (0, 1), (1, 0)],
-             hint="use a stable sort on the flattened (layer, head) grid: np.argsort(..., kind='stable')."),
-        Case("negative effects", args=(e3,), expected=[(0, 0), (0, 1)],
-             hint="the worst case is the maximum, not the largest absolute value."),
-        Case("4 layers x 16 heads, many ties", args=(ties,), expected=ties_order,
-             hint="np.argsort's default algorithm is not stable on long arrays: pass kind='stable'."),
-        Case("3 layers x 2 heads", args=(e5,), expected=[(2, 0), (0, 1), (1, 0), (0, 0), (2, 1), (1, 1)],
-             hidden=True),
-    ], compare=_same_order, what="prune by the worst case",
-        forbid=("headlab.analysis.prune", "headlab.analysis.importance"))
-
-
-def _mean_z_cases() -> list[Case]:
-    z = np.zeros((1, 2, 3, 2))  # (batch, pos, head, d_head)
-    z[0, 0, :, 0] = [3.0, 0.0, -6.0]   # mean -1
-    z[0, 0, :, 1] = [1.0, 1.0, 1.0]    # mean 1
-    z[0, 1, :, 0] = [2.0, 4.0, 6.0]    # mean 4
-    expected = np.zeros_like(z)
-    expected[0, 0, :, 0], expected[0, 0, :, 1], expected[0, 1, :, 0] = -1.0, 1.0, 4.0
-    z2 = np.arange(2 * 1 * 2 * 1, dtype=float).reshape(2, 1, 2, 1)  # two inputs: never mix them
-    exp2 = np.array([[[[0.5], [0.5]]], [[[2.5], [2.5]]]])
-    # (2, 3, 3, 2): at every input and position the heads are m - 1, m + 1, m around a known mean m
-    means = np.arange(2 * 3 * 2, dtype=float).reshape(2, 3, 1, 2) * 1.5 - 4.0
-    z3 = np.concatenate([means - 1.0, means + 1.0, means], axis=2)
+def _mean_ablation_cases() -> list[Case]:
+    z = np.arange(2 * 3 * 2 * 2, dtype=float).reshape(2, 3, 2, 2)  # (batch, pos, head, d_head)
+    ref = np.array([[[1.0, 3.0], [10.0, 10.0]],
+                    [[3.0, 5.0], [20.0, 30.0]]])  # (n_tokens, head, d_head): head 0 mean [2, 4]
+    out0 = z.copy()
+    out0[:, :, 0, :] = [2.0, 4.0]
+    out1 = z.copy()
+    out1[:, :, 1, :] = [15.0, 20.0]
+    # three heads of d_head = 3, three reference tokens: head 2's mean is [1, -2, 5]
+    z3 = np.arange(1 * 2 * 3 * 3, dtype=float).reshape(1, 2, 3, 3) - 7.0
+    ref3 = np.zeros((3, 3, 3))
+    ref3[:, 2, :] = [[0.0, -3.0, 5.0], [1.0, -2.0, 4.0], [2.0, -1.0, 6.0]]
+    ref3[:, 0, :] = 100.0  # other heads' references must not leak in
+    out3 = z3.copy()
+    out3[:, :, 2, :] = [1.0, -2.0, 5.0]
+    z4 = -np.arange(2 * 1 * 3 * 2, dtype=float).reshape(2, 1, 3, 2)
+    ref4 = np.tile(np.array([[4.0, 0.0], [1.0, 1.0], [-2.0, 6.0]]), (5, 1, 1))
+    ref4[0, 1] = [6.0, -4.0]
+    out4 = z4.copy()
+    out4[:, :, 1, :] = [2.0, 0.0]  # (6 + 4 * 1) / 5, (-4 + 4 * 1) / 5
     return [
-        Case("three heads at two positions", args=(z,), expected=expected, unchanged=True,
-             hint="average over the head axis (axis 2) only, keeping the positions apart, in a new array."),
-        Case("two inputs (the mean is per input and position)", args=(z2,), expected=exp2, unchanged=True,
-             hint="do not average over the batch: each input keeps its own mean."),
-        Case("two inputs, three positions, three heads", args=(z3,), expected=np.repeat(means, 3, axis=2),
+        Case("head 0 of a 2-head layer", args=(z, ref, 0), expected=out0, unchanged=True,
+             hint="replace z[:, :, head, :] by the mean of reference[:, head, :] over the reference tokens, "
+                  "in a copy of z (z itself must not change)."),
+        Case("head 1, the other heads untouched", args=(z, ref, 1), expected=out1, unchanged=True,
+             hint="only the ablated head's slice changes; every other head keeps its own output."),
+        Case("head 2 of 3, d_head = 3, 3 reference tokens", args=(z3, ref3, 2), expected=out3, unchanged=True,
+             hint="average over the reference tokens (axis 0) only, keeping the d_head coordinates apart; "
+                  "the mean comes from the reference, not from z (that would be a different ablation)."),
+        Case("head 1 of 3, two inputs, 5 reference tokens", args=(z4, ref4, 1), expected=out4,
              unchanged=True, hidden=True),
     ]
 
 
-def check_layer_mean_z(fn: Callable) -> None:
-    """``fn(z)``: ``z`` ``(batch, pos, n_heads, d_head)``; returns a new array of the same shape in
-    which every head's output is the layer's mean head output at that input and position, and must
-    not modify ``z``."""
-    run_cases(fn, _mean_z_cases(), what="the averaging ablation",
-              forbid=("headlab.training.distill", "headlab.heads"))
+def check_mean_ablation(fn: Callable) -> None:
+    """``fn(z, reference, head)``: ``z`` ``(batch, pos, n_heads, d_head)``, ``reference``
+    ``(n_tokens, n_heads, d_head)`` (the head outputs on every real token of a reference set);
+    returns a new ``z`` whose ``head`` slice is the reference mean, and must not modify ``z``."""
+    run_cases(fn, _mean_ablation_cases(), what="mean ablation", forbid=_IMPORTANCE)
 
 
-def _rows(spec, n_layers: int = 1) -> np.ndarray:
-    """Rows ``(n, n_layers, n_heads=3, pos=4)`` from {(layer, head) or head: row}; other rows uniform
-    over keys 1..3."""
-    rows = np.zeros((len(spec), n_layers, 3, 4))
-    rows[..., 1:] = 1 / 3
-    for i, heads in enumerate(spec):
-        for h, row in heads.items():
-            layer, head = h if isinstance(h, tuple) else (0, h)
-            rows[i, layer, head] = row
-    return rows
+def _pair_cases() -> list[Case]:
+    a, b, c, d = (0, 0), (0, 1), (1, 0), (1, 1)
+    singles = {a: 0.5, b: 0.1, c: 0.3, d: 0.0}
+    pairs = {(a, b): 0.6, (a, c): 0.7, (b, d): 0.9, (c, d): 0.3}
+    # interactions: (a,b) 0.0, (a,c) -0.1, (b,d) 0.8, (c,d) 0.0
+    singles2 = {a: 1.0, b: 1.0, c: 0.2}
+    pairs2 = {(a, b): 2.5, (a, c): 1.0, (b, c): 1.3}  # 0.5, -0.2, 0.1
+    # the largest pair effect (a, b) is nearly additive; (c, d) is the redundant pair; (a, d)
+    # overlaps strongly (a large *negative* interaction)
+    singles3 = {a: 1.0, b: 1.0, c: 0.1, d: 0.1}
+    pairs3 = {(a, b): 2.2, (c, d): 0.9, (a, d): 0.1, (b, c): 1.1}  # 0.2, 0.7, -1.0, 0.0
+    singles4 = {a: 0.3, b: 0.6, c: 0.0, d: 0.4}
+    pairs4 = {(a, b): 0.5, (a, c): 0.2, (b, d): 1.4, (c, d): 0.9, (a, d): 0.3}  # -0.4, -0.1, 0.4, 0.5, -0.4
+    return [
+        Case("two heads that do little alone but much together", args=(singles, pairs), expected=(b, d),
+             hint="interaction = effect(pair) - effect(a) - effect(b); take the largest, not the largest "
+                  "pair effect."),
+        Case("the redundant pair with the largest interaction", args=(singles2, pairs2), expected=(a, b),
+             hint="(a, b) removes 2.5 against 1.0 + 1.0 alone: interaction 0.5."),
+        Case("the largest pair effect (2.2) is not the most redundant pair, and one pair overlaps",
+             args=(singles3, pairs3), expected=(c, d),
+             hint="(0.0, 0.1) costs 2.2 together but 1.0 + 1.0 alone (interaction 0.2); (1.0, 1.1) costs 0.9 "
+                  "against 0.1 + 0.1 (0.7). Take the largest signed interaction: a large negative one "
+                  "(heads that overlap) is the opposite of redundant."),
+        Case("five pairs", args=(singles4, pairs4), expected=(c, d), hidden=True),
+    ]
 
 
-def check_flag_hijacked(fn: Callable) -> None:
-    """``fn(rows, x)``: ``rows`` ``(n, n_layers, n_heads, pos)`` are every head's attention row at the
-    query of each input; returns a boolean array ``(n,)``: True where some head puts *more than* ``x``
-    of its attention on a single key other than position 0 (the sink, where heads park)."""
-    spike = [0.0, 0.05, 0.9, 0.05]
-    sink = [0.95, 0.05, 0.0, 0.0]
-    rows = _rows([{}, {1: spike}, {0: sink}, {2: [0.0, 0.1, 0.1, 0.8]}])
-    # in the layer mean, input 1 puts (0.9 + 2/3) / 3 = 0.52 on key 2 and would pass x = 0.6
-    two = _rows([{(1, 2): spike}, {(0, 0): sink}, {}, {(1, 0): [0.1, 0.2, 0.7, 0.0]}], n_layers=2)
-    hidden = _rows([{(0, 1): [0.0, 0.55, 0.45, 0.0]}, {(1, 1): [0.6, 0.4, 0.0, 0.0]},
-                    {(1, 2): [0.0, 0.0, 0.3, 0.7]}], n_layers=2)
-    run_cases(fn, [
-        Case("clean, hijacked, parked on the sink, exactly at the threshold", args=(rows, 0.8),
-             expected=np.array([False, True, False, False]),
-             hint="ignore key 0, take each head's largest weight, and compare with '>' (0.8 is not above 0.8)."),
-        Case("the same inputs at x = 0.6 (the mean over heads would miss input 1)", args=(rows, 0.6),
-             expected=np.array([False, True, False, True]),
-             hint="inspect every head on its own; do not average the heads first."),
-        Case("two layers: spikes in the second layer, a sink in the first", args=(two, 0.6),
-             expected=np.array([True, False, False, True]),
-             hint="inspect every layer, not only the first: rows[:, layer, head]."),
-        Case("two layers, x = 0.5", args=(hidden, 0.5), expected=np.array([True, False, True]), hidden=True),
-    ], what="per-head inspection", forbid=("headlab.analysis.adversarial",))
+def check_most_redundant_pair(fn: Callable) -> None:
+    """``fn(singles, pairs)``: ``singles`` maps each head to its single-ablation effect, ``pairs``
+    maps ``(a, b)`` to the effect of ablating both; returns the pair with the largest interaction
+    ``effect(a+b) - effect(a) - effect(b)``."""
+    def compare(got, expected):
+        try:
+            got = tuple(tuple(int(x) for x in h) for h in got) if got is not None else None
+        except (TypeError, ValueError):
+            return f"expected a pair of (layer, head) tuples, got {got!r}"
+        if got == expected or got == expected[::-1]:
+            return None
+        return f"expected the pair {expected}, got {got}"
+
+    run_cases(fn, _pair_cases(), compare=compare, what="the most redundant pair", forbid=_IMPORTANCE)
+
+
+def _gini_cases() -> list[Case]:
+    return [
+        Case("every head equally important", args=(np.array([1.0, 1.0, 1.0, 1.0]),), expected=0.0,
+             hint="equal shares: the Lorenz curve is the diagonal, Gini 0."),
+        Case("one head does everything (n = 4)", args=(np.array([0.0, 0.0, 0.0, 5.0]),), expected=0.75,
+             hint="the maximum for n heads is 1 - 1/n."),
+        Case("two heads, effects 1 and 3", args=(np.array([3.0, 1.0]),), expected=0.25,
+             hint="Gini = sum_i sum_j |x_i - x_j| / (2 n^2 mean); the |.| matters: without it the sum is 0."),
+        Case("negative effects carry no share", args=(np.array([-2.0, 0.0, 4.0]),), expected=2.0 / 3.0,
+             hint="clip negative effects to 0 first: a head whose removal helps does none of the work."),
+        Case("effects 0, 1, 2, 3", args=(np.array([2.0, 0.0, 3.0, 1.0]),), expected=5.0 / 12.0, hidden=True),
+    ]
+
+
+def check_gini(fn: Callable) -> None:
+    """``fn(effects)``: the Gini coefficient of the positive parts of a 1-d array of head effects."""
+    run_cases(fn, _gini_cases(), compare=lambda got, exp: compare_number(got, exp, atol=1e-9, rtol=1e-9),
+              what="the Gini coefficient", forbid=_IMPORTANCE)

@@ -1,110 +1,137 @@
-"""Checks for chapter 07, "Are heads the right unit?"."""
+"""Checks for chapter 7, "What breaks when specialisation is ignored"."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import numpy as np
-import torch
 
 from headlab.exercises import Case, run_cases
 
-_SAE = ("headlab.analysis.sae",)
-
-__all__ = ["check_topk_activation", "check_fraction_recovered", "check_match_features", "check_units_for_mass"]
+__all__ = ["check_worst_case_order", "check_layer_mean_z", "check_flag_hijacked"]
 
 
-def _t(rows) -> torch.Tensor:
-    return torch.tensor(rows, dtype=torch.float32)
+def _same_order(got, expected) -> str | None:
+    try:
+        got = [tuple(int(v) for v in h) for h in got]
+    except (TypeError, ValueError):
+        return f"expected a list of (layer, head) pairs, got {type(got).__name__}"
+    if len(got) != len(expected):
+        return f"expected all {len(expected)} heads, got {len(got)}"
+    if got != list(expected):
+        first = next(i for i, (g, e) in enumerate(zip(got, expected)) if g != e)
+        return f"a different order (least important first); the first difference is at place {first}"
+    return None
 
 
-def check_topk_activation(fn: Callable) -> None:
-    """Check ``fn(pre, k)``: keep the k largest entries of the last axis, zero the rest, then ReLU."""
+def _many_ties() -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """4 layers x 16 heads whose worst cases take three values (0.1, 0.5, 0.9), many tied.
+
+    The expected order lists the 0.1 heads in layer-major order, then the 0.5 heads, then the 0.9
+    heads: what a stable sort gives, and what numpy's default (unstable) argsort does not."""
+    n_layers, n_heads = 4, 16
+    levels = (0.1, 0.5, 0.9)
+    worst = np.array([[levels[(3 * l + 5 * h) % 3 if h % 4 else 1] for h in range(n_heads)]
+                      for l in range(n_layers)])
+    effects = np.stack([worst, worst / 2, np.zeros_like(worst)], axis=-1)  # the worst case is input 0
+    expected = [(l, h) for level in levels for l in range(n_layers) for h in range(n_heads)
+                if worst[l, h] == level]
+    return effects, expected
+
+
+def check_worst_case_order(fn: Callable) -> None:
+    """``fn(effects)``: ``effects`` ``(n_layers, n_heads, n_inputs)`` is the increase of the loss on
+    each input when each head is removed; returns every ``(layer, head)``, least important first by
+    the *worst case*: the largest effect over the inputs (ties: layer-major order)."""
+    # one layer of three heads, three inputs
+    e1 = np.array([[[0.1, 0.1, 0.1],      # mean 0.1, worst 0.1
+                    [0.0, 0.0, 0.9],      # mean 0.3, worst 0.9: a specialist for input 2
+                    [0.4, 0.4, 0.4]]])    # mean 0.4, worst 0.4
+    # two layers of two heads; a tie in the worst case between 0.1 and 1.0
+    e2 = np.array([[[0.2, 0.2], [0.0, 0.5]],
+                   [[0.5, 0.0], [0.3, 0.3]]])
+    e3 = np.array([[[-0.9, -0.2], [0.1, -0.5]]])  # worst -0.2 and 0.1; largest |effect| 0.9 and 0.5
+    ties, ties_order = _many_ties()
+    e5 = np.array([[[0.3, 0.0], [0.0, 0.1]], [[0.2, 0.25], [-0.5, 0.6]], [[0.0, 0.0], [0.3, 0.05]]])
     run_cases(fn, [
-        Case("one row of positive pre-activations, k = 2: [0.5, 3, 1, 2]",
-             args=(_t([0.5, 3.0, 1.0, 2.0]), 2), expected=[0.0, 3.0, 0.0, 2.0],
-             hint="keep the values at the k largest positions and set every other entry to 0."),
-        Case("k = 1 keeps only the largest: [1, -2, 4, 3.5]",
-             args=(_t([1.0, -2.0, 4.0, 3.5]), 1), expected=[0.0, 0.0, 4.0, 0.0]),
-        Case("a negative value among the top k is zeroed: [-1, -3, 0.5, -0.2], k = 2",
-             args=(_t([-1.0, -3.0, 0.5, -0.2]), 2), expected=[0.0, 0.0, 0.5, 0.0],
-             hint="the top 2 are 0.5 and -0.2; a feature activation is never negative, so apply a "
-                  "ReLU to the kept values (at most k features are active, sometimes fewer)."),
-        Case("a batch of two rows, each with its own top k: [[1, 5, 3], [6, 2, 4]], k = 2",
-             args=(_t([[1.0, 5.0, 3.0], [6.0, 2.0, 4.0]]), 2), expected=[[0.0, 5.0, 3.0], [6.0, 0.0, 4.0]],
-             hint="select along the last axis (dim=-1), separately for every row."),
-        Case("k equal to the number of features is a plain ReLU: [[-1, 2, -3, 4]], k = 4",
-             args=(_t([[-1.0, 2.0, -3.0, 4.0]]), 4), expected=[[0.0, 2.0, 0.0, 4.0]]),
-        Case("a (batch, pos, n_features) input of shape (2, 1, 3), k = 1",
-             args=(_t([[[0.1, 0.3, 0.2]], [[0.9, -0.5, 0.4]]]), 1), expected=[[[0.0, 0.3, 0.0]], [[0.9, 0.0, 0.0]]],
-             hint="work on the last axis whatever the number of leading axes."),
-        Case("two rows of five, k = 3", args=(_t([[0.2, -1.0, 3.0, 0.1, 2.5], [-0.3, -0.1, -0.2, 0.4, -2.0]]), 3),
-             expected=[[0.2, 0.0, 3.0, 0.0, 2.5], [0.0, 0.0, 0.0, 0.4, 0.0]], hidden=True),
-    ], what="a top-k activation", forbid=_SAE)
+        Case("a specialist with a small mean but a large worst case", args=(e1,),
+             expected=[(0, 0), (0, 2), (0, 1)],
+             hint="score each head by effects.max over the inputs (not the mean), then sort ascending."),
+        Case("two layers, with a tie (keep layer-major order)", args=(e2,),
+             expected=[(0, 0), (1, 1), (0, 1), (1, 0)],
+             hint="use a stable sort on the flattened (layer, head) grid: np.argsort(..., kind='stable')."),
+        Case("negative effects", args=(e3,), expected=[(0, 0), (0, 1)],
+             hint="the worst case is the maximum, not the largest absolute value."),
+        Case("4 layers x 16 heads, many ties", args=(ties,), expected=ties_order,
+             hint="np.argsort's default algorithm is not stable on long arrays: pass kind='stable'."),
+        Case("3 layers x 2 heads", args=(e5,), expected=[(2, 0), (0, 1), (1, 0), (0, 0), (2, 1), (1, 1)],
+             hidden=True),
+    ], compare=_same_order, what="prune by the worst case",
+        forbid=("headlab.analysis.prune", "headlab.analysis.importance"))
 
 
-def check_fraction_recovered(fn: Callable) -> None:
-    """Check ``fn(clean, replaced, floor)`` = (floor - replaced) / (floor - clean)."""
+def _mean_z_cases() -> list[Case]:
+    z = np.zeros((1, 2, 3, 2))  # (batch, pos, head, d_head)
+    z[0, 0, :, 0] = [3.0, 0.0, -6.0]   # mean -1
+    z[0, 0, :, 1] = [1.0, 1.0, 1.0]    # mean 1
+    z[0, 1, :, 0] = [2.0, 4.0, 6.0]    # mean 4
+    expected = np.zeros_like(z)
+    expected[0, 0, :, 0], expected[0, 0, :, 1], expected[0, 1, :, 0] = -1.0, 1.0, 4.0
+    z2 = np.arange(2 * 1 * 2 * 1, dtype=float).reshape(2, 1, 2, 1)  # two inputs: never mix them
+    exp2 = np.array([[[[0.5], [0.5]]], [[[2.5], [2.5]]]])
+    # (2, 3, 3, 2): at every input and position the heads are m - 1, m + 1, m around a known mean m
+    means = np.arange(2 * 3 * 2, dtype=float).reshape(2, 3, 1, 2) * 1.5 - 4.0
+    z3 = np.concatenate([means - 1.0, means + 1.0, means], axis=2)
+    return [
+        Case("three heads at two positions", args=(z,), expected=expected, unchanged=True,
+             hint="average over the head axis (axis 2) only, keeping the positions apart, in a new array."),
+        Case("two inputs (the mean is per input and position)", args=(z2,), expected=exp2, unchanged=True,
+             hint="do not average over the batch: each input keeps its own mean."),
+        Case("two inputs, three positions, three heads", args=(z3,), expected=np.repeat(means, 3, axis=2),
+             unchanged=True, hidden=True),
+    ]
+
+
+def check_layer_mean_z(fn: Callable) -> None:
+    """``fn(z)``: ``z`` ``(batch, pos, n_heads, d_head)``; returns a new array of the same shape in
+    which every head's output is the layer's mean head output at that input and position, and must
+    not modify ``z``."""
+    run_cases(fn, _mean_z_cases(), what="the averaging ablation",
+              forbid=("headlab.training.distill", "headlab.heads"))
+
+
+def _rows(spec, n_layers: int = 1) -> np.ndarray:
+    """Rows ``(n, n_layers, n_heads=3, pos=4)`` from {(layer, head) or head: row}; other rows uniform
+    over keys 1..3."""
+    rows = np.zeros((len(spec), n_layers, 3, 4))
+    rows[..., 1:] = 1 / 3
+    for i, heads in enumerate(spec):
+        for h, row in heads.items():
+            layer, head = h if isinstance(h, tuple) else (0, h)
+            rows[i, layer, head] = row
+    return rows
+
+
+def check_flag_hijacked(fn: Callable) -> None:
+    """``fn(rows, x)``: ``rows`` ``(n, n_layers, n_heads, pos)`` are every head's attention row at the
+    query of each input; returns a boolean array ``(n,)``: True where some head puts *more than* ``x``
+    of its attention on a single key other than position 0 (the sink, where heads park)."""
+    spike = [0.0, 0.05, 0.9, 0.05]
+    sink = [0.95, 0.05, 0.0, 0.0]
+    rows = _rows([{}, {1: spike}, {0: sink}, {2: [0.0, 0.1, 0.1, 0.8]}])
+    # in the layer mean, input 1 puts (0.9 + 2/3) / 3 = 0.52 on key 2 and would pass x = 0.6
+    two = _rows([{(1, 2): spike}, {(0, 0): sink}, {}, {(1, 0): [0.1, 0.2, 0.7, 0.0]}], n_layers=2)
+    hidden = _rows([{(0, 1): [0.0, 0.55, 0.45, 0.0]}, {(1, 1): [0.6, 0.4, 0.0, 0.0]},
+                    {(1, 2): [0.0, 0.0, 0.3, 0.7]}], n_layers=2)
     run_cases(fn, [
-        Case("a perfect replacement: clean 2.0, replaced 2.0, floor 5.0", args=(2.0, 2.0, 5.0), expected=1.0,
-             hint="a replacement as good as the clean model recovers all of the loss: 1."),
-        Case("a replacement as bad as ablating the layer: clean 2.0, replaced 5.0, floor 5.0",
-             args=(2.0, 5.0, 5.0), expected=0.0,
-             hint="(floor - replaced) is 0 when the replacement is no better than the floor."),
-        Case("halfway: clean 2.0, replaced 3.5, floor 5.0", args=(2.0, 3.5, 5.0), expected=0.5,
-             hint="divide the loss the replacement recovers, floor - replaced, by what there is to "
-                  "recover, floor - clean."),
-        Case("worse than the floor: clean 2.0, replaced 6.5, floor 5.0", args=(2.0, 6.5, 5.0), expected=-0.5,
-             hint="no clipping: a replacement worse than ablating the layer gets a negative fraction."),
-        Case("numbers of the size this chapter measures: clean 2.04, replaced 2.10, floor 3.30",
-             args=(2.04, 2.10, 3.30), expected=1.2 / 1.26),
-        Case("clean 1.0, replaced 1.5, floor 3.0", args=(1.0, 1.5, 3.0), expected=0.75, hidden=True),
-    ], what="the fraction of loss recovered", forbid=_SAE)
-
-
-def check_match_features(fn: Callable) -> None:
-    """Check ``fn(dec_a, dec_b)``: for each row of dec_a, its largest cosine with a row of dec_b."""
-    s = 1 / np.sqrt(2)
-    run_cases(fn, [
-        Case("identical dictionaries (the identity, 3 x 3)", args=(torch.eye(3), torch.eye(3)), expected=[1.0, 1.0, 1.0]),
-        Case("the same directions in another order",
-             args=(_t([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]), _t([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])),
-             expected=[1.0, 1.0], hint="take the maximum over all rows of dec_b, not the row with the same index."),
-        Case("rows of different lengths: a cosine ignores length",
-             args=(_t([[3.0, 0.0], [0.0, 0.5]]), _t([[0.0, 2.0], [1.0, 0.0]])), expected=[1.0, 1.0],
-             hint="divide each row by its norm before taking dot products."),
-        Case("a direction at 45 degrees from the nearest one: [1, 0] against [1, 1] and [0, -1]",
-             args=(_t([[1.0, 0.0]]), _t([[1.0, 1.0], [0.0, -1.0]])), expected=[s]),
-        Case("an opposite direction is no match: [1, 0] against [-1, 0] and [0, 1]",
-             args=(_t([[1.0, 0.0]]), _t([[-1.0, 0.0], [0.0, 1.0]])), expected=[0.0],
-             hint="features only fire positively, so -d is a different feature from d: take the "
-                  "maximum of the cosine itself, not of its absolute value."),
-        Case("more features in dec_b than in dec_a: the answer has one entry per row of dec_a",
-             args=(_t([[1.0, 0.0, 0.0], [0.0, 0.6, 0.8]]),
-                   _t([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 3.0, 4.0]])),
-             expected=[s, 1.0]),
-        Case("three features against two", args=(_t([[0.0, 2.0], [1.0, 1.0], [-3.0, 0.0]]),
-                                                 _t([[0.0, 5.0], [-1.0, 1.0]])),
-             expected=[1.0, s, s], hidden=True),
-    ], what="matching features by cosine", forbid=_SAE)
-
-
-def check_units_for_mass(fn: Callable) -> None:
-    """Check ``fn(contributions, mass)``: per row, the fewest units whose contributions reach
-    ``mass`` of the row's total (0 for an all-zero row)."""
-    run_cases(fn, [
-        Case("one token, sorted contributions [5, 3, 2, 0], mass 0.5", args=(np.array([[5.0, 3.0, 2.0, 0.0]]), 0.5),
-             expected=[1], hint="5 of the total 10 already is half."),
-        Case("the same token, mass 0.75", args=(np.array([[5.0, 3.0, 2.0, 0.0]]), 0.75), expected=[2],
-             hint="5 < 7.5, 5 + 3 = 8 >= 7.5: two units."),
-        Case("unsorted contributions [2, 0, 5, 3], mass 0.75", args=(np.array([[2.0, 0.0, 5.0, 3.0]]), 0.75),
-             expected=[2], hint="take the largest contributions first: sort each row in decreasing order."),
-        Case("two tokens, one spread and one concentrated: [[1, 1, 1, 1], [10, 0, 0, 0]], mass 0.6",
-             args=(np.array([[1.0, 1.0, 1.0, 1.0], [10.0, 0.0, 0.0, 0.0]]), 0.6), expected=[3, 1],
-             hint="each row has its own total."),
-        Case("a token where nothing is written: [0, 0, 0], mass 0.9", args=(np.array([[0.0, 0.0, 0.0]]), 0.9),
-             expected=[0], hint="no unit is needed to carry nothing: return 0 for an all-zero row."),
-        Case("three tokens, mass 0.9", args=(np.array([[1.0, 8.0, 1.0, 0.0], [3.0, 3.0, 3.0, 1.0],
-                                                       [0.0, 0.0, 0.0, 0.0]]), 0.9),
-             expected=[2, 3, 0], hidden=True),
-    ], what="units per token", forbid=_SAE)
+        Case("clean, hijacked, parked on the sink, exactly at the threshold", args=(rows, 0.8),
+             expected=np.array([False, True, False, False]),
+             hint="ignore key 0, take each head's largest weight, and compare with '>' (0.8 is not above 0.8)."),
+        Case("the same inputs at x = 0.6 (the mean over heads would miss input 1)", args=(rows, 0.6),
+             expected=np.array([False, True, False, True]),
+             hint="inspect every head on its own; do not average the heads first."),
+        Case("two layers: spikes in the second layer, a sink in the first", args=(two, 0.6),
+             expected=np.array([True, False, False, True]),
+             hint="inspect every layer, not only the first: rows[:, layer, head]."),
+        Case("two layers, x = 0.5", args=(hidden, 0.5), expected=np.array([True, False, True]), hidden=True),
+    ], what="per-head inspection", forbid=("headlab.analysis.adversarial",))

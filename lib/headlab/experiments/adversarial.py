@@ -1,4 +1,4 @@
-"""Chapter 6's hijacking experiment (the ``adversarial`` part of :func:`headlab.experiments.what_breaks.run_what_breaks`).
+"""Chapter 7's hijacking experiment (the ``adversarial`` part of :func:`headlab.experiments.what_breaks.run_what_breaks`).
 
 Gradient-guided trigger search (:func:`headlab.analysis.adversarial.trigger_search`, 3 slots
 before the sentence) against the agreement and copy predictions of the evaluation windows that

@@ -1,4 +1,4 @@
-"""Chapter 6's pruning on a real model (the ``minilm`` part of :func:`headlab.experiments.what_breaks.run_what_breaks`).
+"""Chapter 7's pruning on a real model (the ``minilm`` part of :func:`headlab.experiments.what_breaks.run_what_breaks`).
 
 The pruning curves on all-MiniLM-L6-v2 (6 x 12 heads) and the hand-annotated English sentences
 (:func:`headlab.data.language.load_english`). The sentences are split in two halves, stratified by

@@ -1,4 +1,4 @@
-"""Chapter 7's sparse autoencoders, trained and shipped with their provenance (``lib/headlab/results/saes/``).
+"""Chapter 8's sparse autoencoders, trained and shipped with their provenance (``lib/headlab/results/saes/``).
 
 For one layer of a model organism trained on the synthetic language, :func:`train_saes` collects
 the layer's concatenated head outputs ``z`` on windows of the language (documents drawn with

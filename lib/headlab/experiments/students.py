@@ -1,4 +1,4 @@
-"""Chapter 6's distillation students, and what survives of the teacher's heads in them.
+"""Chapter 7's distillation students, and what survives of the teacher's heads in them.
 
 The teacher is ``organism-small-s0`` (2 layers x 4 heads); each student follows the
 ``distill-student`` recipe (:mod:`headlab.training.recipes.students`: same layers and heads, half
@@ -116,7 +116,7 @@ def distill_students(targets: Iterable[str] = ("none", "mean", "mean_to_mean", "
             if checkpoints is not None:
                 folder = Path(checkpoints) / f"distill-{target}-s{seed}"
                 save_checkpoint(folder, res.model, res.tokenizer, {
-                    "name": folder.name, "description": f"chapter 6 student, attention transfer target {target!r}",
+                    "name": folder.name, "description": f"chapter 7 student, attention transfer target {target!r}",
                     "command": command.strip(), "teacher": teacher, "target": target,
                     "weight": run["weight"], "seed": seed, "steps": steps, "config": recipe.config.to_dict(),
                     "recipe": {k: v for k, v in recipe.to_dict().items() if k not in ("config", "task")},

@@ -1,4 +1,4 @@
-"""Chapter 6's experiments, "What breaks when specialisation is ignored", on the organism (and MiniLM).
+"""Chapter 7's experiments, "What breaks when specialisation is ignored", on the organism (and MiniLM).
 
 :func:`run_what_breaks` computes the parts named and writes them to ``lib/headlab/results/what_breaks.json``
 (``scripts/what_breaks.py`` is its command line); the chapter reads that file. Every size is a
@@ -44,7 +44,7 @@ PARTS = ("pruning", "averaging", "adversarial", "minilm")
 
 @dataclass(frozen=True)
 class WhatBreaksSizes:
-    """The sizes of chapter 6's experiments (defaults: the shipped run).
+    """The sizes of chapter 7's experiments (defaults: the shipped run).
 
     ``eval_windows``: held-out evaluation windows of the organism (the averaging part uses all);
     ``prune_eval_windows``: the first that many of them evaluate the pruning curves, at ``counts``

@@ -1,4 +1,4 @@
-"""Chapter 7's width/depth/d_head sweep: trains the ``wd-*`` recipes and writes ``lib/headlab/results/width_depth.json``.
+"""Chapter 8's width/depth/d_head sweep: trains the ``wd-*`` recipes and writes ``lib/headlab/results/width_depth.json``.
 
 Every recipe of :data:`headlab.training.recipes.width_depth.WIDTH_DEPTH` (small GPTs on the
 synthetic language at ``d_model = 64``, ``n_ctx = 64``, ``d_mlp = 256``) is trained at each seed
@@ -107,7 +107,7 @@ def run_sweep(names: Iterable[str] | None = None, seeds: Iterable[int] = (0, 1),
         raise ValueError(f"unknown recipe(s) {unknown}; the sweep has: {', '.join(recipes)}")
     first = recipes[names[0]]
     results: dict[str, Any] = {
-        "description": ("chapter 7's width/depth/d_head sweep: small GPTs on the synthetic language at "
+        "description": ("chapter 8's width/depth/d_head sweep: small GPTs on the synthetic language at "
                         "d_model 64; validation loss and per-phenomenon accuracy on fixed evaluation windows"),
         "command": command,
         "seeds": seeds,

@@ -1,4 +1,4 @@
-"""A layer's heads beside the features of a sparse autoencoder (chapter 7). Each function draws on
+"""A layer's heads beside the features of a sparse autoencoder (chapter 8). Each function draws on
 the axes it is given and returns them."""
 
 from __future__ import annotations

@@ -3,12 +3,12 @@
 Gathered from one module per family, none of which changes another's entries:
 
 * :mod:`~headlab.training.recipes.organisms` (:data:`ORGANISMS`): the model organisms of
-  chapters 3-8 (``organism``, ``organism-small-s0..2``, ``attn-only-1l``, ``attn-only-2l``,
+  chapters 3-9 (``organism``, ``organism-small-s0..2``, ``attn-only-1l``, ``attn-only-2l``,
   ``tiny-attn-2l``);
 * :mod:`~headlab.training.recipes.chapters_1_2` (:data:`CHAPTERS_1_2`): ``two-relations-*`` and
   ``heads-*``;
-* :mod:`~headlab.training.recipes.students` (:data:`STUDENTS`): chapter 6's ``distill-student``;
-* :mod:`~headlab.training.recipes.width_depth` (:data:`WIDTH_DEPTH`): chapter 7's ``wd-*`` family.
+* :mod:`~headlab.training.recipes.students` (:data:`STUDENTS`): chapter 7's ``distill-student``;
+* :mod:`~headlab.training.recipes.width_depth` (:data:`WIDTH_DEPTH`): chapter 8's ``wd-*`` family.
 
 ``python -m headlab train NAME`` trains any of them: every shipped checkpoint and every model of
 the width/depth sweep.

@@ -1,4 +1,4 @@
-"""The model organisms of chapters 3-8, shipped in ``lib/headlab/checkpoints/``.
+"""The model organisms of chapters 3-9, shipped in ``lib/headlab/checkpoints/``.
 
 * the language organisms: ``organism`` (4 layers x 8 heads; seeds 1 and 2 as ``organism-s1``,
   ``organism-s2``) and ``organism-small-s0..2`` (2 x 4, three seeds), GPTs on the synthetic language (:class:`~headlab.data.windows.SyntheticLanguage`);

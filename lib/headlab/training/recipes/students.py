@@ -1,4 +1,4 @@
-"""Chapter 6's distillation student (:func:`headlab.training.distill.distill`, run by
+"""Chapter 7's distillation student (:func:`headlab.training.distill.distill`, run by
 :func:`headlab.experiments.students.distill_students`).
 
 ``distill-student`` is trained with and without attention transfer from ``organism-small-s0``:
@@ -16,6 +16,6 @@ __all__ = ["STUDENTS"]
 
 STUDENTS: dict[str, Recipe] = {r.name: r for r in [
     language_recipe("distill-student", "a 2-layer x 4-head GPT of half the small organism's width, the "
-                    "student of chapter 6's attention-transfer distillation", steps=1500,
+                    "student of chapter 7's attention-transfer distillation", steps=1500,
                     d_model=64, n_layers=2, n_heads=4, d_mlp=256),
 ]}

@@ -1,4 +1,4 @@
-"""The width/depth/d_head family of chapter 7: small GPTs at a fixed ``d_model = 64``.
+"""The width/depth/d_head family of chapter 8: small GPTs at a fixed ``d_model = 64``.
 
 Every ``wd-*`` recipe trains a GPT on the organisms' variant of the synthetic language
 (:data:`headlab.training.recipes.organisms.LANGUAGE_OPTIONS`, windows of 64 tokens, ``d_mlp = 256``) with 1 to 32
