@@ -5,7 +5,8 @@ The website renders the chapters' MyST markup; Colab, JupyterLab and Notebook 7 
 writes, for every chapter in ``_toc.yml``, the notebook that the site's Colab (rocket) button
 opens, at the same path under ``--out`` (default ``_build/colab``):
 
-- markdown in plain Markdown (``scripts/plain_markdown.py``): no directive, role or target syntax;
+- markdown in plain Markdown (``scripts/plain_markdown.py``), in the cells and in the cells'
+  markdown outputs: no directive, role or target syntax;
 - every solution cell folded: ``cellView: "form"`` and a first line ``# @title ...`` for Colab,
   ``{"jupyter": {"source_hidden": true}}`` for JupyterLab and Notebook 7;
 - the Colab install cell pinned to the commit the book was built from
@@ -158,6 +159,12 @@ def outside_notebook(nb: dict, links: Links, *, solution_note: str = "", require
         elif _is_install_cell(cell):
             cell["source"] = pin_install(cell["source"], links.repo_url, links.commit, str(links.notebook))
             installs += 1
+        else:  # markdown outputs are MyST on the site too (e.g. the ledger's links to chapters)
+            for output in cell.get("outputs", []):
+                data = output.get("data", {})
+                if "text/markdown" in data:
+                    text = data["text/markdown"]
+                    data["text/markdown"] = plain_markdown("".join(text) if isinstance(text, list) else text, links)
         cells.append(cell)
     if installs > 1 or (require_install and installs == 0 and any(c["cell_type"] == "code" for c in cells)):
         raise ValueError(f"{links.notebook}: expected one Colab install cell (tagged {INSTALL_TAG!r}, "
