@@ -27,6 +27,7 @@ import json
 import secrets
 import shutil
 import tempfile
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -260,7 +261,9 @@ def _cmd_grade(args) -> int:  # noqa: ANN001
         grades.append(g)
         print(f"{g.submission}: {g.points:g} / {g.max_points:g}")
         for e in g.exercises:
-            print(f"  {e.label:<28} {e.points:>5g} / {e.max_points:g}  {e.reason[:100]}")
+            print(f"  {e.label:<20} {e.points:>4g} / {e.max_points:g}  {textwrap.shorten(e.reason, 64, placeholder=' ...')}".rstrip())
+        for note in g.notes:
+            print(f"  note: {textwrap.shorten(note, 86, placeholder=' ...')}")
     if args.csv:
         write_csv(grades, args.csv)
         print(f"wrote {args.csv}")
