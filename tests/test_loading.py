@@ -42,8 +42,10 @@ def test_hub_name_offline_names_the_offline_models(monkeypatch):
 
 
 def test_bad_names():
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="got ''"):
         headlab.load("")
+    with pytest.raises(TypeError, match="got None"):
+        headlab.load(None)
     with pytest.raises(ValueError, match="not a folder"):
         headlab.load("./no/such/folder")
 
