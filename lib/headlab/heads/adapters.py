@@ -95,7 +95,7 @@ class Architecture:
             context), or ``None`` where it states none.
         vocab_size: config -> the number of token ids it embeds.
         reports_forwards: True when every forward of the model reports itself through
-            :mod:`headlab.models.witness` (the book's own GPT), so that a forward that skipped
+            ``headlab.models.witness`` (the book's own GPT), so that a forward that skipped
             the head interface's hooks (traced or copied before a block) is caught.
     """
 

@@ -118,7 +118,7 @@ class CaptureMethods:
         Hugging Face models are switched to eager attention while patterns are captured (the
         fast kernels return no weights) and switched back after. Each forward in the block must
         reach every captured layer, or it raises
-        :class:`~headlab.heads.gate.AblationNotApplied`.
+        :class:`~headlab.heads.AblationNotApplied`.
         """
         if isinstance(names, (str, bytes)):
             raise TypeError(f"names must be a collection of activation names, got the string {names!r}; "

@@ -13,10 +13,10 @@ Three guarantees, each tested:
 * **Every forward is checked, not every block.** A hook on the whole model opens a record at
   the start of each forward and closes it at the end: if a layer that an active edit changes
   (or a pattern hook reads) was not reached *in that forward*, the forward raises
-  :class:`~headlab.heads.gate.AblationNotApplied`. Forwards run by :meth:`suspended` (the
+  :class:`~headlab.heads.AblationNotApplied`. Forwards run by ``Dispatcher.suspended`` (the
   clean reference pass of a mean ablation opened inside another ablation) have no active edit
   and so never count. The book's own GPT also reports each of its forwards to the dispatcher
-  through :mod:`headlab.models.witness`, from inside its computation: a forward that skipped
+  through ``headlab.models.witness``, from inside its computation: a forward that skipped
   the hooks altogether (a ``torch.jit.trace`` made before the block, a ``copy.deepcopy`` of
   the model) raises too. Tracing the model inside a block is refused (the trace would bake
   the ablation in).
@@ -59,7 +59,7 @@ class AblationNotApplied(RuntimeError):
 class Check:
     """Something a context needs every forward to reach: ``layers``, counted in ``reached``.
 
-    Edits (:class:`headlab.heads.gate.Edit`) are checks; so are pattern readers and patches.
+    Edits (``headlab.heads.gate.Edit``) are checks; so are pattern readers and patches.
     ``what`` names it in the error of a forward that missed a layer.
     """
 
@@ -108,7 +108,7 @@ class Dispatcher:
         edits: the calling thread's active edits ``(layer, z) -> z``, applied in order at every gate.
         readers: the calling thread's active readers ``(layer, z) -> None``, called after the edits.
         level: incremented while the calling thread's outer contexts are suspended
-            (:meth:`suspended`); a hook added at one level ignores forward passes run at another.
+            (``Dispatcher.suspended``); a hook added at one level ignores forward passes run at another.
         forwards: how many forward passes of the whole model the calling thread ran while a
             context was open.
     """
@@ -245,7 +245,7 @@ class Dispatcher:
 
     def witness(self) -> None:
         """Called from inside each forward of the model, however it was called (the book's GPT
-        reports its forwards through :mod:`headlab.models.witness`): raises when the calling
+        reports its forwards through ``headlab.models.witness``): raises when the calling
         thread has a context open but this forward did not pass through the model's own hook."""
         state = self._local
         if state.checks and state.eager == 0:

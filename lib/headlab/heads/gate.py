@@ -7,7 +7,7 @@ batched sweeps, gradients) and an arbitrary function of ``z`` (:class:`FunctionE
 ``patch_z``). :class:`ResampleDraw` decides which reference
 input supplies each position in resample ablation. Each edit counts its applications, and
 every forward pass run while it is active must reach each layer it changes, or that forward
-raises :class:`AblationNotApplied` (the dispatcher checks it, :mod:`headlab.heads.dispatch`).
+raises :class:`~headlab.heads.AblationNotApplied` (the dispatcher checks it, :mod:`headlab.heads.dispatch`).
 
 ``GateMethods`` puts the contexts built on them on :class:`~headlab.heads.model.HeadModel`:
 ``gated``, ``ablate``, ``patch_z``, ``replacements`` and ``head_gradients``.
@@ -164,7 +164,7 @@ class GateMethods:
     @contextlib.contextmanager
     def _applying(self, edit: Edit) -> Iterator[None]:
         """Install ``edit`` for the block; each forward in it must reach every layer ``edit``
-        changes, or that forward raises :class:`AblationNotApplied`."""
+        changes, or that forward raises :class:`~headlab.heads.AblationNotApplied`."""
         with self.dispatcher.active(edit=edit):
             yield
 

@@ -57,14 +57,14 @@ class HeadModel(CaptureMethods, GateMethods):
     :meth:`gated`, :meth:`patch_z`, :meth:`head_gradients` (:mod:`headlab.heads.gate`);
     weights: :meth:`W_Q`, :meth:`W_K`, :meth:`W_V`, :meth:`W_O` and their biases.
 
-    Every argument is checked where it comes in (:mod:`headlab.heads.inputs`): layer and head
+    Every argument is checked where it comes in (``headlab.heads.inputs``): layer and head
     indices are ints in range, token ids fit the vocabulary and the model's maximum length,
     masks hold only 0 and 1, texts use words the tokenizer knows; a wrong one raises before any
     forward pass, naming the value.
 
     **Every forward is checked.** Inside a context, each forward pass of the model that does
     not reach a gate the context needs raises
-    :class:`~headlab.heads.gate.AblationNotApplied` at the end of that forward (not at the end
+    :class:`~headlab.heads.AblationNotApplied` at the end of that forward (not at the end
     of the block); the clean reference pass of a mean or resample ablation never counts. For
     the book's own GPT, a forward that skipped the hooks altogether (a ``torch.jit.trace`` or
     ``copy.deepcopy`` of the model made before the block and run inside it) raises too; for
@@ -204,9 +204,9 @@ class HeadModel(CaptureMethods, GateMethods):
 
         Texts are padded on the right (with the tokenizer's pad token, else its end-of-text
         token: the padding is masked out anyway); the tokenizer itself is left as it was. A 1-d
-        tensor is one sequence. Everything is checked (:func:`headlab.heads.inputs.check_batch`):
-        an input longer than :attr:`max_positions` is an error naming the limit, unless
-        ``truncate=True`` keeps its first :attr:`max_positions` tokens.
+        tensor is one sequence. Everything is checked (``headlab.heads.inputs.check_batch``):
+        an input longer than ``max_positions`` is an error naming the limit, unless
+        ``truncate=True`` keeps its first ``max_positions`` tokens.
         """
         if not isinstance(truncate, bool):
             raise TypeError(f"truncate must be True or False, got {truncate!r}")
