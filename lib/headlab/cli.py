@@ -34,16 +34,27 @@ DEFAULT_TEXTS = [
 ]
 
 
-class CommandError(SystemExit):
-    """A command's input is wrong: ``python -m headlab`` prints the message as one line and exits
-    with status 2 (``str(err)`` is the message, ``err.code`` is 2)."""
+class ExitStatus(int):
+    """An exit status that reads as its message: ``int(code) == 2``, ``str(code) == "error: ..."``."""
 
-    def __init__(self, message: str):
-        super().__init__(2)
-        self.message = message
+    def __new__(cls, status: int, message: str):
+        code = super().__new__(cls, status)
+        code.message = message
+        return code
 
     def __str__(self) -> str:
         return self.message
+
+    __repr__ = __str__
+
+
+class CommandError(SystemExit):
+    """A command's input file is wrong. ``python -m headlab`` prints ``str(err)``, one line
+    starting ``error:``, and exits with status 2: ``err.code`` is the status 2, and reads as the
+    message (``str(err.code)``), as the ``SystemExit("error: ...")`` of headlab 0.1 did."""
+
+    def __init__(self, message: str):
+        super().__init__(ExitStatus(2, f"error: {message}"))
 
 
 def read_texts(path: str | None, option: str = "--texts") -> list[str]:
@@ -82,34 +93,34 @@ def _probe_folder(folder: Path) -> str | None:
 
 
 def check_output_file(path: str, option: str) -> Path:
-    """``path`` if a file can be written there; else a :class:`CommandError` naming ``option``,
+    """``path`` if a file can be written there; else a ``ValueError`` naming ``option``,
     raised before any computation."""
     p = Path(path)
     if p.is_dir():
-        raise CommandError(f"{option} {path} is a folder; give a file name")
+        raise ValueError(f"{option} {path} is a folder; give a file name")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         what = "is a file, not a folder" if parent.exists() else "does not exist"
-        raise CommandError(f"{option} {path}: cannot write there, {parent} {what}")
+        raise ValueError(f"{option} {path}: cannot write there, {parent} {what}")
     why = _probe_folder(parent)
     if why is not None:
-        raise CommandError(f"{option} {path}: cannot write in {parent} ({why})")
+        raise ValueError(f"{option} {path}: cannot write in {parent} ({why})")
     return p
 
 
 def check_output_folder(path: str, option: str) -> Path:
-    """``path`` if a folder can be made (or written) there; else a :class:`CommandError`."""
+    """``path`` if a folder can be made (or written) there; else a ``ValueError``."""
     p = Path(path)
     if p.exists() and not p.is_dir():
-        raise CommandError(f"{option} {path} is a file; give a folder for the output")
+        raise ValueError(f"{option} {path} is a file; give a folder for the output")
     existing = p
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
-        raise CommandError(f"{option} {path}: cannot make it, {existing} is a file")
+        raise ValueError(f"{option} {path}: cannot make it, {existing} is a file")
     why = _probe_folder(existing)
     if why is not None:
-        raise CommandError(f"{option} {path}: cannot write in {existing} ({why})")
+        raise ValueError(f"{option} {path}: cannot write in {existing} ({why})")
     return p
 
 
@@ -130,7 +141,7 @@ def _check_device(device: str) -> None:
     try:
         resolve_device(device)
     except (TypeError, ValueError) as err:
-        raise CommandError(f"--device: {err}") from None
+        raise ValueError(f"--device: {err}") from None
 
 
 def _cmd_heads(args: argparse.Namespace) -> int:

@@ -181,10 +181,12 @@ def check_batch(batch: dict, *, name: str, vocab_size: int | None, max_positions
             raise ValueError("token_type_ids other than all zeros (a second segment) are not supported: "
                              "the head interface runs one segment per input")
     if max_positions is not None and ids.shape[1] > max_positions:
-        if not truncate:
-            raise ValueError(f"{name} takes at most {max_positions} positions, but an input has "
-                             f"{ids.shape[1]} tokens; shorten it, or pass truncate=True to "
-                             f"tokenize() to keep the first {max_positions}")
+        lengths = mask.sum(dim=1)
+        row = int(lengths.argmax())
+        if not truncate and bool(mask[:, max_positions:].any()):  # (padding alone is cut without loss)
+            raise ValueError(f"input {row} has {int(lengths[row])} tokens, more than {name}'s maximum of "
+                             f"{max_positions}; shorten it, or pass truncate=True to tokenize() to keep "
+                             f"the first {max_positions}")
         ids, mask = ids[:, :max_positions], mask[:, :max_positions]
     empty = (mask.sum(dim=1) == 0).nonzero().flatten()
     if len(empty):

@@ -27,7 +27,7 @@ __all__ = ["witness", "claim", "watch", "new_token"]
 
 _COUNTER = itertools.count(1)
 _LOCK = threading.Lock()
-# token -> [(weakref to the model, weakref to the watcher, a bound method)]
+# token -> [(a weak reference to the model, a weak reference to its watcher, a bound method)]
 _WATCHERS: dict[int, list[tuple[weakref.ref, weakref.WeakMethod]]] = {}
 
 
@@ -36,8 +36,7 @@ def new_token() -> int:
     return next(_COUNTER)
 
 
-@torch.library.custom_op("headlab::witness", mutates_args=())
-def _witness_op(ids: torch.Tensor, token: int) -> torch.Tensor:
+def _witness_impl(ids: torch.Tensor, token: int) -> torch.Tensor:
     for _, method in tuple(_WATCHERS.get(token, ())):
         watcher = method()
         if watcher is not None:
@@ -45,9 +44,12 @@ def _witness_op(ids: torch.Tensor, token: int) -> torch.Tensor:
     return ids.clone()
 
 
-@_witness_op.register_fake
-def _(ids: torch.Tensor, token: int) -> torch.Tensor:
-    return torch.empty_like(ids)
+if not hasattr(torch.ops.headlab, "witness"):  # once per process: a reload of this module must not fail
+    _op = torch.library.custom_op("headlab::witness", _witness_impl, mutates_args=())
+
+    @_op.register_fake
+    def _(ids: torch.Tensor, token: int) -> torch.Tensor:
+        return torch.empty_like(ids)
 
 
 def witness(ids: torch.Tensor, token: int) -> torch.Tensor:
@@ -87,4 +89,5 @@ def watch(model: torch.nn.Module, watcher: Callable[[], None]) -> None:
                 _WATCHERS.pop(token, None)
 
     with _LOCK:
-        _WATCHERS.setdefault(token, []).append((weakref.ref(model, forget), weakref.WeakMethod(watcher)))
+        alive = [e for e in _WATCHERS.get(token, ()) if e[0]() is not None and e[1]() is not None]
+        _WATCHERS[token] = alive + [(weakref.ref(model, forget), weakref.WeakMethod(watcher))]
