@@ -225,8 +225,8 @@ for fn_name, call in (("patch_z", _patch_z), ("patch_pattern", _patch_pattern)):
     rows("api: callbacks", f"{fn_name} fn", [None, 5, "z"], lambda env, v, c=call: c(env, fn=v), TypeError,
          lambda v: esc(repr(v)))
 
-CAPTURE_NAMES = [("pattern", "'pattern'"), ("z", "'z'"), (["patern"], "'patern'"), ([], "empty"), (None, "None"),
-                 ([3], r"\b3\b")]
+CAPTURE_NAMES = [("pattern", "'pattern'"), ("z", "'z'"), (["patern"], "'patern'"), (None, "None"), ([3], r"\b3\b"),
+                 (("pattern", "zz"), "'zz'")]
 for names, pat in CAPTURE_NAMES:
     ROWS.append(Row("api: heads", f"capture names {names!r}", lambda env, v=names: _capture(env, names=v),
                     (ValueError, TypeError), pat))

@@ -111,7 +111,8 @@ class CaptureMethods:
         """Record activations of every forward pass inside the block.
 
         Args:
-            names: any of ``"pattern"``, ``"z"`` (``"result"`` is computed from ``z``).
+            names: a collection of ``"pattern"``, ``"z"``, ``"result"`` (computed from ``z``); empty
+                records nothing.
             layers: the layers to record (default: all).
             detach: record detached tensors (``False`` keeps them in the autograd graph).
 
@@ -131,8 +132,6 @@ class CaptureMethods:
         unknown = sorted(map(repr, names - set(ACTIVATIONS)))
         if unknown:
             raise ValueError(f"unknown activation(s) {', '.join(unknown)}: choose from {', '.join(map(repr, ACTIVATIONS))}")
-        if not names:
-            raise ValueError(f"names is empty: say what to capture, from {', '.join(map(repr, ACTIVATIONS))}")
         if "result" in names:
             names = (names - {"result"}) | {"z"}
         if not isinstance(detach, bool):
@@ -155,7 +154,8 @@ class CaptureMethods:
                 for layer in sorted(layers):
                     module = self.arch.pattern_module(self.blocks[layer])
                     stack.callback(dispatcher.hook(module, self._pattern_reader(cache, layer, keep, check)))
-            stack.enter_context(dispatcher.active(reader=read_z if "z" in names else None, check=check))
+            if names:  # (an empty ``names`` records nothing: a block that only runs the model)
+                stack.enter_context(dispatcher.active(reader=read_z if "z" in names else None, check=check))
             yield cache
 
     def _pattern_reader(self, cache: ActivationCache, layer: int, keep, check: Check):

@@ -214,6 +214,8 @@ class Dispatcher:
 
     def _forward_starts(self, module, args) -> None:
         state = self._local
+        if not state.depth:  # this thread has nothing open: nothing to check
+            return
         if torch.jit.is_tracing() and state.checks:
             raise AblationNotApplied(
                 f"{self.name} is being traced inside a headlab context: the trace would record this "
@@ -225,7 +227,7 @@ class Dispatcher:
 
     def _forward_ends(self, module, args, output) -> None:
         state = self._local
-        if not state.frames:
+        if not state.depth or not state.frames:
             return
         frame = state.frames.pop()
         state.eager -= 1

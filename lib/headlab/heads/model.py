@@ -178,8 +178,8 @@ class HeadModel(CaptureMethods, GateMethods):
                 raise type(err)(f"{err} ({self.name} has layers 0..{self.n_layers - 1} and heads "
                                 f"0..{self.n_heads - 1})") from None
             if not (layer < self.n_layers and head < self.n_heads):
-                raise ValueError(f"head {layer}.{head} (layer {layer}, head {head}) is out of range: {self.name} "
-                                 f"has layers 0..{self.n_layers - 1} and heads 0..{self.n_heads - 1}")
+                raise ValueError(f"head {layer}.{head} is out of range: {self.name} has layers "
+                                 f"0..{self.n_layers - 1} and heads 0..{self.n_heads - 1}")
             out.append(Head(layer, head))
         if not out:
             raise ValueError("empty head set: give at least one (layer, head) pair")
@@ -231,12 +231,14 @@ class HeadModel(CaptureMethods, GateMethods):
             raise ValueError(f"{self.name} has no tokenizer; pass token ids instead of texts")
         check_words(tok, texts, self.name)
         cut = dict(truncation=True, max_length=self.max_positions) if truncate and self.max_positions else {}
+        # transformers' tokenizers warn about long inputs themselves; the check below says it once
+        quiet = {"verbose": False} if hasattr(tok, "model_max_length") else {}
         if getattr(tok, "pad_token", None) is not None and getattr(tok, "padding_side", "right") == "right":
-            enc = tok(texts, padding=True, return_tensors="pt", verbose=False, **cut)
+            enc = tok(texts, padding=True, return_tensors="pt", **quiet, **cut)
             return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
         # no pad token (GPT-2 style) or left padding: pad on the right by hand, with the
         # end-of-text token (masked out anyway), instead of changing the caller's tokenizer
-        rows = tok(texts, padding=False, verbose=False, **cut)["input_ids"]
+        rows = tok(texts, padding=False, **quiet, **cut)["input_ids"]
         for i, row in enumerate(rows):
             if not row:
                 raise ValueError(f"text {i} ({texts[i]!r:.60}) gives no tokens")

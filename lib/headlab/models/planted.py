@@ -65,7 +65,7 @@ class PlantedModel(GPT):
             if isinstance(n, bool) or not isinstance(n, int):
                 raise TypeError(f"{name} must be an int, got {n!r}")
             if n < 2:
-                raise ValueError(f"{name} must be at least 2, got {n}")
+                raise ValueError(f"need {name} >= 2, got {n}")
         for name, x in (("sharpness", sharpness), ("orphan", orphan)):
             if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
                 raise ValueError(f"{name} must be a finite number, got {x!r}")
