@@ -36,6 +36,7 @@ from headlab.kernels._checks import (
     empty_row_error,
     first_empty_row,
     list_shape,
+    scores_may_overflow,
 )
 from headlab.kernels.loops import attention_loops, softmax_row
 
@@ -236,15 +237,16 @@ def attention(
 
 
 def overflow_safe(kernel, qkv: tuple, allowed, has_key):
-    """``kernel(q, k, v, allowed, has_key)``, recomputed in float64 when finite inputs gave a
-    non-finite output (scores ``q . k / sqrt(d)`` beyond the float range: ``q * 1e30`` in
-    float32), and cast back; a ``ValueError`` when even float64 overflows or the result does
-    not fit the inputs' dtype."""
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow here is handled below
-        out, pattern = kernel(*qkv, allowed, has_key)
-    if _all_finite(out):
-        return out, pattern
+    """``kernel(q, k, v, allowed, has_key)``, computed in float64 (and cast back) when the scores
+    ``q . k / sqrt(d)`` of finite inputs may pass the dtype's range (``q * 1e30`` in float32:
+    ``headlab.kernels._checks.scores_may_overflow``) or gave a non-finite output anyway;
+    a ``ValueError`` when even float64 overflows or the result does not fit the inputs' dtype."""
     q, k, v = qkv
+    if not scores_may_overflow(q, k):
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow here is handled below
+            out, pattern = kernel(*qkv, allowed, has_key)
+        if _all_finite(out):
+            return out, pattern
     dtype = q.dtype
     wide = tuple(x.astype(np.float64) if isinstance(x, np.ndarray) else x.double() for x in qkv)
     out, pattern = kernel(*wide, allowed, has_key)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from headlab.kernels._checks import check_finite
+from headlab.kernels._checks import check_finite, scores_may_overflow
 from headlab.kernels.statistics import (
     ARGMAX, PUNCTUATION_BIT, SEPARATOR_BIT, STATISTICS, StatInputs,
 )
@@ -112,6 +112,16 @@ def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
         statistics = statistics.to(q.device)
     if scale is None:
         scale = q.shape[-1] ** -0.5
+    if scores_may_overflow(q, k, scale):
+        # finite inputs whose scores can pass the dtype's range (q * 1e30 in float32): the kernels
+        # would take an infinite score for a row with no key. The same streamed algorithm in float64.
+        out, stats = tiled_attention(q.double(), k.double(), v.double(), causal=causal, key_mask=key_mask,
+                                     statistics=statistics, scale=scale, block_size=block_size or 128)
+        out = out.to(q.dtype)
+        if not bool(torch.isfinite(out).all()):
+            raise ValueError(f"fused_attention overflows: the scores of these inputs exceed the largest {q.dtype} "
+                             "even when computed in float64; scale q and k down")
+        return out, stats
     if backend == "triton":
         triton_attention = load_triton_kernel()
         out, stats = triton_attention(q, k, v, causal=causal, key_mask=key_mask, statistics=statistics,
@@ -119,16 +129,6 @@ def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
     else:
         out, stats = tiled_attention(q, k, v, causal=causal, key_mask=key_mask, statistics=statistics,
                                      scale=scale, block_size=block_size or 128)
-    if bool(torch.isfinite(out).all()):
-        return out, stats
-    # finite inputs, non-finite output: the scores overflow the dtype (q * 1e30 in float32). The
-    # same streamed algorithm in float64, then back to the inputs' dtype.
-    out, stats = tiled_attention(q.double(), k.double(), v.double(), causal=causal, key_mask=key_mask,
-                                 statistics=statistics, scale=scale, block_size=block_size or 128)
-    out = out.to(q.dtype)
-    if not bool(torch.isfinite(out).all()):
-        raise ValueError(f"fused_attention overflows: the scores of these inputs exceed the largest {q.dtype} "
-                         "even when computed in float64; scale q and k down")
     return out, stats
 
 
