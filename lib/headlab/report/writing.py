@@ -37,7 +37,10 @@ def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str
     files: dict[str, str] = {}
 
     def save(fig, name: str) -> None:
+        import matplotlib.pyplot as plt
+
         fig.savefig(out / f"{name}.png", dpi=dpi)
+        plt.close(fig)  # a figure made through pyplot (the atlas's) would otherwise show in a notebook
         files[name] = f"{name}.png"
 
     a = report["ablation"]
