@@ -139,7 +139,10 @@ def _pattern(rows) -> "torch.Tensor":
 def _compare_grid(got, expected) -> str | None:
     import torch
 
-    got = torch.as_tensor(got, dtype=torch.float64)
+    try:
+        got = torch.as_tensor(got, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        return f"got {type(got).__name__}, expected a (batch, head) tensor of numbers"
     want = torch.as_tensor(expected, dtype=torch.float64)
     if got.shape != want.shape:
         return f"shape {tuple(got.shape)}, expected {tuple(want.shape)} (one value per input and head)"
