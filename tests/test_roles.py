@@ -209,3 +209,17 @@ def test_hand_pattern_spreads_the_rest_and_refuses_bad_rows() -> None:
         hand_pattern(4, {1: {3: 1.0}})
     with pytest.raises(ValueError, match="sum"):
         hand_pattern(2, {0: {0: 0.5}})
+
+
+def test_the_null_never_lowers_the_share_that_names_a_head(planted) -> None:
+    from headlab.analysis.detect.calibration import null_lift
+
+    hm, batch = planted
+    null = decoy_lifts(hm, batch)
+    q = null_lift(null)
+    assert 0 < q < 0.4  # the planted heads put next to nothing on decoy keys
+    assert calibrated_thresholds(null).lift == 0.4
+    prev = previous_token_heads(hm, batch, n_resamples=999)
+    assert prev.null_threshold == pytest.approx(null_lift(null, prev_split := split_items(24).select), abs=0)
+    assert prev.threshold == 0.4 and [c.head for c in prev.beyond_null] == [PREVIOUS_TOKEN_HEAD]
+    del prev_split

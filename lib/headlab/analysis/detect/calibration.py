@@ -10,10 +10,14 @@ what lift a head reaches *by accident*. Here the threshold is read off a null:
   three to six tokens back, or ahead in an encoder) or a fixed absolute position after the
   first two (positions 2 to 5). No family is about them, so the lifts every head of the model
   reaches on them are what "a lift by accident" means for this model on these texts.
-* **The calibrated threshold** (:func:`calibrated_thresholds`) is the ``level`` quantile of
-  those null lifts (:func:`headlab.stats.null_threshold`), over every head and every decoy:
-  with ``level=0.99``, at most 1% of decoy lifts reach it. Compute it on the selection half
-  of the texts, label on the other.
+* **The calibrated threshold** (:func:`calibrated_thresholds`) is the larger of two numbers:
+  the ``level`` quantile of those null lifts (:func:`null_lift`, via
+  :func:`headlab.stats.null_threshold`), over every head and every decoy -- with
+  ``level=0.99``, at most 1% of decoy lifts reach it -- and the rule's own share, 0.4 of the
+  free weight. The null says which lifts are no accident; the share says which are large
+  enough to name what a head does (a head that puts 10% of its weight on ``[CLS]`` beyond chance
+  does something else with the rest). Compute it on the selection half of the texts, label on
+  the other.
 * **Stability** (:func:`label_stability`): the texts are resampled with replacement and the
   rule is applied again; a head's label is printed only when it comes back in at least
   ``threshold`` (0.9) of the resamples, otherwise as ``"unstable"``.
@@ -34,7 +38,7 @@ from headlab.analysis.detect.tokens import key_mass_score
 from headlab.stats import UNSTABLE, null_threshold
 
 __all__ = ["DECOY_OFFSETS", "DECOY_POSITIONS", "NULL_LEVEL", "OffsetScores", "offset_scores", "decoy_lifts",
-           "calibrated_thresholds", "StableLabels", "label_stability"]
+           "null_lift", "calibrated_thresholds", "StableLabels", "label_stability"]
 
 DECOY_OFFSETS = (3, 4, 5, 6)      # |k|: fixed offsets beyond the local window (LOCAL_WINDOW = 2)
 DECOY_POSITIONS = (2, 3, 4, 5)    # fixed absolute positions after the first two
@@ -120,16 +124,21 @@ def decoy_lifts(hm, inputs, *, offsets=DECOY_OFFSETS, positions=DECOY_POSITIONS,
     return offset_scores(hm, inputs, signed, positions, batch_size=batch_size)
 
 
-def calibrated_thresholds(null: OffsetScores, texts=None, *, level: float = NULL_LEVEL,
-                          base: Thresholds = DEFAULT_THRESHOLDS) -> Thresholds:
-    """``base`` with its ``lift`` replaced by the ``level`` quantile of the decoy lifts of ``null``
-    (over every decoy and head; only on ``texts``, positions into the texts, when given: pass the
-    selection half). The other constants of the rule are kept."""
+def null_lift(null: OffsetScores, texts=None, *, level: float = NULL_LEVEL) -> float:
+    """The ``level`` quantile of the decoy lifts of ``null`` over every decoy and head (only on
+    ``texts``, positions into the texts, when given: pass the selection half), rounded to 4 places."""
     lifts = null.lifts(texts)
     values = lifts[torch.isfinite(lifts)]
     if values.numel() == 0:
         raise ValueError("no decoy lift is defined on these texts (are they shorter than every decoy offset?)")
-    return replace(base, lift=round(null_threshold(values.numpy(), level=level), 4))
+    return round(null_threshold(values.numpy(), level=level), 4)
+
+
+def calibrated_thresholds(null: OffsetScores, texts=None, *, level: float = NULL_LEVEL,
+                          base: Thresholds = DEFAULT_THRESHOLDS) -> Thresholds:
+    """``base`` with its ``lift`` raised to :func:`null_lift` when the null reaches higher (never
+    lowered below the rule's share); the other constants of the rule are kept."""
+    return replace(base, lift=max(base.lift, null_lift(null, texts, level=level)))
 
 
 @dataclass(frozen=True)
