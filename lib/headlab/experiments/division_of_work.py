@@ -88,10 +88,15 @@ def _minilm_inputs(sizes: Sizes):
     from headlab.data.language import load_english
 
     texts = [s.text for s in load_english()]
-    picks = np.linspace(0, len(texts) - 1, sizes.sentences).round().astype(int)
-    others = [i for i in range(len(texts)) if i not in set(picks.tolist())]
-    ref = np.linspace(0, len(others) - 1, sizes.sentences).round().astype(int)
-    return [texts[i] for i in picks], [texts[others[i]] for i in ref]
+    # the ten longest sentences stay references: resample ablation needs a reference at least
+    # as long as every sentence measured
+    longest = set(sorted(range(len(texts)), key=lambda i: (-len(texts[i]), i))[:10])
+    pool = [i for i in range(len(texts)) if i not in longest]
+    picks = [pool[i] for i in np.linspace(0, len(pool) - 1, sizes.sentences).round().astype(int)]
+    chosen = set(picks)
+    # every other sentence is a reference: resample ablation needs references at least as long
+    # as the longest sentence measured
+    return [texts[i] for i in picks], [t for i, t in enumerate(texts) if i not in chosen]
 
 
 def measure_model(name: str, sizes: Sizes = Sizes(), progress: bool = True) -> dict:
