@@ -24,6 +24,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from scipy.stats import rankdata
+
 from headlab import stats
 from headlab.stats.results import Estimate
 
@@ -45,7 +47,7 @@ def _percentile(values: np.ndarray, value: float, n: int, level: float, method: 
     return Estimate(float(value), float(min(lo, value)), float(max(hi, value)), n, level, method)
 
 
-def tail_gini(effects, *, n_resamples: int = 2000, seed: int = 0) -> Estimate:
+def tail_gini(effects, *, n_resamples: int = 1000, seed: int = 0) -> Estimate:
     """Gini of the heads' mean effects (negative effects count as zero), BCa interval over items."""
     return stats.gini_interval(_effects(effects), clip_negative=True, n_resamples=n_resamples, seed=seed)
 
@@ -83,14 +85,12 @@ def _bootstrap_halves(statistic: Callable[[np.ndarray, np.ndarray], float], spli
 
 def spearman_rows(x: np.ndarray, y: np.ndarray) -> float:
     """Spearman correlation of two score vectors (average ranks for ties); NaN when one is constant."""
-    from scipy.stats import spearmanr
-
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan")
-    return float(spearmanr(x, y).statistic)
+    return float(np.corrcoef(rankdata(x), rankdata(y))[0, 1])
 
 
-def missed_tail_share(average, tail, *, keep: int, seed: int = 0, n_resamples: int = 2000,
+def missed_tail_share(average, tail, *, keep: int, seed: int = 0, n_resamples: int = 1000,
                       level: float = 0.95) -> Estimate:
     """How much of a phenomenon's effect a plan keeping the top ``keep`` heads by average misses.
 
@@ -128,7 +128,7 @@ def missed_tail_share(average, tail, *, keep: int, seed: int = 0, n_resamples: i
                              method=f"percentile bootstrap within halves, top {keep} chosen on the other half")
 
 
-def rank_gap(reference, proxy, *, seed: int = 0, n_resamples: int = 2000, level: float = 0.95) -> Estimate:
+def rank_gap(reference, proxy, *, seed: int = 0, n_resamples: int = 1000, level: float = 0.95) -> Estimate:
     """``spearman(reference_A, reference_B) - spearman(proxy_A, reference_B)`` over heads.
 
     Half ``A`` of the items gives both rankings, half ``B`` the reference to predict: the first
@@ -144,16 +144,33 @@ def rank_gap(reference, proxy, *, seed: int = 0, n_resamples: int = 2000, level:
     if ref.shape != prx.shape:
         raise ValueError(f"reference {ref.shape} and proxy {prx.shape} must hold the same heads and items")
     split = stats.split_items(ref.shape[1], seed=seed)
+    a, b = np.asarray(split.select), np.asarray(split.measure)
 
-    def statistic(a, b):
-        target = ref[:, b].mean(axis=1)
-        return spearman_rows(ref[:, a].mean(axis=1), target) - spearman_rows(prx[:, a].mean(axis=1), target)
+    def gap(ia, ib):  # index arrays (n_draws, half): every draw at once
+        r_ref_a = rankdata(ref[:, ia].mean(-1), axis=0)  # (n_heads, n_draws)
+        r_ref_b = rankdata(ref[:, ib].mean(-1), axis=0)
+        r_prx_a = rankdata(prx[:, ia].mean(-1), axis=0)
+        return _columns_corr(r_ref_a, r_ref_b) - _columns_corr(r_prx_a, r_ref_b)
 
-    return _bootstrap_halves(statistic, split, n_resamples=n_resamples, seed=seed, level=level, n=ref.shape[1],
-                             method="percentile bootstrap within halves (split-half reliability minus proxy)")
+    value = float(gap(a[None], b[None])[0])
+    rng = np.random.default_rng(seed)
+    draws = gap(rng.choice(a, (n_resamples, a.size)), rng.choice(b, (n_resamples, b.size)))
+    draws = draws[np.isfinite(draws)]
+    if not np.isfinite(value) or draws.size < n_resamples // 2:
+        raise ValueError("the rank gap is undefined: a ranking is constant on most resamples")
+    return _percentile(draws, value, ref.shape[1], level,
+                       "percentile bootstrap within halves (split-half reliability minus proxy)")
 
 
-def share_below(effects, threshold: float, *, seed: int = 0, n_resamples: int = 2000,
+def _columns_corr(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson correlation of matching columns (NaN for a constant column)."""
+    x = x - x.mean(axis=0)
+    y = y - y.mean(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (x * y).sum(axis=0) / np.sqrt((x * x).sum(axis=0) * (y * y).sum(axis=0))
+
+
+def share_below(effects, threshold: float, *, seed: int = 0, n_resamples: int = 1000,
                 level: float = 0.95) -> Estimate:
     """The share of heads whose mean effect is below ``threshold``, with a bootstrap over items."""
     e = _effects(effects)
@@ -165,7 +182,7 @@ def share_below(effects, threshold: float, *, seed: int = 0, n_resamples: int = 
 
 
 def mean_interaction(pairs, singles, pair_heads, n_heads: int, *, min_effect: float = 0.0,
-                     n_resamples: int = 2000, seed: int = 0) -> Estimate:
+                     n_resamples: int = 1000, seed: int = 0) -> Estimate:
     """Mean over pairs (whose mean pair effect exceeds ``min_effect``) of the per-item interaction
     ``effect(a+b) - effect(a) - effect(b)``, with a bootstrap over items.
 
