@@ -15,6 +15,7 @@ from headlab.analysis.importance import pair_effects, subset_effects
 from headlab.analysis.sweep import (SCHEMA, SweepResult, chunk_plan, groups_per_pass, loop_sweep, sweep,
                                     tile_budget)
 from headlab.heads.ablation import Ablation
+from headlab.heads.model import HeadModel
 from headlab.metrics import Metric
 from headlab.schema import SchemaError
 from tiny_models import ADAPTER_FACTORIES, make_model, random_batch
@@ -117,13 +118,15 @@ def test_chunking_rule():
     with pytest.raises(ValueError, match="per_pass must be at least 1"):
         chunk_plan(g, 0)
     mib = 2**20
-    assert tile_budget("cpu") == 4 * mib  # the same on every CPU: chunks do not depend on the machine
-    assert groups_per_pass(3 * mib, 4 * mib, cap=12) == 1  # one copy of the inputs nearly fills the budget
-    assert groups_per_pass(mib, 4 * mib, cap=12) == 4
-    assert groups_per_pass(mib // 64, 4 * mib, cap=12) == 12  # capped by the groups a layer has
-    assert groups_per_pass(64 * mib, 4 * mib, cap=12) == 1  # never fewer than one
+    budget = tile_budget("cpu")
+    assert budget == 8 * mib  # the same on every CPU: chunks do not depend on the machine
+    # the benchmark's GPT-2 case: 16 x 32 tokens x 1536 MLP floats = 3 MiB a copy -> 2 per pass
+    assert groups_per_pass(16 * 32 * 1536 * 4, budget, cap=12) == 2
+    assert groups_per_pass(mib, budget, cap=12) == 8
+    assert groups_per_pass(mib // 64, budget, cap=12) == 12  # capped by the groups a layer has
+    assert groups_per_pass(64 * mib, budget, cap=12) == 1  # never fewer than one
     with pytest.raises(ValueError, match="must be positive"):
-        groups_per_pass(0, 4 * mib, cap=12)
+        groups_per_pass(0, budget, cap=12)
 
 
 def test_sweep_chooses_groups_per_pass():
@@ -134,6 +137,15 @@ def test_sweep_chooses_groups_per_pass():
     assert sweep(hm, batch, per_pass=3).per_pass == 3
     with pytest.raises(ValueError, match="per_pass must be a positive int"):
         sweep(hm, batch, per_pass=0)
+    # a wide MLP: the widest activation, measured in the clean pass, sets the tile
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    wide = HeadModel(GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=4, n_embd=8, n_inner=20_000, vocab_size=61,
+                                                n_positions=64, bos_token_id=0, eos_token_id=0)).eval())
+    big = random_batch(wide, n=8, seq=16)  # 8 x 16 tokens x 20,000 floats = 9.8 MiB a copy: 1 per pass
+    assert sweep(wide, big).per_pass == 1
+    small = random_batch(wide, n=2, seq=16)  # 2.4 MiB a copy: 3 fit in 8 MiB
+    assert sweep(wide, small).per_pass == 3
 
 
 def test_loss_mask_restricts_the_metric():

@@ -5,9 +5,8 @@ every single head; pairs within a layer and random groups across layers alike) o
 every input, and returns it **per input**. It equals one forward pass per group
 (:func:`loop_sweep`) to float rounding, and saves three kinds of work:
 
-* **One gate value per example.** The inputs are tiled once per group of a chunk, and
-  each tile gets its own gate (:meth:`HeadModel.gated` with a ``(batch, n_layers,
-  n_heads)`` gate), so one forward pass runs several ablations.
+* **One gate value per example.** The inputs are tiled once per group of a chunk, each tile
+  with its own gate (:meth:`HeadModel.gated`), so one forward pass runs several ablations.
 * **Nothing below the gate is computed twice.** Removing a head of layer ``l`` changes
   nothing before that layer's output projection ``W_O``. The clean pass records every
   block's output; a chunk whose lowest ablated layer is ``l`` replays the recorded
@@ -17,18 +16,17 @@ every input, and returns it **per input**. It equals one forward pass per group
   so that the block's residual add broadcasts the clean stream ``(n, pos, d_model)``
   over the ``k`` tiles; the block's output is flattened back to ``(k * n, ...)`` for the
   blocks above, whose batch-shaped arguments (masks) are tiled on the way in.
-* **Tiles sized for the machine.** Element-wise work (GELU, norms, residual adds) is
-  bound by memory: a tile far larger than the cache runs it several times slower per
-  row, which eats the saving on a CPU. :func:`groups_per_pass` picks the number of
-  groups per pass from the widest activation of one tile (measured in the clean pass)
-  and a byte budget (:func:`tile_budget`): a fixed cache-sized budget on a CPU, a
-  quarter of the free memory on a GPU.
+* **Tiles sized for the machine.** Element-wise work (GELU, norms, residual adds) is bound
+  by memory: on a CPU a tile far larger than the cache runs it several times slower per row.
+  :func:`groups_per_pass` picks the groups per pass from the widest activation of one copy
+  of the inputs (measured in the clean pass) and a byte budget (:func:`tile_budget`).
 """
 
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Iterable, Iterator
 
 import torch
@@ -114,25 +112,28 @@ class SweepResult:
                    data["n_layers"], data["n_heads"])
 
 
-_CPU_TILE_BYTES = 4 * 2**20  # measured: benchmarks/sweep.py --tiles (see tile_budget)
+_CPU_TILE_BYTES = 8 * 2**20  # measured: benchmarks/sweep.py --sections tiles (see tile_budget)
 _CPU_RECORD_BYTES = 2**30  # the clean outputs kept for replay on a CPU, at most
 
 
 def tile_budget(device: torch.device | str) -> int:
     """The bytes the widest activation of one forward pass of a sweep may take on ``device``.
 
-    On a CPU a fixed 4 MiB (the same on every machine, so a sweep's chunks, and its
-    floats, do not depend on the machine's cache). ``benchmarks/sweep.py --tiles``
-    measured why: on this project's CPU the element-wise work of a GPT-2 block costs
-    several times more per row once its tensors outgrow the cache, and a tile of one
-    input batch beat larger ones. On a GPU, a quarter of the free memory: there, wide
-    tiles are what keeps the device busy.
+    On a CPU a fixed 8 MiB, the same on every machine (so a sweep's chunks, and its floats, do
+    not depend on the machine). ``benchmarks/sweep.py --sections tiles`` measured why: on the
+    project's CPU, GPT-2's element-wise work costs several times more per row once a tile
+    outgrows the cache; tiles of about a thousand tokens (6 MiB of MLP activations) beat both
+    one copy of the inputs and all twelve heads of a layer at once. On a CUDA device, a quarter
+    of the free memory (wide tiles keep it busy); 1 GiB on other accelerators.
     """
-    device = torch.device(device)
+    return _memory(torch.device(device), _CPU_TILE_BYTES)
+
+
+def _memory(device: torch.device, on_cpu: int) -> int:
+    """``on_cpu`` bytes on a CPU, a quarter of the free memory on a CUDA device, 1 GiB on others."""
     if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return free // 4
-    return _CPU_TILE_BYTES
+        return torch.cuda.mem_get_info(device)[0] // 4
+    return on_cpu if device.type == "cpu" else 2**30
 
 
 def groups_per_pass(copy_bytes: int, budget: int, cap: int) -> int:
@@ -169,18 +170,6 @@ def chunk_plan(groups: list[tuple[Head, ...]], per_pass: int) -> list[list[int]]
     return plan
 
 
-def _tensors(x):
-    """Every tensor in ``x`` (nested tuples, lists and dicts)."""
-    if isinstance(x, torch.Tensor):
-        yield x
-    elif isinstance(x, (tuple, list)):
-        for v in x:
-            yield from _tensors(v)
-    elif isinstance(x, dict):
-        for v in x.values():
-            yield from _tensors(v)
-
-
 def _map(x, fn):
     """``x`` with ``fn`` applied to every tensor in it (nested tuples, lists and dicts)."""
     if isinstance(x, torch.Tensor):
@@ -195,15 +184,14 @@ def _map(x, fn):
 
 
 class _CleanRecord:
-    """The clean pass, recorded: every block's output (to replay) and the widest activation
-    per token of the top block (to size the tiles)."""
+    """The clean pass, recorded: every block's output (to replay, if ``keep``) and the widest
+    activation per token in the top block, in floats (to size the tiles)."""
 
     def __init__(self, hm: HeadModel, tokens: int, keep: bool):
         self.hm, self.tokens, self.keep = hm, tokens, keep
         self.outputs: dict[int, Any] = {}
         self.seen = False
         self.width = 0
-        self.itemsize = 4
 
     @contextlib.contextmanager
     def recording(self) -> Iterator["_CleanRecord"]:
@@ -212,13 +200,15 @@ class _CleanRecord:
                 self.seen = True
                 if self.keep:
                     self.outputs[layer] = output
-                self.itemsize = next(_tensors(output)).element_size()
             return hook
 
+        def width(t: torch.Tensor) -> torch.Tensor:
+            if t.is_floating_point():
+                self.width = max(self.width, t.numel() // self.tokens)
+            return t
+
         def measure(module, args, output):
-            for t in _tensors(output):
-                if t.is_floating_point():
-                    self.width = max(self.width, t.numel() // self.tokens)
+            _map(output, width)
 
         blocks = self.hm.blocks
         handles = [b.register_forward_hook(keep(l)) for l, b in enumerate(blocks)]
@@ -258,14 +248,14 @@ def _tiled_from_gate(hm: HeadModel, first: int, n: int, k: int):
     if k == 1:
         yield
         return
-    tiled: dict[int, torch.Tensor] = {}  # each argument tiled once, however many blocks read it
+    tiled: dict[int, tuple] = {}  # each argument tiled once, however many blocks read it
 
     def tile(x: torch.Tensor) -> torch.Tensor:
         if not x.dim() or x.shape[0] != n:
             return x
-        if id(x) not in tiled:
-            tiled[id(x)] = x.repeat(k, *([1] * (x.dim() - 1)))
-        return tiled[id(x)]
+        if id(x) not in tiled:  # holding x keeps its id from being reused by another tensor
+            tiled[id(x)] = (x, x.repeat(k, *([1] * (x.dim() - 1))))
+        return tiled[id(x)][1]
 
     def tile_z(module, args):
         return (args[0].repeat(k, *([1] * (args[0].dim() - 1))), *args[1:])
@@ -304,12 +294,6 @@ def _normalise_groups(hm: HeadModel, groups) -> list[tuple[Head, ...]]:
     return out
 
 
-def _record_budget(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0] // 4
-    return _CPU_RECORD_BYTES
-
-
 def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ablation | None = None,
           metric: Metric | None = None, max_batch: int | None = None, per_pass: int | None = None,
           progress: bool = False, **legacy: Any) -> SweepResult:
@@ -343,8 +327,9 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
         raise ValueError(f"per_pass must be a positive int (groups per forward pass), got {per_pass!r}")
     layers = sorted({l for g in groups for l, _ in g})
     replacement = ablation.replacements(hm, layers, base_batch=n)
-    stream_bytes = hm.n_layers * n * pos * hm.d_model * next(hm.model.parameters()).element_size()
-    record = _CleanRecord(hm, n * pos, keep=stream_bytes <= _record_budget(hm.device))
+    itemsize = next(hm.model.parameters()).element_size()
+    stream_bytes = hm.n_layers * n * pos * hm.d_model * itemsize  # every block's clean output
+    record = _CleanRecord(hm, n * pos, keep=stream_bytes <= _memory(hm.device, _CPU_RECORD_BYTES))
     with torch.no_grad():
         with record.recording():
             name, evaluate = metric.evaluator(hm, batch)  # an encoder's runs the clean pass
@@ -353,14 +338,11 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
             with _replaying(hm, record.outputs, hm.n_layers if record.keep else 0):
                 output = hm.forward(batch)
         clean = evaluate(output, 1)
-    del output
 
+    cap = max(len(c) for c in chunk_plan(groups, len(groups))) if max_batch is None else max_batch // n
     if per_pass is None:
-        largest = max(len(c) for c in chunk_plan(groups, len(groups)))
-        cap = largest if max_batch is None else min(largest, max_batch // n)
-        per_pass = groups_per_pass(n * pos * record.width * record.itemsize, tile_budget(hm.device), cap)
-    elif max_batch is not None:
-        per_pass = min(per_pass, max_batch // n)
+        per_pass = groups_per_pass(n * pos * record.width * itemsize, tile_budget(hm.device), cap)
+    per_pass = min(per_pass, cap)
     effects = torch.empty(len(groups), n)
     bar = _progress(len(groups), progress, f"sweep {hm.name}")
     for chunk in chunk_plan(groups, per_pass):
@@ -412,12 +394,4 @@ def _progress(total: int, show: bool, desc: str):
     if show:
         from headlab.progress import tqdm  # text lines on the website (HEADLAB_PROGRESS=text)
         return tqdm(total=total, desc=desc)
-
-    class _Quiet:
-        def update(self, _n):
-            pass
-
-        def close(self):
-            pass
-
-    return _Quiet()
+    return SimpleNamespace(update=lambda _n: None, close=lambda: None)
