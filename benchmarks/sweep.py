@@ -1,9 +1,9 @@
 """Batched head sweeps against the per-head loops a researcher would otherwise run.
 
-    OMP_NUM_THREADS=1 python benchmarks/sweep.py                      # every section, CPU
-    OMP_NUM_THREADS=1 python benchmarks/sweep.py --sections peers --cases gpt2 --repeats 5
-    python benchmarks/sweep.py --sections tiles      # sweep time against groups per pass
-    python benchmarks/sweep.py --device cuda         # + a 12x12 GPT-2-size random model, 2k tokens
+    OMP_NUM_THREADS=1 python benchmarks/sweep.py                 # peers, groups, live (CPU)
+    OMP_NUM_THREADS=1 python benchmarks/sweep.py --sections peers --cases gpt2 --plain-loop
+    OMP_NUM_THREADS=1 python benchmarks/sweep.py --sections tiles  # sweep time against groups per pass
+    python benchmarks/sweep.py --device cuda    # + a 12x12 GPT-2-size random model, 2k tokens
 
 Sections:
 
@@ -13,7 +13,8 @@ Sections:
   idiomatic loop (one ``run_with_hooks`` per head zeroing ``blocks.{l}.attn.hook_z``; install
   ``headlab[bench]``, skipped with a message otherwise) or, where TransformerLens's bridge has no
   adapter, a plain Hugging Face loop (one forward per head, a pre-hook zeroing the head's slice of
-  ``W_O``'s input). Effects are compared and the time ratio printed beside the FLOP bound.
+  ``W_O``'s input; ``--plain-loop`` adds it beside TransformerLens). Effects are compared and the
+  time ratio printed beside the FLOP bound.
 * ``groups``: chapter 6's pair ablations (every pair of heads in a layer) and random groups
   across layers, on the book's organism, against one forward per group.
 * ``tiles``: the GPT-2 case at 1, 2, 3, 4, 6 and 12 groups per pass: why the CPU budget of
@@ -80,7 +81,7 @@ def _ratio_line(name: str, base: dict, fast: dict) -> str:
     return (f"  {name:<34} {base['wall'] / fast['wall']:5.2f}x wall, {base['cpu'] / fast['cpu']:5.2f}x CPU")
 
 
-def bench_peers(key: str, repeats: int) -> dict:
+def bench_peers(key: str, repeats: int, plain_loop: bool = False) -> dict:
     case = peers.build_case(key, SENTENCES)
     hm = case.hm
     n = case.batch["input_ids"].shape[0]
@@ -91,36 +92,34 @@ def bench_peers(key: str, repeats: int) -> dict:
           f"({tuple(case.batch['input_ids'].shape)} tokens), sweep runs {fast.per_pass} group(s) per pass")
     print(f"  FLOP bound: {bound['block']:.2f}x reusing whole clean blocks (the issue's), "
           f"{bound['gate']:.2f}x reusing up to the gate; this plan {bound['plan']:.2f}x")
+    if case.tl_note:
+        print(f"  note: {case.tl_note}")
     fns = {"sweep": lambda: sweep(hm, case.batch)}
-    out = {"label": case.label, "per_pass": fast.per_pass, "bound": bound}
     version = peers.transformer_lens_version()
-    peer_name = None
     if case.tl_arch is not None and version is None:
         print("  TransformerLens is not installed: pip install 'headlab[bench]' to compare with it; "
               "comparing with a plain HF loop instead")
     if case.tl_arch is not None and version is not None:
         bridge = peers.transformer_lens_bridge(case)
-        peer_name = f"TransformerLens {version} loop"
-        fns[peer_name] = lambda: peers.transformer_lens_loop(bridge, case)
-        if case.tl_note:
-            print(f"  note: {case.tl_note}")
-    else:
-        if case.tl_note:
-            print(f"  note: {case.tl_note}")
-        peer_name = "plain HF loop"
-        fns[peer_name] = lambda: peers.hf_loop(case)
-    reference = fns[peer_name]()  # also the warm-up
-    err = float((fast.effects - reference).abs().max())
-    print(f"  effects: max |sweep - {peer_name}| = {err:.1e} (largest effect {float(fast.effects.abs().max()):.3f})")
+        fns[f"TransformerLens {version} loop"] = lambda: peers.transformer_lens_loop(bridge, case)
+    if len(fns) == 1 or plain_loop:
+        fns["plain HF loop"] = lambda: peers.hf_loop(case)
+    out = {"label": case.label, "per_pass": fast.per_pass, "bound": bound, "peers": {}}
+    for name in list(fns)[1:]:
+        reference = fns[name]()  # also the warm-up
+        err = float((fast.effects - reference).abs().max())
+        print(f"  effects: max |sweep - {name}| = {err:.1e} (largest effect {float(fast.effects.abs().max()):.3f})")
+        out["peers"][name] = {"max_abs_diff": err}
     times = peers.timed(fns, repeats)
     for name, t in times.items():
         print(f"  {name:<34} {t['wall']:7.2f} s wall  {t['cpu']:7.2f} s CPU")
-    ratio = times[peer_name]["cpu"] / times["sweep"]["cpu"]
-    print(_ratio_line(f"{peer_name} / sweep", times[peer_name], times["sweep"]))
-    print(f"  = {100 * ratio / bound['block']:.0f}% of the block-reuse bound, "
-          f"{100 * ratio / bound['gate']:.0f}% of the gate-reuse bound (CPU time)")
-    out.update({"peer": peer_name, "max_abs_diff": err, "times": times,
-                "ratio_cpu": ratio, "ratio_wall": times[peer_name]["wall"] / times["sweep"]["wall"]})
+    for name in list(fns)[1:]:
+        ratio = times[name]["cpu"] / times["sweep"]["cpu"]
+        print(_ratio_line(f"{name} / sweep", times[name], times["sweep"]))
+        print(f"  {'':34} = {100 * ratio / bound['block']:.0f}% of the block-reuse bound, "
+              f"{100 * ratio / bound['gate']:.0f}% of the gate-reuse bound (CPU time)")
+        out["peers"][name].update({"ratio_cpu": ratio, "ratio_wall": times[name]["wall"] / times["sweep"]["wall"]})
+    out["times"] = times
     return out
 
 
@@ -223,9 +222,11 @@ def gpt2_size_model(device: str):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--sections", default="peers,groups,tiles,live",
+    parser.add_argument("--sections", default="peers,groups,live",
                         help="comma-separated: peers, groups, tiles, live")
     parser.add_argument("--cases", default=",".join(CASES), help=f"for peers: {', '.join(CASES)}")
+    parser.add_argument("--plain-loop", action="store_true",
+                        help="peers: also time the plain HF loop where TransformerLens runs")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--toggles", type=int, default=60)
     parser.add_argument("--json", help="write the measurements here")
@@ -236,7 +237,7 @@ def main() -> None:
           f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} on {os.cpu_count()} CPUs")
     results = {"load_before": load}
     if "peers" in sections:
-        results["peers"] = {key: bench_peers(key, args.repeats) for key in args.cases.split(",")}
+        results["peers"] = {key: bench_peers(key, args.repeats, args.plain_loop) for key in args.cases.split(",")}
     if "groups" in sections:
         results["groups"] = bench_groups(args.repeats)
     if "tiles" in sections:

@@ -311,8 +311,8 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
             ``Metric("loss", loss_mask=mask)`` or an item metric (any callable
             ``metric(output, batch) -> (rows,)``, see :class:`~headlab.metrics.Metric`).
         max_batch: the largest tiled batch (in inputs) one forward pass may run (default: no cap).
-        per_pass: how many groups one forward pass runs (default: :func:`groups_per_pass`, from
-            the widest activation of one copy of the inputs and :func:`tile_budget`).
+        per_pass: how many groups one forward pass runs (default: ``groups_per_pass`` of this
+            module, from the widest activation of one copy of the inputs and ``tile_budget``).
         progress: show a progress bar.
         **legacy: headlab 0.1's ``mode=``, ``reference=``, ``seed=``, ``kind=``, ``loss_mask=``
             (deprecated: they become ``ablation=`` and ``metric=``, with a warning).
