@@ -125,7 +125,8 @@ def bench_peers(key: str, repeats: int, plain_loop: bool = False) -> dict:
 
 def bench_groups(repeats: int) -> dict:
     """Chapter 6's calls on the organism: pair_effects(data.ids[:16]) and
-    subset_effects(sizes=(2, 4, 8), n_per_size=6), against one forward per group."""
+    subset_effects(sizes=(2, 4, 8), n_per_size=6), against one forward per group; and the
+    single-head sweep on the same model and inputs, for comparison."""
     from headlab.training.recipes import RECIPES
 
     hm = headlab.load("organism")
@@ -135,6 +136,7 @@ def bench_groups(repeats: int) -> dict:
     rng = random.Random(0)
     subsets = [tuple(sorted(rng.sample(hm.heads(), k))) for k in (2, 4, 8) for _ in range(6)]
     for name, groups, fast in (
+            ("single heads", [[h] for h in hm.heads()], lambda: sweep(hm, ids)),
             ("pairs in a layer", [[h] for h in hm.heads()] + [list(p) for p in pairs], lambda: pair_effects(hm, ids)),
             ("random groups", [[h] for h in hm.heads()] + [list(s) for s in subsets],
              lambda: subset_effects(hm, ids, sizes=(2, 4, 8), n_per_size=6, seed=0))):
