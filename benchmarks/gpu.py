@@ -16,15 +16,23 @@ Sections (add one by writing a function ``section_<name>(args) -> dict`` and lis
   the call holds (q, k, v included): materialized (the reference pattern, then the
   statistics read off it) against streamed (the Triton kernel). Found by doubling n and
   then bisecting in steps of 1024; the streamed search stops at ``--max-n``. Goal: >= 16x.
+* ``chapter`` -- one chapter end to end (``--chapter``, default chapter 6, the sweeps and
+  importance scores): executed top to bottom on a fresh kernel with the GPU visible, then on
+  another with ``CUDA_VISIBLE_DEVICES=""`` (the same code on the CPU: ``device="auto"`` falls
+  back), as ``scripts/execute_notebooks.py`` runs it (the chapter's folder, progress as text,
+  no claims written). Wall time of each (kernel start included), their ratio, the slowest
+  cells, and the GPU memory the chapter allocated (0 means it never used the GPU).
 
-``--smoke`` runs both sections at toy sizes on the CPU (the tiled torch path stands in for
-Triton, the budget is scaled down) to check the script itself where no GPU is lent.
+``--smoke`` runs every section at toy sizes on the CPU (the tiled torch path stands in for
+Triton, the budget is scaled down; ``chapter`` runs the short chapter 0 twice on the CPU) to
+check the script itself where no GPU is lent.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -52,12 +60,20 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--json", metavar="OUT", help="write every measured number to this JSON file")
     parser.add_argument("--budget-gib", type=float, default=16.0, help="section atlas_context (default: 16)")
     parser.add_argument("--max-n", type=int, default=1 << 20, help="largest n the streamed search tries")
+    parser.add_argument("--chapter", type=Path, default=None,
+                        help="section chapter: the notebook (default: chapter 6; chapter 0 with --smoke)")
+    parser.add_argument("--cell-timeout", type=int, default=600, help="section chapter: seconds per cell")
     args = parser.parse_args()
     args.device = "cpu" if args.smoke else "cuda"
     args.backend = "tiled" if args.smoke else "triton"
     if args.smoke:
         args.budget_gib = min(args.budget_gib, 0.05)
         args.max_n = min(args.max_n, 1 << 13)
+    chapters = Path(__file__).resolve().parents[1] / "chapters"
+    args.chapter = args.chapter or (chapters / ("00_how_to_use/how_to_use.ipynb" if args.smoke
+                                                else "06_importance/06_importance.ipynb"))
+    if not args.chapter.is_file():
+        parser.error(f"--chapter {args.chapter}: no such notebook")
     unknown = set(args.sections.split(",")) - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
@@ -198,7 +214,65 @@ def section_atlas_context(args) -> dict:
     return result
 
 
-SECTIONS = {"fused_throughput": section_fused_throughput, "atlas_context": section_atlas_context}
+# The last cell of a timed chapter: how much GPU memory the chapter allocated.
+_GPU_PEAK_CELL = ("import torch\nprint('HEADLAB-GPU-PEAK', torch.cuda.max_memory_allocated() "
+                  "if torch.cuda.is_available() else -1)")
+
+
+def _run_chapter(path: Path, hide_gpu: bool, args) -> dict:
+    """Execute a chapter on a fresh kernel; wall seconds, per-cell seconds, GPU bytes allocated."""
+    from datetime import datetime
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "skip-execution" in cell.metadata.get("tags", []):
+            cell.source = ""  # the Colab install cell
+    nb.cells.append(nbformat.v4.new_code_cell(_GPU_PEAK_CELL))
+    env = {k: v for k, v in os.environ.items() if k != "HEADLAB_WRITE_CLAIMS"}
+    env["HEADLAB_PROGRESS"] = "text"
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1] / "lib"),
+                                         *filter(None, [env.get("PYTHONPATH")])])  # this checkout's library
+    if hide_gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    client = NotebookClient(nb, timeout=args.cell_timeout, kernel_name="python3", record_timing=True,
+                            allow_errors=False, resources={"metadata": {"path": str(path.parent)}})
+    start = time.perf_counter()
+    client.execute(env=env)
+    wall = time.perf_counter() - start
+    cells = []
+    for i, cell in enumerate(nb.cells[:-1]):
+        stamps = cell.metadata.get("execution", {})
+        if "iopub.execute_input" in stamps and "shell.execute_reply" in stamps:
+            began, ended = (datetime.fromisoformat(stamps[k].replace("Z", "+00:00"))
+                            for k in ("iopub.execute_input", "shell.execute_reply"))
+            cells.append((i, (ended - began).total_seconds()))
+    peak = next(int(line.split()[1]) for o in nb.cells[-1].outputs for line in o.get("text", "").splitlines()
+                if line.startswith("HEADLAB-GPU-PEAK"))
+    return {"wall_s": wall, "cells_s": dict(cells), "gpu_peak_bytes": peak}
+
+
+def section_chapter(args) -> dict:
+    path = args.chapter
+    where = "CPU (--smoke: no GPU, both runs on the CPU)" if args.smoke else "GPU"
+    print(f"\nchapter: {path.name} end to end on a fresh kernel, on the {where} and then with CUDA hidden "
+          f"(CPU, {os.cpu_count()} cores); wall time, kernel start included; ratio = CPU time / GPU time")
+    runs = {"gpu": _run_chapter(path, hide_gpu=args.smoke, args=args), "cpu": _run_chapter(path, True, args)}
+    ratio = runs["cpu"]["wall_s"] / runs["gpu"]["wall_s"]
+    for name, run in runs.items():
+        slow = sorted(run["cells_s"].items(), key=lambda c: -c[1])[:3]
+        memory = "no CUDA" if run["gpu_peak_bytes"] < 0 else f"{run['gpu_peak_bytes'] / GIB:.2f} GiB on the GPU"
+        print(f"  {name}: {run['wall_s']:7.1f} s; {memory}; slowest cells: "
+              + ", ".join(f"#{i} {t:.1f} s" for i, t in slow))
+    print(f"  CPU / GPU = {ratio:.2f}x" + (" (the chapter allocated nothing on the GPU: it does not use it)"
+                                            if runs["gpu"]["gpu_peak_bytes"] == 0 else "") + SMOKE_NOTE * args.smoke)
+    return {"chapter": str(path), "runs": runs, "cpu_over_gpu": ratio}
+
+
+SECTIONS = {"fused_throughput": section_fused_throughput, "atlas_context": section_atlas_context,
+            "chapter": section_chapter}
 
 
 def main() -> None:

@@ -14,7 +14,9 @@ already-split heads ``(1, n_heads, n, d_head)`` (no projections).
 
 Sections: (1) numpy and torch reference / SDPA at n in {128, ..., 2048}, 8 heads;
 (2) the log-log slope of time against n for each backend; (3) n = 512 and head
-counts 1 ... 64: time relative to 8 heads; (4) peak memory of the reference
+counts 1 ... 64: time relative to 8 heads, every head count timed in each round so that
+the ratios are paired per round (``round_ratios_to_8_heads`` keeps them all, for an
+interval over rounds); (4) peak memory of the reference
 kernel against the tiled kernel (``flash_attention``) and SDPA at growing n; (5) peak memory
 of the atlas statistics of one layer (12 heads of d_head 32, MiniLM's geometry, an encoder)
 at n in {512, ..., 8192}: materialized (the reference pattern, then the per-query statistics
@@ -48,6 +50,7 @@ def parse_args() -> argparse.Namespace:
                         help="CPU threads for torch and BLAS (default: the libraries' own default)")
     parser.add_argument("--sections", default="1,2,3,4,5",
                         help="which sections to run, e.g. 5 for the atlas memory alone (default: all)")
+    parser.add_argument("--note", default="", help="a note on the run, stored in the JSON's provenance")
     parser.add_argument("--memory-budget-gib", type=float, default=12.0,
                         help="section 5 skips a materialized measurement predicted above this (default: 12)")
     return parser.parse_args()
@@ -87,7 +90,8 @@ def timed(fn) -> float:
 
 
 def race(fns: dict, anchor: str, min_rounds: int, max_rounds: int, budget_s: float) -> dict:
-    """Time each fn round-robin; return median seconds and median per-round ratio to ``anchor``."""
+    """Time each fn round-robin; return median seconds, median per-round ratio to ``anchor`` and
+    every round's time (``times_s``, in round order: round r of every fn ran together)."""
     for fn in fns.values():  # warm-up: allocator, kernel choice, caches
         fn()
         fn()
@@ -102,7 +106,7 @@ def race(fns: dict, anchor: str, min_rounds: int, max_rounds: int, budget_s: flo
     for name, ts in times.items():
         ratios = [t / a for t, a in zip(ts, times[anchor])]
         result[name] = {"median_s": statistics.median(ts), "ratio": statistics.median(ratios),
-                        "rounds": len(ts)}
+                        "rounds": len(ts), "times_s": ts}
     return result
 
 
@@ -164,20 +168,32 @@ def section_heads(n, head_counts, rounds) -> dict:
     print(f"\n(3) n={n}, d_model={D_MODEL}: time relative to 8 heads (d_head = {D_MODEL} / n_heads)")
     print("    the score and value matmuls cost n^2 * d_model whatever the split; the softmax and the")
     print("    pattern cost n_heads * n^2, so they grow with the head count")
-    rows = {h: race(backends(n, h), "sdpa", *rounds) for h in head_counts}
-    names = list(rows[head_counts[0]])
+    print("    every head count and backend runs in each round, so a round's time at h heads over its")
+    print("    time at 8 heads is a paired ratio; the table shows the median over rounds")
+    fns = {f"{h}:{name}": fn for h in head_counts for name, fn in backends(n, h).items()}
+    raced = race(fns, "8:sdpa", *rounds)
+    names = [key.split(":", 1)[1] for key in fns if key.startswith(f"{head_counts[0]}:")]
+    rows = {h: {name: raced[f"{h}:{name}"] for name in names} for h in head_counts}
+    for h in head_counts:  # the ratio to SDPA at the same head count, per round as in section 1
+        for name in names:
+            pairs = zip(rows[h][name]["times_s"], rows[h]["sdpa"]["times_s"])
+            rows[h][name]["ratio"] = statistics.median(t / a for t, a in pairs)
     print(f"{'heads':>6} {'d_head':>7} " + " ".join(f"{name:>20}" for name in names))
-    relative = {}
+    relative, round_ratios = {}, {}
     for h in head_counts:
-        relative[h] = {name: rows[h][name]["median_s"] / rows[8][name]["median_s"] for name in names}
+        round_ratios[h] = {name: [t / t8 for t, t8 in zip(rows[h][name]["times_s"], rows[8][name]["times_s"])]
+                           for name in names}
+        relative[h] = {name: statistics.median(round_ratios[h][name]) for name in names}
         print(f"{h:>6} {D_MODEL // h:>7} " + " ".join(f"{relative[h][name]:>19.2f}x" for name in names))
     lo, hi = head_counts[0], head_counts[-1]
-    spread = {name: rows[hi][name]["median_s"] / rows[lo][name]["median_s"] for name in names}
+    spread = {name: statistics.median(t / a for t, a in zip(rows[hi][name]["times_s"], rows[lo][name]["times_s"]))
+              for name in names}
     print(f"time at {hi} heads / time at {lo} head(s): "
           + ", ".join(f"{name} {value:.2f}x" for name, value in spread.items())
           + "\n(equal matmul FLOPs, n^2 * d_model, at every head count: a ratio far from 1 is the per-head"
           "\n softmax and pattern work, n_heads * n^2, and the poor efficiency of very thin matmuls)")
-    return {"times": rows, "relative_to_8_heads": relative, "most_over_fewest_heads": spread}
+    return {"times": rows, "relative_to_8_heads": relative, "round_ratios_to_8_heads": round_ratios,
+            "most_over_fewest_heads": spread}
 
 
 def section_memory(ns) -> dict:
@@ -261,6 +277,26 @@ def section_atlas_memory(ns, heads: int = 12, d_head: int = 32) -> dict:
     return {"n": ns, "heads": heads, "d_head": d_head, "peak_bytes": peaks, "slopes": slopes}
 
 
+def provenance() -> dict:
+    """The command, the commit it measured and when, for the JSON (so a stored run says how to redo it)."""
+    import datetime
+    import shlex
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "lib", "benchmarks"], cwd=root,
+                                    capture_output=True, text=True, check=True).stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        commit, dirty = None, None
+    threads = f"OMP_NUM_THREADS={ARGS.threads} " if ARGS.threads else ""
+    return {"command": threads + "python benchmarks/kernels.py " + shlex.join(sys.argv[1:]),
+            "commit": commit, "uncommitted_changes": dirty,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), "note": ARGS.note}
+
+
 def main() -> None:
     if ARGS.device == "cuda" and not torch.cuda.is_available():
         sys.exit("--device cuda: torch sees no CUDA device here")
@@ -269,6 +305,7 @@ def main() -> None:
     heads = [1, 4, 8, 16, 64] if quick else [1, 2, 4, 8, 16, 32, 64]
     memory_ns = [256, 512, 1024] if quick else [256, 512, 1024, 2048]
     rounds = (5, 9, 0.5) if quick else (9, 41, 2.0)  # min rounds, max rounds, seconds per point
+    head_rounds = (5, 9, 2.0) if quick else (21, 61, 40.0)  # section 3 times every head count in one round
     machine = {
         "device": ARGS.device,
         "gpu": torch.cuda.get_device_name() if ARGS.device == "cuda" else None,
@@ -286,14 +323,14 @@ def main() -> None:
               "         kernels then stall at every parallel region and the ratios mostly measure the\n"
               "         stalls. Compare with --threads 1.")
     started = time.perf_counter()
-    results = {"machine": machine, "quick": quick}
+    results = {"provenance": provenance(), "machine": machine, "quick": quick}
     sections = {s.strip() for s in ARGS.sections.split(",")}
     if {"1", "2"} & sections:
         results["ratios"] = section_ratios(ns, rounds)
     if "2" in sections:
         results["slopes"] = section_slopes(results["ratios"])
     if "3" in sections:
-        results["heads"] = section_heads(512, heads, rounds)
+        results["heads"] = section_heads(512, heads, head_rounds)
     if "4" in sections:
         results["memory"] = section_memory(memory_ns)
     if "5" in sections:

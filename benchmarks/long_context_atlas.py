@@ -16,6 +16,13 @@ It prints the label counts of both and every head whose label changed. The conte
 capped by the model's learned position table (MiniLM 512, organism 128, attn-only-2l 64),
 not by memory: at these lengths the materialized atlas fits too (its cost at longer n is
 section 5 of ``benchmarks/kernels.py``).
+
+Chapter 3 reads the stored result for the organism, written by
+
+    python benchmarks/long_context_atlas.py --model organism \
+        --json lib/headlab/results/atlases/long-context-organism.json
+
+(about two minutes on one core).
 """
 
 from __future__ import annotations

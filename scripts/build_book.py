@@ -10,6 +10,10 @@
 2. Run ``jupyter-book build . -W -n --keep-going``: any warning, broken reference
    or failed notebook makes the build, and this script, exit non-zero.
 3. Check the result: no page may load a script or stylesheet from another host.
+4. Write the Colab edition (``scripts/colab_edition.py``) into ``_build/colab``: the notebooks
+   the Colab buttons open, in plain Markdown, solutions folded, the install cell pinned to the
+   commit being built (``$HEADLAB_COMMIT``, else ``$GITHUB_SHA``, else ``git rev-parse HEAD``).
+   The Pages workflow publishes that folder on the ``colab`` branch.
 
 This file is also the book's local Sphinx extension (``sphinx.local_extensions``
 in ``_config.yml``), see :func:`setup`. It fixes things at their source:
@@ -21,7 +25,12 @@ in ``_config.yml``), see :func:`setup`. It fixes things at their source:
 - with ``hide_solutions``, the solution *cells* go too: sphinx-exercise 1.2 drops only
   the ``solution-start`` directive of a gated solution, keeping the cells after it (the
   solution code, on the page) and the ``solution-end`` node (which the HTML writer
-  cannot render: the build fails).
+  cannot render: the build fails);
+- each page's Colab (rocket) button opens the Colab edition of its notebook: the branch
+  ``colab_branch`` (default ``colab``) instead of ``repository.branch``. sphinx-book-theme
+  1.3 builds the link as ``{colab_url}/github/{org}/{repo}/blob/{repository_branch}/{path}``
+  and has no separate setting for the launch buttons' branch, so this rewrites that one link
+  and leaves the repository's branch to everything else.
 
 ``--no-solutions`` builds the same site without solutions (into
 ``_build/html-no-solutions`` unless ``--out`` says otherwise); every variant
@@ -45,6 +54,7 @@ BUILD = ROOT / "_build"
 VENDOR_CACHE = BUILD / ".vendor-cache"  # npm tarballs
 VENDOR_SITE = BUILD / ".vendor-site"  # html_extra_path: its content lands at the site root
 DEFAULT_OUT = BUILD / "html"
+COLAB_OUT = BUILD / "colab"  # the Colab edition (scripts/colab_edition.py), published on the colab branch
 EXEC_CACHE = BUILD / ".jupyter_cache"
 
 # npm package -> [(path inside the package, destination under _static/vendored/)].
@@ -206,7 +216,9 @@ def run_jupyter_book(out: Path, hide_solutions: bool) -> None:
             "the cause is printed above."
         )
     # Sphinx neither deletes stale output files nor copies html_extra_path when no page
-    # changed: make the vendored folder exactly this build's.
+    # changed: drop the pages of documents no longer in the book, and make the vendored
+    # folder exactly this build's.
+    _remove_stale_pages(produced)
     vendored = produced / "_static" / "vendored"
     shutil.rmtree(vendored, ignore_errors=True)
     shutil.copytree(VENDOR_SITE / "_static" / "vendored", vendored)
@@ -214,6 +226,40 @@ def run_jupyter_book(out: Path, hide_solutions: bool) -> None:
         if out.exists():
             shutil.rmtree(out)
         shutil.copytree(produced, out)
+
+
+SPHINX_PAGES = {"index", "genindex", "search", "py-modindex"}
+
+
+def toc_documents(toc: Path = ROOT / "_toc.yml") -> set[str]:
+    """The documents of the table of contents (paths without extension), the root included."""
+    import yaml
+
+    def walk(node) -> set[str]:  # noqa: ANN001
+        found = set()
+        if isinstance(node, dict):
+            for key in ("root", "file"):
+                if isinstance(node.get(key), str):
+                    found.add(node[key])
+            for value in node.values():
+                found |= walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                found |= walk(item)
+        return found
+
+    return walk(yaml.safe_load(toc.read_text(encoding="utf-8")))
+
+
+def _remove_stale_pages(site: Path) -> None:
+    """Delete the HTML pages of documents that left the table of contents (renamed chapters)."""
+    keep = toc_documents() | SPHINX_PAGES
+    for page in site.rglob("*.html"):
+        rel = page.relative_to(site)
+        if rel.parts[0].startswith("_") or rel.with_suffix("").as_posix() in keep:
+            continue
+        print(f"build_book: removing stale page {rel} (its document is not in _toc.yml)")
+        page.unlink()
 
 
 def check_site(out: Path) -> None:
@@ -252,6 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     site_widgets.install(out)
     check_site(out)
     (out / ".nojekyll").touch()  # GitHub Pages: serve _static/ as is, no Jekyll
+    import colab_edition  # the notebooks the Colab buttons open (scripts/colab_edition.py)
+
+    commit = os.environ.get("HEADLAB_COMMIT") or os.environ.get("GITHUB_SHA") or colab_edition.build_commit()
+    written = colab_edition.write_edition(COLAB_OUT, commit)
+    print(f"build_book: Colab edition: {len(written)} notebooks in {COLAB_OUT}, pinned to {commit[:12]}")
     elapsed = time.perf_counter() - start
     pages = sum(1 for p in out.rglob("*.html") if not p.relative_to(out).parts[0].startswith("_"))
     kind = "without solutions" if args.no_solutions else "with solutions"
@@ -323,6 +374,18 @@ def _drop_unused_widget_state(app, doctree) -> None:  # noqa: ANN001
             del js_files[key]
 
 
+def colab_button_to_edition(app, pagename, templatename, context, doctree) -> None:  # noqa: ANN001, ARG001
+    """Point the page's Colab launch button at the branch ``colab_branch`` (the Colab edition)."""
+    branch = app.config.colab_branch
+    if not branch:
+        return
+    for group in context.get("header_buttons", []):
+        for button in group.get("buttons", []) if isinstance(group, dict) else []:
+            head, sep, rest = button.get("url", "").partition("/blob/")
+            if button.get("text") == "Colab" and sep and "/" in rest:
+                button["url"] = f"{head}/blob/{branch}/{rest.split('/', 1)[1]}"
+
+
 def setup(app):  # noqa: ANN001, ANN201
     """Sphinx entry point (this file is listed in ``sphinx.local_extensions``)."""
     from docutils import nodes
@@ -354,6 +417,9 @@ def setup(app):  # noqa: ANN001, ANN201
     app.add_transform(RemoveSolutionCells)
     app.connect("config-inited", lambda app, config: _drop_thebe_when_off(app), priority=900)
     app.connect("html-page-context", _add_favicon)
+    app.add_config_value("colab_branch", "colab", "html")
+    # after sphinx-book-theme's add_launch_buttons (priority 501)
+    app.connect("html-page-context", colab_button_to_edition, priority=502)
     app.connect("doctree-read", _drop_unused_widget_state)
     app.connect("build-finished", _write_index, priority=400)  # before sphinx-external-toc's redirect
     # A new env_version makes Sphinx re-read every page: so an edit of this file takes effect

@@ -25,6 +25,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SKIP_TAG = "skip-execution"
+#: What the kernels inherit: one thread for torch, like the test suite.
+THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def pin_threads(environ=os.environ) -> None:
+    """Give the kernels started from here one torch thread (they inherit ``environ``)."""
+    environ.update(THREAD_ENV)
 
 
 def execute(path: Path, timeout: int, kernel: str | None) -> None:
@@ -68,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     # progress as lines of text in the stored outputs, as on the website (headlab.progress)
     os.environ["HEADLAB_PROGRESS"] = "text"
     os.environ["HEADLAB_WRITE_CLAIMS"] = "1"  # the kernels record the chapters' verdicts (headlab.ledger)
+    pin_threads()  # before any kernel starts
 
     notebooks = args.notebooks or sorted(
         p for p in (ROOT / "chapters").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts

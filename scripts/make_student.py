@@ -4,11 +4,15 @@
 The student edition is the same notebooks with every solution removed (the
 ``solution-start`` marker cell, the cells tagged ``solution`` and the
 ``solution-end`` marker cell), stubs and checks kept, all outputs and the saved
-widget state cleared; the list of exercises is recorded in the notebook's metadata
-(for ``python -m headlab grade``) and a last cell lists, after "Run All", each
-exercise still unfinished. Files next to a chapter notebook (images, data) are copied
-too; the folder structure under ``chapters/`` is preserved. Nobody edits a
-student notebook by hand: regenerate it.
+widget state cleared (:mod:`headlab.exercises.student`); the list of exercises is
+recorded in the notebook's metadata (for ``python -m headlab grade``), a cell after
+the setup cell makes a failed check print its message instead of stopping "Run All",
+and a last cell lists each exercise still unfinished. It is written for Colab and
+JupyterLab as the Colab edition is (``scripts/colab_edition.py``): plain Markdown, no
+MyST markup, and the install cell pinned to the commit (``--commit``, default the
+checkout's HEAD). Files next to a chapter notebook (images, data) are copied too; the
+folder structure under ``chapters/`` is preserved. Nobody edits a student notebook by
+hand: regenerate it.
 
 Before writing anything every notebook's exercises are validated against the
 book's exercise format (CONTRIBUTING.md). A malformed exercise stops the script
@@ -42,8 +46,11 @@ from headlab.exercises.notebook import (  # noqa: E402  (re-exported: tests and 
     MalformedExercise,
     find_exercises,
     setup_cell_index,
-    student_notebook,
 )
+from headlab.exercises.student import student_notebook  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from colab_edition import book_links, build_commit, outside_notebook  # noqa: E402
 
 __all__ = ["Exercise", "MalformedExercise", "find_exercises", "setup_cell_index", "student_notebook", "main"]
 
@@ -69,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebook under chapters/")
     parser.add_argument("--out", type=Path, default=ROOT / "student", help="output folder (default: student/)")
     parser.add_argument("--check", action="store_true", help="only validate the exercises; write nothing")
+    parser.add_argument("--commit", help="the commit the Colab install cells pin (default: git rev-parse HEAD)")
     args = parser.parse_args(argv)
 
     notebooks = args.notebooks or sorted(
@@ -93,9 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         print(f"make_student: {len(editions)} notebooks, {sum(n for _, n in editions.values())} exercises, all well-formed")
         return 0
+    commit = args.commit or build_commit()
     for nb_path, (edition, n_ex) in editions.items():
         target = _target(nb_path, args.out)
         target.parent.mkdir(parents=True, exist_ok=True)
+        # plain Markdown and the install cell pinned, as in the Colab edition (scripts/colab_edition.py)
+        edition = outside_notebook(edition, book_links(nb_path, commit), require_install=False)
         nbformat.write(nbformat.from_dict(edition), target)
         for extra in nb_path.parent.iterdir():  # images, data next to the notebook
             if extra.is_file() and extra.suffix != ".ipynb" and not extra.name.startswith("."):

@@ -8,7 +8,7 @@ hand, which goes stale when the code changes.
 
 Usage (chapter authors)::
 
-    .venv/bin/python scripts/prose_numbers.py chapters/03_what_heads_do/03_what_heads_do.ipynb
+    .venv/bin/python scripts/prose_numbers.py chapters/03_positional_heads/03_positional_heads.ipynb
 
 prints each offender as ``file:cell N: 0.26 in "... (0.26 for head 2.3) ..."``.
 

@@ -27,10 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--features", type=int, default=512)
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--l1", type=float, default=None, help="also train an L1 SAE with this coefficient")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1])
     parser.add_argument("--head-features", type=int, default=None, help="also train one SAE per head with N features")
     parser.add_argument("--head-k", type=int, default=2)
     parser.add_argument("--head-steps", type=int, default=1500)
+    parser.add_argument("--head-seeds", type=int, nargs="+", default=None,
+                        help="seeds of the per-head SAEs (default: the first of --seeds)")
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -46,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python scripts/train_saes.py " + " ".join(argv if argv is not None else sys.argv[1:])
     train_saes(args.layer, model=args.model, windows=args.windows, eval_windows=args.eval_windows,
                data_seed=args.data_seed, features=args.features, k=args.k, l1=args.l1, seeds=args.seeds,
-               head_features=args.head_features, head_k=args.head_k, head_steps=args.head_steps, steps=args.steps,
+               head_features=args.head_features, head_k=args.head_k, head_steps=args.head_steps,
+               head_seeds=args.head_seeds, steps=args.steps,
                batch_size=args.batch_size, lr=args.lr, out=args.out, threads=args.threads, command=command)
     return 0
 

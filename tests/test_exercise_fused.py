@@ -63,7 +63,7 @@ def stub(m, l, acc, scores, values):
 def test_right_update_passes(capsys):
     check_online_softmax_update(right)
     out = capsys.readouterr().out
-    assert "passed all 6 known-answer checks" in out and "three tiles" in out
+    assert "passed all 8 known-answer checks" in out
 
 
 @pytest.mark.parametrize("wrong, case", [
@@ -79,6 +79,6 @@ def test_plausible_wrong_updates_are_rejected(wrong, case):
         check_online_softmax_update(wrong)
 
 
-def test_stub_is_reported_as_not_implemented():
-    with pytest.raises(ExerciseFailed, match="not implemented yet"):
-        check_online_softmax_update(stub)
+def test_stub_is_reported_as_not_implemented(capsys):
+    check_online_softmax_update(stub)  # like every check: one line, no traceback, so Run All goes on
+    assert "not implemented yet" in capsys.readouterr().out

@@ -3,6 +3,12 @@ a mixed submission and a broken one, each run in its own sandboxed kernel.
 
 One small notebook is the fixture: four real exercises of the book (their task, stub, solution and
 check cells, copied from the chapters), so the test runs four short kernels, not whole chapters.
+Every cell has a limit of TIMEOUT seconds, so the looping submission cannot stall the run: about
+a minute and a half on an idle 2-core machine, all of it kernel start-up and the limits themselves.
+
+The first version of the grader hung here: it gave nbclient a blocking kernel manager, whose
+wait for a cell's output blocks nbclient's event loop, so the per-cell timeout never fired on
+an infinite loop. The sandbox now uses an asynchronous manager (test_a_cell_past_its_limit_...).
 """
 
 from __future__ import annotations
@@ -12,22 +18,21 @@ import csv
 import json
 import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from conftest import ROOT, chapter_notebooks
-from make_student import find_exercises, student_notebook
+from make_student import find_exercises
 
 from headlab.exercises.grading import gradescope_results, grade_notebook, write_csv
+from headlab.exercises.sandbox import execute_sandboxed
+from headlab.exercises.student import student_notebook
 
-# Four kernels, about 20 s. Skipped until verified: in its first run the looping submission's
-# kernel was not interrupted at the time limit (then launched through headlab.exercises.sandbox;
-# the grader now uses the standard ipykernel launcher, whose interrupt works in a plain nbclient
-# run), and the shared machine was too loaded to finish a second run. Remove the skip once
-# `pytest tests/test_grading.py -n 0` passes.
-pytestmark = [pytest.mark.slow, pytest.mark.skip(reason="not yet verified to finish: see the comment above")]
+pytestmark = pytest.mark.slow
 
 LABELS = ["ex-00-softmax", "ex-06-gini", "ex-03-sink", "ex-09-redundant"]  # numpy only
 POINTS = {"ex-00-softmax": 1.0, "ex-06-gini": 2.0, "ex-03-sink": 1.0, "ex-09-redundant": 1.0}
@@ -59,7 +64,7 @@ SOLUTIONS = {  # what students hand in, exercise by exercise
     "gini": ("def gini_of(effects):\n    x = np.clip(np.asarray(effects, dtype=float), 0, None)\n"
              "    return float(np.abs(x[:, None] - x[None, :]).sum() / (2 * x.size ** 2 * x.mean()))"),
     "last layer sink": "def find_sink(patterns):\n    return int(patterns[-1].sum(axis=(0, 1)).argmax())",
-    "syntax error": "def stable_softmax(scores)\n    return scores",
+    "syntax error": "def is_redundant(a, b, both)\n    return True",
     "library gini": ("def gini_of(effects):\n    from headlab.analysis.importance import gini\n"
                      "    return gini(np.clip(effects, 0, None))"),
     "looping sink": "def find_sink(patterns):\n    while True:\n        pass",
@@ -80,12 +85,13 @@ def graded(tmp_path_factory) -> dict:
     subs["mixed"] = mixed  # is_redundant left as the stub
 
     broken = copy.deepcopy(student)
-    _stub(broken, "stable_softmax").source = SOLUTIONS["syntax error"]
+    broken.cells.remove(_stub(broken, "stable_softmax"))  # a deleted stub, and the library's answer instead:
+    broken.cells.insert(1, nbformat.v4.new_code_cell("from headlab.kernels.reference import softmax as stable_softmax"))
     _stub(broken, "gini_of").source = SOLUTIONS["library gini"]
     _stub(broken, "find_sink").source = SOLUTIONS["looping sink"]
-    broken.cells.remove(_stub(broken, "is_redundant"))  # a deleted stub
-    broken.cells.insert(1, nbformat.v4.new_code_cell("while True:\n    pass"))  # a cell that never ends
-    broken.cells.insert(2, nbformat.v4.new_code_cell(
+    _stub(broken, "is_redundant").source = SOLUTIONS["syntax error"]
+    broken.cells.insert(2, nbformat.v4.new_code_cell("while True:\n    pass"))  # a cell that never ends
+    broken.cells.insert(3, nbformat.v4.new_code_cell(
         "import urllib.request\nurllib.request.urlopen('http://example.com', timeout=2)"))
     subs["broken"] = broken
 
@@ -128,13 +134,15 @@ def test_broken_submission_never_crashes_the_grader(graded) -> None:
     grade = graded["grades"]["broken"]
     by = {e.label: e for e in grade.exercises}
     assert grade.points == 0
-    assert "no function 'stable_softmax'" in by["ex-00-softmax"].reason  # the cell did not compile
-    assert "headlab.analysis.importance.gini" in by["ex-06-gini"].reason  # the library's answer
+    # the stub deleted, the library's softmax imported under its name
+    assert "is the library's headlab.kernels.reference.softmax" in by["ex-00-softmax"].reason
+    assert "headlab.analysis.importance.gini" in by["ex-06-gini"].reason  # the library's answer, from the stub
     assert "time limit" in by["ex-03-sink"].reason  # an infinite loop inside the function
-    assert "no function 'is_redundant'" in by["ex-09-redundant"].reason  # the deleted stub
+    assert "no function 'is_redundant'" in by["ex-09-redundant"].reason  # its cell did not compile
     notes = " ".join(grade.notes)
+    assert "cell 1: binds stable_softmax, the function that ex-00-softmax asks" in notes
     assert "SyntaxError" in notes and "no network during grading" in notes
-    assert "Timeout" in notes or "KeyboardInterrupt" in notes or "timed out" in notes.lower()
+    assert "cell 2: KeyboardInterrupt" in notes  # the endless cell, interrupted at its limit
 
 
 def test_csv_gradebook_and_gradescope_results(graded, tmp_path) -> None:
@@ -146,7 +154,7 @@ def test_csv_gradebook_and_gradescope_results(graded, tmp_path) -> None:
     assert rows[2]["ex-03-sink"] == "0.8" and rows[2]["max"] == "5"
     results = gradescope_results(graded["grades"]["mixed"])
     assert results["score"] == 3.3
-    assert [t["max_score"] for t in results["tests"]] == list(POINTS.values())
+    assert [t["max_score"] for t in results["tests"]] == [POINTS[e.label] for e in graded["grades"]["mixed"].exercises]
     assert json.loads(json.dumps(results)) == results  # plain JSON
 
 
@@ -164,3 +172,43 @@ def test_the_cli_handles_a_file_that_is_not_a_notebook(graded, tmp_path) -> None
     proc = subprocess.run([sys.executable, "-m", "headlab", "grade", str(bad), str(bad), "--gradescope", str(out)],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and "exactly one submission" in proc.stderr
+
+
+def test_a_cell_past_its_limit_is_stopped_even_when_it_ignores_the_interrupt(tmp_path) -> None:
+    """Four cells: a value, a loop that ignores SIGINT, one that kills its kernel, and a cell that
+    needs the first. The sandbox leaves the two bad cells out of fresh runs; the last cell runs."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 41"),
+                nbformat.v4.new_code_cell("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                                          "while True:\n    pass"),
+                nbformat.v4.new_code_cell("import os\nos._exit(3)"),
+                nbformat.v4.new_code_cell("print('x + 1 =', x + 1)")]
+    start = time.perf_counter()
+    run = execute_sandboxed(nb, tmp_path, timeout=2, probe_timeout=3)
+    elapsed = time.perf_counter() - start
+    assert run.skipped == {1, 2} and run.restarts == 2, run
+    assert "ignored the interrupt" in run.notes[0] and "kernel died" in run.notes[1]
+    assert nb.cells[3].outputs[0]["text"] == "x + 1 = 42\n"
+    assert elapsed < 240, f"the sandbox took {elapsed:.0f} s"
+
+
+def test_importing_a_forbidden_module_inside_the_stub_is_no_forbidden_call() -> None:
+    """In a fresh interpreter (as in a grading kernel) the stub's own ``import`` runs the module's and
+    its classes' bodies under the guard: only the call of the library's function may be named."""
+    code = textwrap.dedent("""
+        import numpy as np
+        from headlab.exercises import ForbiddenCall
+        from headlab.exercises.ch06 import check_gini
+
+        def gini_of(effects):
+            from headlab.analysis.importance import gini
+            return gini(np.clip(effects, 0, None))
+
+        try:
+            check_gini(gini_of)
+        except ForbiddenCall as err:
+            print(err)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "gini_of calls headlab.analysis.importance.gini," in proc.stdout, proc.stdout

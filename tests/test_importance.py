@@ -136,3 +136,26 @@ def test_mean_ablation_reaches_every_group_measurement():
     torch.testing.assert_close(pe.pairs[((1, 0), (1, 2))], both - clean, atol=1e-5, rtol=1e-4)
     zero = pair_effects(hm, batch, pairs=[((1, 0), (1, 2))])
     assert not torch.allclose(zero.pairs[((1, 0), (1, 2))], pe.pairs[((1, 0), (1, 2))])
+
+
+def test_backup_heads_order_does_not_depend_on_rounding():
+    """Both orientations of a pair share one interaction: the tie is broken by head index, so a
+    rounding difference in the singles (as between CPU instruction sets) cannot reorder them."""
+    a, b = (1, 2), (1, 6)
+    # with these singles float32 rounding alone made given - alone larger for one orientation
+    # or the other (the old sort put (1.6, 1.2) first for the first and last pairs of values)
+    for alone_a, alone_b in ((0.025, 0.035), (0.035, 0.025), (0.0351, 0.0252), (0.0252, 0.0351)):
+        pe = PairEffects(
+            singles={a: torch.tensor([alone_a]), b: torch.tensor([alone_b])},
+            pairs={(a, b): torch.tensor([0.34])},
+        )
+        rows = backup_heads(pe)
+        assert [(r[0], r[1]) for r in rows] == [(a, b), (b, a)]
+        assert rows[0][3] - rows[0][2] == pytest.approx(rows[1][3] - rows[1][2], abs=1e-6)
+    # a larger interaction still comes first, whatever the head order
+    c, d = (0, 0), (0, 1)
+    pe = PairEffects(
+        singles={a: torch.tensor([0.0]), b: torch.tensor([0.0]), c: torch.tensor([0.0]), d: torch.tensor([0.0])},
+        pairs={(c, d): torch.tensor([0.2]), (a, b): torch.tensor([0.5])},
+    )
+    assert [(r[0], r[1]) for r in backup_heads(pe)] == [(a, b), (b, a), (c, d), (d, c)]

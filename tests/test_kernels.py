@@ -552,3 +552,24 @@ def test_cuda_peak_memory_reference_quadratic_flash_linear():
     ref, ref_growth = _growth(lambda q, k, v: attention(q, k, v, backend="torch"), make, [1024, 2048])
     tiled, tiled_growth = _growth(lambda q, k, v: flash_attention(q, k, v), make, [1024, 2048])
     assert ref_growth > 3.0 and tiled_growth < 2.5 and tiled[-1] < ref[-1] / 8, (ref, tiled)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch", "sdpa", "flash", "fused"])
+def test_scores_beyond_float32_give_the_exact_pattern_not_nan(backend):
+    """``attention(q * 1e30, k * 1e30, v)``: finite inputs whose scores (1e60) overflow float32.
+    Each query matches only its own key, so the pattern is the identity and ``out == v``."""
+    from headlab.kernels import flash_attention, fused_attention
+
+    eye = np.eye(3, dtype=np.float32)[None] * 1e30  # (1, 3, 3): query i == key i
+    v = np.arange(9, dtype=np.float32).reshape(1, 3, 3)
+    if backend == "numpy":
+        out, pattern = attention(eye, eye, v)
+        np.testing.assert_array_equal(pattern, np.eye(3, dtype=np.float32)[None])
+    elif backend in ("torch", "sdpa"):
+        out, _ = attention(torch.from_numpy(eye), torch.from_numpy(eye), torch.from_numpy(v), backend=backend)
+    elif backend == "flash":
+        out = flash_attention(torch.from_numpy(eye), torch.from_numpy(eye), torch.from_numpy(v), block_size=2)
+    else:
+        q = torch.from_numpy(eye)[None]  # (1, 1, 3, 3)
+        out = fused_attention(q, q, torch.from_numpy(v)[None], backend="tiled", block_size=2)[0][0]
+    np.testing.assert_array_equal(np.asarray(out), v)

@@ -42,8 +42,10 @@ def test_hub_name_offline_names_the_offline_models(monkeypatch):
 
 
 def test_bad_names():
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="got ''"):
         headlab.load("")
+    with pytest.raises(TypeError, match="got None"):
+        headlab.load(None)
     with pytest.raises(ValueError, match="not a folder"):
         headlab.load("./no/such/folder")
 
@@ -71,3 +73,121 @@ def test_cli_errors_are_messages_not_tracebacks(tmp_path):
     res = subprocess.run([sys.executable, "-m", "headlab", "sweep", "--texts", str(tmp_path / "none.txt"),
                           "--json", str(tmp_path / "x.json")], capture_output=True, text=True)
     assert res.returncode != 0 and "no such file" in res.stderr
+
+
+# ------------------------------------------------- offline, checkpoint folders, CLI errors
+
+
+def test_offline_mode_is_respected_before_any_network_call(monkeypatch):
+    import socket
+
+    def no_network(*args, **kwargs):
+        raise AssertionError(f"the network was called: {args[:1]}")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+        monkeypatch.setenv(variable, "1")
+        with pytest.raises(ModelUnavailable, match="'gpt2'.*Offline models"):
+            headlab.load("gpt2")
+
+
+def test_a_hanging_name_lookup_does_not_hang_the_load(monkeypatch):
+    """With no offline setting and a DNS that never answers, the hub probe gives up on its own
+    (socket timeouts do not cover name resolution): load() fails while the lookup still hangs."""
+    import socket
+    import threading
+
+    from headlab.heads import loading
+
+    release, asked = threading.Event(), threading.Event()
+
+    def hanging_lookup(*args, **kwargs):
+        asked.set()
+        release.wait(30)
+        raise socket.gaierror("released by the test")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(socket, "getaddrinfo", hanging_lookup)
+    monkeypatch.setattr(loading, "offline_mode", lambda: False)
+    try:
+        with pytest.raises(ModelUnavailable, match="cannot be reached"):
+            headlab.load("no-such-org/no-such-model")
+        assert asked.is_set() and not release.is_set()  # it returned while the lookup hung
+    finally:
+        release.set()
+
+
+def test_a_checkpoint_folder_loads_by_path(tmp_path):
+    import shutil
+
+    from headlab.models.checkpoints import CHECKPOINT_DIR
+
+    folder = tmp_path / "my-organism"
+    shutil.copytree(CHECKPOINT_DIR / "attn-only-1l", folder)
+    by_path, by_name = headlab.load(str(folder)), headlab.load("attn-only-1l")
+    batch = by_name.tokenize(["t1 t2 t3 t1 t2"])
+    with torch.no_grad():
+        assert torch.equal(by_path(batch), by_name(batch))
+    assert by_path.name == "my-organism" and by_path.provenance == by_name.provenance
+
+
+def _main(argv, capsys):
+    from headlab.__main__ import main
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = exit_.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("argv", [
+    ["report", "--model", "attn-only-2l", "--out", "{tmp}/afile/report"],
+    ["sweep", "--model", "attn-only-2l", "--json", "{tmp}/missing/s.json"],
+    ["atlas", "--model", "attn-only-2l", "--json", "{tmp}/a.json", "--png", "{tmp}/afile/a.png"],
+    ["sweep", "--model", "attn-only-2l", "--json", "{tmp}/s.json", "--texts", "{tmp}/missing.txt"],
+])
+def test_unwritable_outputs_and_unreadable_inputs_fail_before_any_model_loads(argv, tmp_path, monkeypatch, capsys):
+    from headlab.heads import loading
+
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setattr(loading, "load", lambda *a, **k: pytest.fail("a model was loaded before the check"))
+    code, out, err = _main([a.format(tmp=tmp_path) for a in argv], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("error: ")
+    assert "Traceback" not in err and not out
+
+
+def test_an_unexpected_error_is_one_line_naming_its_type(monkeypatch, capsys):
+    from headlab import cli
+
+    def broken(args):
+        raise ZeroDivisionError("division by zero\non two lines")
+
+    monkeypatch.setattr(cli, "_cmd_heads", broken)
+    code, out, err = _main(["heads"], capsys)
+    assert (code, err) == (2, "error: ZeroDivisionError: division by zero on two lines\n")
+
+
+def test_argument_errors_are_one_line(capsys):
+    code, out, err = _main(["sweep", "--model", "minilm", "--json", "x.json", "--max-batch", "0"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--max-batch: must be a positive int, got '0'" in err
+    assert "usage:" not in err
+
+
+def test_the_notebook_runner_pins_one_torch_thread(monkeypatch, tmp_path):
+    """scripts/execute_notebooks.py gives the kernels it starts OMP_NUM_THREADS=1, like the tests."""
+    import os
+
+    import execute_notebooks
+
+    seen = {}
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(execute_notebooks, "execute",
+                        lambda path, timeout, kernel: seen.update({k: os.environ.get(k) for k in execute_notebooks.THREAD_ENV}))
+    assert execute_notebooks.main([str(tmp_path / "x.ipynb")]) == 0
+    assert seen == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

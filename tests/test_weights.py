@@ -130,7 +130,10 @@ def test_norms_of_each_family() -> None:
 
 @pytest.mark.parametrize("bad", [2, -1, 1.0, "0", True])
 def test_bad_layers_are_refused_by_name(bad) -> None:
+    """Out of range: a ValueError; not an int (a float, a string, a bool): a TypeError. Both name it."""
     hm = make_model("gpt2")
+    error, message = ((ValueError, f"layer {bad!r} is out of range: gpt2 has layers 0..1")
+                      if type(bad) is int else (TypeError, f"layer must be an int, got (the bool )?{bad!r}"))
     for fn in (hm.W_Q, hm.W_K, hm.W_V, hm.W_O, hm.b_Q, hm.out_proj, hm.attn_norm):
-        with pytest.raises(ValueError, match=f"layer {bad!r} is out of range: gpt2 has layers 0..1"):
+        with pytest.raises(error, match=message):
             fn(bad)

@@ -21,10 +21,10 @@ from make_student import find_exercises
 
 from headlab.exercises import ExerciseFailed, ForbiddenCall, NotImplementedYet, recording
 
-from wrong_solutions import ch00, ch01, ch02, ch03, ch05, ch06, ch07, ch08, ch09
+from wrong_solutions import ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09
 
 CATALOGUE: dict[str, list] = {}
-for _module in (ch00, ch01, ch02, ch03, ch05, ch06, ch07, ch08, ch09):
+for _module in (ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09):
     CATALOGUE.update(_module.CATALOGUE)
 
 

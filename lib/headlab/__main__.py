@@ -4,6 +4,10 @@ Each command lives in the module that owns the idea; that module exposes
 ``add_commands(subparsers)`` which adds its sub-parser(s) and sets
 ``func=<callable(args) -> int>``. Heavy imports happen inside the callables so
 ``--help`` stays fast.
+
+Every error -- a wrong argument, a file that cannot be read or written, a model that cannot
+be loaded, bad input found by the library -- is reported as one line on stderr,
+``error: ...``, with exit status 2 and no traceback (``HEADLAB_TRACEBACK=1`` shows it).
 """
 
 from __future__ import annotations
@@ -21,8 +25,30 @@ COMMAND_MODULES = [
 ]
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (``error: ... (see PROG --help)``), status 2."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks and runs of spaces folded into single spaces."""
+    return " ".join(str(text).split())
+
+
+def message_of(err: BaseException) -> str:
+    """What the one error line says about ``err``: its message, with the exception's type when
+    the type says something the message does not (an unexpected error)."""
+    text = one_line(err.args[0] if isinstance(err, KeyError) and err.args else err)
+    expected = (ValueError, TypeError, OSError, RuntimeError, KeyError, ImportError)
+    if not text or not isinstance(err, expected):
+        return f"{type(err).__name__}: {text}" if text else type(err).__name__
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m headlab",
         description="Tools of the book 'Deviating Attention': inspect, ablate and train attention heads.",
     )
@@ -46,12 +72,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except (ValueError, OSError, RuntimeError) as err:
-        # Bad input or an unavailable model: say what was wrong, without a traceback.
+    except SystemExit as err:
+        code = err.code
+        if code is None or (isinstance(code, int) and str(code) == str(int(code))):
+            raise  # a plain exit status
+        message = one_line(code)  # headlab.cli.CommandError, or an older SystemExit("error: ...")
+        print(message if message.startswith("error:") else f"error: {message}", file=sys.stderr)
+        if isinstance(code, int):
+            raise  # its status is 2 (and in-process callers see the message in it)
+        return 2
+    except Exception as err:  # noqa: BLE001 - every error becomes one line, never a traceback
+        # Bad input, an unavailable model, or a bug: say what was wrong, without a traceback.
         # (Set HEADLAB_TRACEBACK=1 to see it.)
         if os.environ.get("HEADLAB_TRACEBACK"):
             raise
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {message_of(err)}", file=sys.stderr)
         return 2
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import tempfile
 from pathlib import Path
 
 DEFAULT_MODEL = "minilm"
@@ -32,21 +34,114 @@ DEFAULT_TEXTS = [
 ]
 
 
-def read_texts(path: str | None) -> list[str]:
-    """One text per line of a UTF-8 file (blank lines skipped); the defaults when ``path`` is None."""
+class ExitStatus(int):
+    """An exit status that reads as its message: ``int(code) == 2``, ``str(code) == "error: ..."``."""
+
+    def __new__(cls, status: int, message: str):
+        code = super().__new__(cls, status)
+        code.message = message
+        return code
+
+    def __str__(self) -> str:
+        return self.message
+
+    __repr__ = __str__
+
+
+class CommandError(SystemExit):
+    """A command's input file is wrong. ``python -m headlab`` prints ``str(err)``, one line
+    starting ``error:``, and exits with status 2: ``err.code`` is the status 2, and reads as the
+    message (``str(err.code)``), as the ``SystemExit("error: ...")`` of headlab 0.1 did."""
+
+    def __init__(self, message: str):
+        super().__init__(ExitStatus(2, f"error: {message}"))
+
+
+def read_texts(path: str | None, option: str = "--texts") -> list[str]:
+    """One text per line of a UTF-8 file (blank lines skipped); the defaults when ``path`` is None.
+
+    Raises:
+        CommandError: naming ``option`` and the file, when it is missing, not UTF-8 or empty.
+    """
     if path is None:
         return list(DEFAULT_TEXTS)
     p = Path(path)
+    if p.is_dir():
+        raise CommandError(f"{option} {path} is a folder; give a UTF-8 file with one text per line")
     if not p.is_file():
-        raise SystemExit(f"error: --texts {path}: no such file")
+        raise CommandError(f"{option} {path}: no such file")
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as err:
-        raise SystemExit(f"error: --texts {path} is not UTF-8 text ({err})") from None
+        raise CommandError(f"{option} {path} is not UTF-8 text ({err})") from None
+    except OSError as err:
+        raise CommandError(f"{option} {path} cannot be read ({err.strerror or err})") from None
     texts = [line for line in lines if line.strip()]
     if not texts:
-        raise SystemExit(f"error: --texts {path} holds no text (one text per line)")
+        raise CommandError(f"{option} {path} holds no text (one text per line)")
     return texts
+
+
+def _probe_folder(folder: Path) -> str | None:
+    """Why nothing can be written in ``folder`` (an existing folder), or None: a real write,
+    since ``os.access`` says yes to root on a read-only file system."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".headlab-write-test-"):
+            return None
+    except OSError as err:
+        return err.strerror or str(err)
+
+
+def check_output_file(path: str, option: str) -> Path:
+    """``path`` if a file can be written there; else a ``ValueError`` naming ``option``,
+    raised before any computation."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{option} {path} is a folder; give a file name")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        what = "is a file, not a folder" if parent.exists() else "does not exist"
+        raise ValueError(f"{option} {path}: cannot write there, {parent} {what}")
+    why = _probe_folder(parent)
+    if why is not None:
+        raise ValueError(f"{option} {path}: cannot write in {parent} ({why})")
+    return p
+
+
+def check_output_folder(path: str, option: str) -> Path:
+    """``path`` if a folder can be made (or written) there; else a ``ValueError``."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"{option} {path} is a file; give a folder for the output")
+    existing = p
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"{option} {path}: cannot make it, {existing} is a file")
+    why = _probe_folder(existing)
+    if why is not None:
+        raise ValueError(f"{option} {path}: cannot write in {existing} ({why})")
+    return p
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an int >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {text!r}")
+    return value
+
+
+def _check_device(device: str) -> None:
+    from headlab.devices import resolve_device
+
+    try:
+        resolve_device(device)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"--device: {err}") from None
 
 
 def _cmd_heads(args: argparse.Namespace) -> int:
@@ -74,12 +169,14 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from headlab.metrics import Metric
 
     texts = read_texts(args.texts)
+    reference = read_texts(args.reference, "--reference") if args.reference else (texts if args.mode != "zero" else None)
+    target = check_output_file(args.json, "--json")
+    _check_device(args.device)
     hm = load(args.model, device=args.device)
-    reference = read_texts(args.reference) if args.reference else (texts if args.mode != "zero" else None)
     result = sweep(hm, texts, ablation=Ablation(args.mode, reference=reference), metric=Metric(args.metric),
                    max_batch=args.max_batch, progress=not args.quiet)
     payload = {**result.to_json(), "model": hm.name, "n_texts": len(texts)}
-    Path(args.json).write_text(json.dumps(payload, indent=1))
+    target.write_text(json.dumps(payload, indent=1))
     top = sorted(zip(result.mean().tolist(), result.groups), reverse=True)[: args.top]
     print(f"{hm.name}: {len(result.groups)} ablations x {len(texts)} texts, mode={result.mode}, "
           f"metric={result.kind}; wrote {args.json}")
@@ -94,15 +191,18 @@ def _cmd_atlas(args: argparse.Namespace) -> int:
     from headlab.heads.loading import load
 
     texts = read_texts(args.texts) if args.texts else None
+    target = check_output_file(args.json, "--json")
+    png = check_output_file(args.png, "--png") if args.png else None
+    _check_device(args.device)
     hm = load(args.model, device=args.device)
     atlas = compute_atlas(hm, texts, effect=args.effect, effect_texts=args.effect_texts,
                           induction_texts=args.induction_texts, induction_length=args.induction_length,
                           seed=args.seed, batch_size=args.batch_size, relations=args.relations,
                           streaming=args.streaming)
-    Path(args.json).write_text(json.dumps(atlas, indent=1))
+    target.write_text(json.dumps(atlas, indent=1))
     print(f"{hm.name}: {hm.n_layers * hm.n_heads} heads on {atlas['n_texts']} texts; wrote {args.json}")
-    if args.png:
-        plot_atlas(atlas).savefig(args.png, dpi=120)
+    if png is not None:
+        plot_atlas(atlas).savefig(png, dpi=120)
         print(f"wrote {args.png}")
     counts = ", ".join(f"{k} {v}" for k, v in sorted(atlas["label_counts"].items(), key=lambda kv: -kv[1]))
     print(f"labels: {counts}")
@@ -122,27 +222,35 @@ def _cmd_atlas(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    import textwrap
+
     from headlab.heads.head import format_head
     from headlab.heads.loading import load
     from headlab.metrics import Metric
-    from headlab.report import checklist, format_value, write_report
+    from headlab.report import checklist, write_report
 
     texts = read_texts(args.texts) if args.texts else None
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file; give a folder for the report")
+    out = check_output_folder(args.out, "--out")
+    _check_device(args.device)
     hm = load(args.model, device=args.device)
+    replicas = [load(name, device=args.device) for name in args.replicas or []]
+    for other in replicas:
+        if (other.n_layers, other.n_heads) != (hm.n_layers, hm.n_heads):
+            raise ValueError(f"--replicas {other.name} has {other.n_layers} x {other.n_heads} heads, {hm.name} "
+                             f"{hm.n_layers} x {hm.n_heads}: give the same recipe trained with other seeds")
     report = checklist(hm, texts, n_texts=args.n_texts, seed=args.seed, scope=args.pairs, top_k=args.top_k,
-                       metric=Metric(args.metric), progress=not args.quiet)
+                       metric=Metric(args.metric), replicas=replicas, progress=not args.quiet)
     path = write_report(report, out)
-    k, c, r = report["keep"], report["circuits"], report["redundancy"]
-    circuits = ", ".join(f"{format_head(x['previous_token'])}->{format_head(x['induction'])}" for x in c["verified"])
     print(f"{hm.name}: checklist on {report['inputs']['n_texts']} texts in {report['seconds']['total']:.0f} s; "
           f"wrote {path} and {out / 'report.json'}")
-    print(f"  hidden in the tail: {len(report['ablation']['hidden_in_the_tail'])}; verified circuits: "
-          f"{circuits or 'none'}; pairs underestimated: {format_value(r['fraction_underestimated'], '.0%')}; "
-          f"backups: {len(r['backups'])}")
+    for row in report["checklist"]:
+        status = "" if row["measured"] else "not measured: "
+        print(textwrap.fill(f"{row['check']}: {status}{row['finding']}", width=100, initial_indent="  ",
+                            subsequent_indent="    "))
+    k, dist = report["keep"], report["distillation"]
     print(f"  keep {k['n_keep']} heads: {', '.join(format_head(x['head']) for x in k['heads'])}")
+    print(textwrap.fill("distillation: " + (dist["advice"] if dist["measured"] else "not measured: " + dist["why"]),
+                        width=100, initial_indent="  ", subsequent_indent="    "))
     return 0
 
 
@@ -161,7 +269,7 @@ def add_commands(sub) -> None:
     p.add_argument("--reference", help="texts file for mean/resample (default: the texts themselves)")
     p.add_argument("--metric", default=None, choices=["loss", "cosine", "retrieval"],
                    help="loss (causal LMs), cosine or retrieval (encoders)")
-    p.add_argument("--max-batch", type=int, default=256)
+    p.add_argument("--max-batch", type=positive_int, default=256)
     p.add_argument("--top", type=int, default=10, help="print the N largest mean effects")
     p.add_argument("--device", default="cpu")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -181,16 +289,16 @@ def _add_atlas(sub) -> None:
     p.add_argument("--png", help="also draw the layers x heads grid here")
     p.add_argument("--effect", default="ablation", choices=EFFECT_KINDS,
                    help="how to measure whether a head matters (default: %(default)s)")
-    p.add_argument("--effect-texts", type=int, default=EFFECT_TEXTS,
+    p.add_argument("--effect-texts", type=positive_int, default=EFFECT_TEXTS,
                    help="ablate on the first N texts (default: %(default)s)")
-    p.add_argument("--induction-texts", type=int, default=INDUCTION_TEXTS)
-    p.add_argument("--induction-length", type=int, default=INDUCTION_LENGTH)
+    p.add_argument("--induction-texts", type=positive_int, default=INDUCTION_TEXTS)
+    p.add_argument("--induction-length", type=positive_int, default=INDUCTION_LENGTH)
     p.add_argument("--relations", action="store_true",
                    help="also score verb->subject, subject->verb and pronoun->antecedent against ground truth")
     p.add_argument("--streaming", action="store_true",
                    help="score heads with the fused kernel, without materializing any attention pattern")
     p.add_argument("--seed", type=int, default=0, help="seed of the random repeated sequences")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--device", default="cpu")
     p.set_defaults(func=_cmd_atlas)
 
@@ -198,18 +306,22 @@ def _add_atlas(sub) -> None:
 def _add_report(sub) -> None:
     from headlab.report.thresholds import N_TEXTS, PAIR_TOP_K
 
-    p = sub.add_parser("report", help="run the checklist (ablation tails, circuits, redundancy, writes, what to keep)")
+    p = sub.add_parser("report", help="run chapter 9's checklist (baselines, held-out selection, conditioning, "
+                                      "detectors on the model's own text, seeds, tasks, ablation modes)")
     p.add_argument("--model", default=DEFAULT_MODEL, help="model name (default: %(default)s)")
     p.add_argument("--out", required=True, help="folder for report.md, report.json and the figures")
     p.add_argument("--texts", help="UTF-8 file, one text per line (default: the model's default set)")
-    p.add_argument("--n-texts", type=int, default=None,
+    p.add_argument("--n-texts", type=positive_int, default=None,
                    help=f"use this many texts, evenly spread (default: {N_TEXTS} of a default set, every given text)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random sequences (default: %(default)s)")
     p.add_argument("--pairs", default="auto", choices=["auto", "layer", "top"],
                    help="pairs to ablate: within layers, among the top-k heads, or auto (default)")
-    p.add_argument("--top-k", type=int, default=PAIR_TOP_K, help="heads whose pairs --pairs top ablates")
+    p.add_argument("--top-k", type=positive_int, default=PAIR_TOP_K, help="heads whose pairs --pairs top ablates")
     p.add_argument("--metric", default=None, choices=["loss", "cosine", "retrieval"],
                    help="loss (causal LMs), cosine or retrieval (encoders)")
+    p.add_argument("--replicas", nargs="+", default=None, metavar="NAME",
+                   help="the same recipe trained with other seeds, for the seeds check (e.g. attn-only-2l-s1 "
+                        "attn-only-2l-s2)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_report)

@@ -124,10 +124,18 @@ def ceiling_plus_one_over_n(n_letters):
     return 0.75 + 1 / n_letters
 
 
+def ceiling_library(n_letters):
+    from headlab.data.two_relations import TwoRelations
+    from headlab.experiments.head_split import order_blind_ceiling
+
+    return order_blind_ceiling(TwoRelations(n_letters=n_letters))  # the chapter's own count
+
+
 CATALOGUE: dict[str, list] = {
     "ex-01-one-query": [one_query_unscaled, one_query_sqrt_nk, one_query_sqrt_dv, one_query_by_d,
                         one_query_unstable],
     "ex-01-causal": [causal_unscaled, causal_sqrt_n, causal_mask_after_softmax, causal_strict, causal_kernel],
     "ex-01-name-heads": [names_from_query_1, names_from_query_2, names_max, names_at_least, names_topic_is_first],
-    "ex-01-ceiling": [ceiling_three_quarters, ceiling_hard_coded, ceiling_n_squared, ceiling_plus_one_over_n],
+    "ex-01-ceiling": [ceiling_three_quarters, ceiling_hard_coded, ceiling_n_squared, ceiling_plus_one_over_n,
+                      ceiling_library],
 }

@@ -67,8 +67,78 @@ def cost_one_head_mixing(n, d_model, n_heads):
             "mixing": n * n * d_head, "softmax_exps": n_heads * n * n}
 
 
+def cost_library(n, d_model, n_heads):
+    from headlab.experiments.split_cost import attention_work
+
+    return attention_work(n, d_model, n_heads)  # the count the chapter prints
+
+
+def _fold(m, l, acc, scores, values, *, rescale=True, invert=False, tile_max_only=False, shift=True,
+          guard=True, mask_as_zero=False):
+    """One tile of the online softmax, with one of the mistakes students make switched on."""
+    scores = np.where(np.isneginf(scores), 0.0, scores) if mask_as_zero else scores
+    m_new = float(np.max(scores)) if tile_max_only else max(m, float(np.max(scores)))
+    if guard and m_new == -np.inf:
+        return m, l, acc
+    base = m_new if shift else 0.0
+    if not rescale:
+        alpha = 1.0
+    elif invert:
+        alpha = np.exp(m_new - m) if np.isfinite(m) else 0.0
+    else:
+        alpha = np.exp(m - base) if shift else 1.0
+    p = np.exp(scores - base)
+    return m_new, alpha * l + p.sum(), alpha * acc + p @ values
+
+
+def online_no_rescale(m, l, acc, scores, values):
+    return _fold(m, l, acc, scores, values, rescale=False)
+
+
+def online_inverted_rescale(m, l, acc, scores, values):
+    return _fold(m, l, acc, scores, values, invert=True)
+
+
+def online_tile_max_only(m, l, acc, scores, values):
+    return _fold(m, l, acc, scores, values, tile_max_only=True)
+
+
+def online_no_shift(m, l, acc, scores, values):
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _fold(m, l, acc, scores, values, shift=False)
+
+
+def online_nan_on_empty_tile(m, l, acc, scores, values):
+    with np.errstate(invalid="ignore"):
+        return _fold(m, l, acc, scores, values, guard=False)
+
+
+def online_mask_as_zero(m, l, acc, scores, values):
+    return _fold(m, l, acc, scores, values, mask_as_zero=True)
+
+
+def online_rescale_l_only(m, l, acc, scores, values):
+    m_new = max(m, float(np.max(scores)))
+    if m_new == -np.inf:
+        return m, l, acc
+    p = np.exp(scores - m_new)
+    return m_new, np.exp(m - m_new) * l + p.sum(), acc + p @ values  # acc kept against the old max
+
+
+def online_kernel(m, l, acc, scores, values):
+    import torch
+
+    from headlab.kernels import flash_attention
+
+    flash_attention(torch.zeros(1, 1), torch.zeros(1, 1), torch.zeros(1, 1))  # the library's tiled loop
+    return m, l, acc
+
+
 CATALOGUE: dict[str, list] = {
     "ex-02-split-heads": [split_direct_reshape, split_interleaved, split_wrong_transpose],
     "ex-02-qk-ranks": [ranks_min_of_factors, ranks_small_product, ranks_no_tolerance, ranks_query_only],
-    "ex-02-cost": [cost_three_projections, cost_one_softmax, cost_scores_per_head_full_width, cost_one_head_mixing],
+    "ex-02-cost": [cost_three_projections, cost_one_softmax, cost_scores_per_head_full_width, cost_one_head_mixing,
+                   cost_library],
+    "ex-02-online-softmax": [online_no_rescale, online_inverted_rescale, online_tile_max_only, online_no_shift,
+                             online_nan_on_empty_tile, online_mask_as_zero, online_rescale_l_only, online_kernel],
 }

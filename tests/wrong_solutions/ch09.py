@@ -1,10 +1,9 @@
-"""Wrong solutions students really write for the exercises of chapter 08."""
+"""Wrong solutions students really write for the exercises of chapter 09."""
 
 from __future__ import annotations
 
 import numpy as np
-
-from headlab.analysis.detect import induction_score
+import torch
 
 
 def redundant_no_abs(single_a, single_b, pair, margin=0.1):
@@ -25,26 +24,6 @@ def redundant_per_input_any(single_a, single_b, pair, margin=0.1):
 def redundant_ratio(single_a, single_b, pair, margin=0.1):
     singles = float(np.mean(single_a) + np.mean(single_b))
     return bool(singles != 0 and np.mean(pair) / singles > 1 + margin) or (singles == 0 and np.mean(pair) > 0)
-
-
-def orphans_mean(entropy, write_norm, diffuse=0.8, factor=1.5):
-    found = (entropy >= diffuse) & (write_norm > 0) & (write_norm >= factor * np.mean(write_norm))
-    return [(int(a), int(b)) for a, b in zip(*np.nonzero(found))]
-
-
-def orphans_strict(entropy, write_norm, diffuse=0.8, factor=1.5):
-    found = (entropy > diffuse) & (write_norm > 0) & (write_norm > factor * np.median(write_norm))
-    return [(int(a), int(b)) for a, b in zip(*np.nonzero(found))]
-
-
-def orphans_any_write(entropy, write_norm, diffuse=0.8, factor=1.5):
-    found = (entropy >= diffuse) & (write_norm >= factor * np.median(write_norm))
-    return [(int(a), int(b)) for a, b in zip(*np.nonzero(found))]
-
-
-def orphans_column_major(entropy, write_norm, diffuse=0.8, factor=1.5):
-    found = (entropy >= diffuse) & (write_norm > 0) & (write_norm >= factor * np.median(write_norm))
-    return [(int(a), int(b)) for b, a in zip(*np.nonzero(found.T))]
 
 
 def _keep(effects, circuit_heads, backup_pairs, factor, score, bar):
@@ -80,42 +59,44 @@ def keep_per_layer_mean(effects, circuit_heads, backup_pairs, factor=1.0):
     return sorted(keep)
 
 
-def _drop(hm, prev_head, induction_head, batch, mode="zero", mask=True, first_only=False):
-    layer, head = induction_head
-    inputs = batch if mask else batch["input_ids"]
-
-    def score():
-        _, cache = hm.run_with_cache(inputs, names=("pattern",))
-        per_input = induction_score(cache.pattern(layer), batch["input_ids"],
-                                    batch["attention_mask"] if mask else None)
-        return float(per_input[0, head] if first_only else per_input[:, head].mean())
-
-    clean = score()
-    kwargs = {"mode": "mean", "reference": batch} if mode == "mean" else {}
-    with hm.ablate([prev_head], **kwargs):
-        ablated = score()
-    return clean - ablated
+def _weight(pattern, targets, attention_mask, *, eligible_only=True, mask=True, pooled=False, nan=True,
+            reduce="sum"):
+    real = attention_mask.bool() if mask else torch.ones(targets.shape[:2], dtype=torch.bool)
+    eligible = (targets.any(-1) if eligible_only else torch.ones_like(real)) & real
+    picked = pattern * targets[:, None].float()
+    on = picked.sum(-1) if reduce == "sum" else picked.max(-1).values
+    total = (on * eligible[:, None].float()).sum(-1)  # (batch, head)
+    count = eligible.sum(-1, keepdim=True).float()
+    if pooled:
+        out = total.sum(0, keepdim=True) / count.sum().clamp(min=1)
+        return out.expand_as(total).clone()
+    out = total / count.clamp(min=1)
+    return torch.where(count > 0, out, torch.full_like(out, float("nan"))) if nan else out
 
 
-def drop_mean_ablation(hm, prev_head, induction_head, batch):
-    return _drop(hm, prev_head, induction_head, batch, mode="mean")
+def weight_over_every_query(pattern, targets, attention_mask):
+    return _weight(pattern, targets, attention_mask, eligible_only=False)
 
 
-def drop_no_mask(hm, prev_head, induction_head, batch):
-    return _drop(hm, prev_head, induction_head, batch, mask=False)
+def weight_ignores_padding(pattern, targets, attention_mask):
+    return _weight(pattern, targets, attention_mask, mask=False)
 
 
-def drop_first_input(hm, prev_head, induction_head, batch):
-    return _drop(hm, prev_head, induction_head, batch, first_only=True)
+def weight_pooled_over_inputs(pattern, targets, attention_mask):
+    return _weight(pattern, targets, attention_mask, pooled=True)
 
 
-def drop_absolute(hm, prev_head, induction_head, batch):
-    return abs(_drop(hm, prev_head, induction_head, batch))
+def weight_zero_for_no_target(pattern, targets, attention_mask):
+    return _weight(pattern, targets, attention_mask, nan=False)
+
+
+def weight_largest_target_only(pattern, targets, attention_mask):
+    return _weight(pattern, targets, attention_mask, reduce="max")
 
 
 CATALOGUE: dict[str, list] = {
     "ex-09-redundant": [redundant_no_abs, redundant_at_least, redundant_per_input_any, redundant_ratio],
-    "ex-09-orphans": [orphans_mean, orphans_strict, orphans_any_write, orphans_column_major],
     "ex-09-keep": [keep_by_mean, keep_abs, keep_no_backups, keep_per_layer_mean],
-    "ex-09-circuit": [drop_mean_ablation, drop_no_mask, drop_first_input, drop_absolute],
+    "ex-09-detector": [weight_over_every_query, weight_ignores_padding, weight_pooled_over_inputs,
+                       weight_zero_for_no_target, weight_largest_target_only],
 }

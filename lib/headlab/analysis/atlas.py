@@ -26,7 +26,7 @@ What the atlas measures (all definitions are in :mod:`headlab.analysis.detect`):
   the best head also chosen on half the items and scored on the other half.
 
 Default texts: for a model of the book's synthetic language, packed windows of generated
-text; for a tokenizer that reads English (MiniLM, GPT-2), the 175 sentences of the
+text; for a tokenizer that reads English (MiniLM, GPT-2), every sentence of the
 hand-annotated English set; otherwise, random token sequences.
 """
 

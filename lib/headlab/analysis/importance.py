@@ -351,12 +351,20 @@ def backup_heads(pairs: PairEffects, factor: float = 3.0, min_effect: float = 1e
 
     ``b``'s effect given ``a`` removed is ``effect(a+b) - effect(a)``. Returned when it exceeds
     ``min_effect`` and ``factor`` times ``b``'s own effect: ``[(a, b, alone, given_a_removed)]``.
+
+    Order: by the pair's interaction ``effect(a+b) - effect(a) - effect(b)`` (which is
+    ``given - alone`` for either orientation), largest first, then by ``(a, b)`` in head order.
+    The interaction is computed once per pair, in float64 and rounded to 1e-9, so the two
+    orientations of a pair tie exactly and the tie is broken by head index, never by float
+    rounding (which differs between CPU instruction sets).
     """
     out = []
     for (x, y), both in pairs.pairs.items():
+        both64 = both.double()
+        interaction = round(float((both64 - pairs.singles[x].double() - pairs.singles[y].double()).mean()), 9)
         for a, b in ((x, y), (y, x)):
-            alone = float(pairs.singles[b].mean())
-            given = float((both - pairs.singles[a]).mean())
+            alone = float(pairs.singles[b].double().mean())
+            given = float((both64 - pairs.singles[a].double()).mean())
             if given > min_effect and given > factor * max(alone, 0.0):
-                out.append((a, b, alone, given))
-    return sorted(out, key=lambda row: -(row[3] - row[2]))
+                out.append((interaction, tuple(a), tuple(b), (a, b, alone, given)))
+    return [row for *_, row in sorted(out, key=lambda r: (-r[0], r[1], r[2]))]

@@ -32,6 +32,7 @@ from typing import Any, Iterable, Iterator
 import torch
 
 from headlab.heads.ablation import Ablation, upgrade_arguments
+from headlab.heads.gate import GateEdit
 from headlab.heads.head import Head, parse_head
 from headlab.heads.model import HeadModel
 from headlab.metrics import Metric
@@ -241,13 +242,10 @@ def _replaying(hm: HeadModel, outputs: dict[int, Any], below: int):
 
 
 @contextlib.contextmanager
-def _tiled_from_gate(hm: HeadModel, first: int, n: int, k: int):
-    """From the gate of layer ``first`` on, the ``n`` inputs run as ``k`` tiles (see the module
-    docstring): the gate's input is tiled, ``W_O``'s output viewed as ``(k, n, ...)``, the
-    block's output flattened, and the blocks above see their ``n``-batched arguments tiled."""
-    if k == 1:
-        yield
-        return
+def _tiled_from_gate(hm: HeadModel, first: int, n: int, k: int, gate: GateEdit):
+    """From layer ``first``'s gate on, the ``n`` inputs run as ``k`` tiles (module docstring): ``gate``
+    (that layer's part of the sweep's gate) is applied to the tiled ``z``, after the interface's
+    own gate (every other edit, outer ones included) ran on the untiled one."""
     tiled: dict[int, tuple] = {}  # each argument tiled once, however many blocks read it
 
     def tile(x: torch.Tensor) -> torch.Tensor:
@@ -258,10 +256,9 @@ def _tiled_from_gate(hm: HeadModel, first: int, n: int, k: int):
         return tiled[id(x)][1]
 
     def tile_z(module, args):
-        return (args[0].repeat(k, *([1] * (args[0].dim() - 1))), *args[1:])
-
-    def split(module, args, output):
-        return output.unflatten(0, (k, n))
+        z = args[0].repeat(k, *([1] * (args[0].dim() - 1)))
+        z = gate.apply(first, z.unflatten(-1, (hm.n_heads, hm.d_head))).flatten(-2)
+        return (z, *args[1:])
 
     def merge(module, args, output):
         return _map(output, lambda t: t.flatten(0, 1) if t.dim() > 2 and t.shape[:2] == (k, n) else t)
@@ -270,8 +267,8 @@ def _tiled_from_gate(hm: HeadModel, first: int, n: int, k: int):
         return _map(args, tile), _map(kwargs, tile)
 
     proj, blocks = hm.out_proj(first), hm.blocks
-    handles = [proj.register_forward_pre_hook(tile_z, prepend=True), proj.register_forward_hook(split),
-               blocks[first].register_forward_hook(merge)]
+    handles = [proj.register_forward_pre_hook(tile_z), blocks[first].register_forward_hook(merge),
+               proj.register_forward_hook(lambda module, args, output: output.unflatten(0, (k, n)))]
     handles += [b.register_forward_pre_hook(tile_arguments, with_kwargs=True) for b in blocks[first + 1:]]
     try:
         yield
@@ -353,8 +350,14 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
             for layer, head in groups[i]:
                 gate[j, :, layer, head] = 0.0
         below = first if record.keep else 0
+        tiles = contextlib.nullcontext()
+        if k > 1:  # layer `first`'s gate goes with the tiling, after the interface's gate
+            own = torch.ones_like(gate)
+            own[:, :, first] = gate[:, :, first]
+            gate[:, :, first] = 1.0
+            tiles = _tiled_from_gate(hm, first, n, k, GateEdit(own.flatten(0, 1), replacement))
         with torch.no_grad(), hm.gated(gate.flatten(0, 1), replacement), _replaying(hm, record.outputs, below), \
-                _tiled_from_gate(hm, first, n, k):
+                tiles:
             values = evaluate(hm.forward(batch), k)
         effects[chunk] = (values.reshape(k, n) - clean).float().cpu()
         bar.update(k)

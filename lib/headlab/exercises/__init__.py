@@ -4,7 +4,8 @@ A notebook imports the check it needs explicitly, e.g.
 ``from headlab.exercises.ch00 import check_stable_softmax``. Every check calls
 the reader's function on known-answer inputs, prints one line when it passes,
 and raises :class:`ExerciseFailed` with a precise message when it does not
-(an unfilled stub only prints one line, so a notebook runs to its end).
+(an unfilled stub only prints one line, so a notebook runs to its end; after
+:func:`keep_going`, as in the student edition, a wrong answer too is printed, not raised).
 Solutions are never imported here: they live only in the notebooks.
 :func:`summary` lists the exercises checked so far; ``python -m headlab grade``
 scores whole notebooks (:mod:`headlab.exercises.grading`).
@@ -22,6 +23,7 @@ from headlab.exercises._core import (
     call_reader,
     compare_arrays,
     compare_number,
+    keep_going,
     recording,
     run_cases,
     summary,
@@ -29,4 +31,4 @@ from headlab.exercises._core import (
 )
 
 __all__ = ["Case", "CheckResult", "ExerciseFailed", "ForbiddenCall", "NotImplementedYet", "call_reader",
-           "compare_arrays", "compare_number", "recording", "run_cases", "summary", "to_numpy"]
+           "compare_arrays", "compare_number", "keep_going", "recording", "run_cases", "summary", "to_numpy"]

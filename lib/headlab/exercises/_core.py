@@ -19,7 +19,8 @@ Three behaviours serve a class rather than one reader:
 - A stub that still raises ``NotImplementedError`` is *unfinished*, not wrong: the
   check prints one line saying so and returns, so that "Run All" on a student
   notebook reaches its last cell. A wrong answer raises :class:`ExerciseFailed`,
-  which IPython shows as its message alone (no traceback wall).
+  which IPython shows as its message alone (no traceback wall); after
+  :func:`keep_going` (the student edition) it is printed, and the notebook goes on.
 - A case marked ``hidden`` never prints its expected value, so an answer copied
   from a message cannot pass.
 - Under :func:`recording` (what ``python -m headlab grade`` uses) every case runs
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +42,13 @@ from typing import Any
 import numpy as np
 
 from headlab.exercises.guard import CallGuard, forbidden_message
-from headlab.exercises.comparing import compare_arrays, compare_number, to_numpy  # noqa: F401 (re-exported)
+from headlab.exercises.comparing import (  # noqa: F401 (compare_* and to_numpy are re-exported)
+    compare_arrays,
+    compare_number,
+    same_values,
+    short_repr,
+    to_numpy,
+)
 
 __all__ = [
     "Case",
@@ -51,6 +59,7 @@ __all__ = [
     "call_reader",
     "compare_arrays",
     "compare_number",
+    "keep_going",
     "recording",
     "run_cases",
     "summary",
@@ -149,20 +158,12 @@ class CheckResult:
 _RESULTS: dict[str, CheckResult] = {}
 # Set by recording(): a list that run_cases appends to, and runs every case.
 _RECORDER: list[CheckResult] | None = None
+# Set by keep_going(): a failed check prints its message instead of raising.
+_KEEP_GOING = False
 
 
 def _fn_name(fn: Callable) -> str:
     return getattr(fn, "__name__", repr(fn))
-
-
-def _short(value: Any, limit: int = 300) -> str:
-    """A compact, bounded ``repr`` for error messages."""
-    if isinstance(value, np.ndarray):
-        with np.printoptions(precision=4, suppress=True, threshold=20, edgeitems=3):
-            text = np.array2string(value, separator=", ")
-    else:
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def call_reader(fn: Callable, *args: Any, case: str = "", forbid: Sequence[str] = (), **kwargs: Any) -> Any:
@@ -175,7 +176,7 @@ def call_reader(fn: Callable, *args: Any, case: str = "", forbid: Sequence[str] 
     """
     if not callable(fn):
         raise ExerciseFailed(
-            f"The check expects a function, got {type(fn).__name__}: {_short(fn)}. "
+            f"The check expects a function, got {type(fn).__name__}: {short_repr(fn)}. "
             "Pass the function itself, e.g. check_x(my_function), not its result."
         )
     name = _fn_name(fn)
@@ -207,23 +208,6 @@ def call_reader(fn: Callable, *args: Any, case: str = "", forbid: Sequence[str] 
 _HIDDEN = "(not shown: this case checks that the answer is computed, not copied from a message)"
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Deep equality for the inputs of a case (arrays, tensors, containers)."""
-    if hasattr(a, "detach") or isinstance(a, np.ndarray):
-        try:
-            return bool(np.array_equal(to_numpy(a), to_numpy(b), equal_nan=True))
-        except (TypeError, ValueError):
-            return False
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 (an object without equality: treat as unchanged)
-        return True
-
-
 def _case_problem(fn: Callable, case: Case, compare: Callable, forbid: Sequence[str]) -> tuple[Any, str | None]:
     """Run one case: (the answer, None) when right, (the answer, the problem) when wrong.
 
@@ -233,7 +217,7 @@ def _case_problem(fn: Callable, case: Case, compare: Callable, forbid: Sequence[
     kwargs = copy.deepcopy(case.kwargs)
     got = call_reader(fn, *args, case=case.name, forbid=forbid, **kwargs)
     problem = compare(got, case.expected)
-    if problem is None and case.unchanged and not (_same(args, case.args) and _same(kwargs, case.kwargs)):
+    if problem is None and case.unchanged and not (same_values(args, case.args) and same_values(kwargs, case.kwargs)):
         problem = ("the function modified its input in place; work on a copy (e.g. z.copy()) "
                    "and return a new array, so the caller's data survive")
     return got, problem
@@ -243,10 +227,10 @@ def _show(expected: Any) -> str:
     """The expected value as a message shows it: numbers as an array, anything else as its repr."""
     if isinstance(expected, (list, tuple, np.ndarray, float, int)) and not isinstance(expected, bool):
         try:
-            return _short(np.asarray(expected, dtype=float))
+            return short_repr(np.asarray(expected, dtype=float))
         except (TypeError, ValueError):
             pass
-    return _short(expected)
+    return short_repr(expected)
 
 
 def _failure_message(name: str, i: int, n: int, case: Case, got: Any, problem: str) -> str:
@@ -254,9 +238,9 @@ def _failure_message(name: str, i: int, n: int, case: Case, got: Any, problem: s
         problem = "the answer differs from the expected one" if "shape" not in problem else problem
     lines = [
         f"{name} is wrong on case {i} of {n}, {case.name}:",
-        f"  input:    {', '.join(_short(a) for a in case.args)}",
+        f"  input:    {', '.join(short_repr(a) for a in case.args)}",
         f"  expected: {_HIDDEN if case.hidden else _show(case.expected)}",
-        f"  got:      {_short(got if not hasattr(got, 'shape') else to_numpy(got))}",
+        f"  got:      {short_repr(got if not hasattr(got, 'shape') else to_numpy(got))}",
         f"  problem:  {problem}",
     ]
     if case.hint:
@@ -304,6 +288,8 @@ def run_cases(
         except ExerciseFailed as err:
             if recorder is None:
                 result.status, result.reason = "failed", str(err).splitlines()[0]
+                if _KEEP_GOING:
+                    return _tell(err)
                 raise
             if isinstance(err, ForbiddenCall):  # the library's answer: no credit for any case
                 result.status, result.reason = "failed", str(err)
@@ -322,6 +308,8 @@ def run_cases(
             if result.status == "passed":
                 result.status, result.reason = "failed", message.splitlines()[0]
             if recorder is None:
+                if _KEEP_GOING:
+                    return _tell(ExerciseFailed(message))
                 raise ExerciseFailed(message)
     if recorder is not None:
         recorder.append(result)
@@ -330,6 +318,44 @@ def run_cases(
         return
     task = f" ({what})" if what else ""
     print(f"✓ {name}{task} passed all {len(cases)} known-answer checks.")
+
+
+def _tell(err: ExerciseFailed) -> None:
+    """keep_going()'s report of a failed check: the message as IPython would show it, on stderr."""
+    print("\n".join(err._render_traceback_()), file=sys.stderr, flush=True)
+
+
+def _show_in_ipython(shell, etype, value, tb, tb_offset=None) -> None:  # noqa: ANN001
+    """IPython's handler of NotImplementedError under keep_going(): a stub's own ``raise
+    NotImplementedError`` is shown as one message, any other as usual."""
+    frames = traceback.extract_tb(tb)
+    last = frames[-1] if frames else None
+    if last is not None and (last.line or "").strip().startswith("raise NotImplementedError") \
+            and not str(Path(last.filename).resolve()).startswith(_PACKAGE_DIR):
+        lines = [f"\x1b[31m✗ NotImplementedError\x1b[0m in {last.name}",
+                 f"{last.name} is a stub, not implemented yet: fill it in (replace `raise NotImplementedError` "
+                 "with your code) and run its cell again."]
+        value._render_traceback_ = lambda: lines  # what IPython's showtraceback prints, as for ExerciseFailed
+    shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+
+
+def keep_going(on: bool = True) -> None:
+    """Student mode: a check that finds a wrong answer prints its message and returns instead of raising.
+
+    So "Run All" on a notebook reaches its last cell, where :func:`summary` lists every exercise
+    still to do; the student edition (``scripts/make_student.py``) calls it after its setup
+    cell. In IPython it also shows a stub's bare ``NotImplementedError`` (the stub called outside a
+    check) as one message, as :class:`ExerciseFailed` always is. ``keep_going(False)`` undoes it.
+    """
+    global _KEEP_GOING
+    _KEEP_GOING = bool(on)
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover (plain Python: nothing more to set)
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.set_custom_exc((NotImplementedError,) if on else (), _show_in_ipython)
 
 
 @contextlib.contextmanager

@@ -77,7 +77,7 @@ def check_attend_one_query(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], An
     ``fn(q, K, V)`` with ``q (d,)``, ``K (n_k, d)``, ``V (n_k, d_v)`` must return the output
     ``(d_v,)``: ``sum_j softmax(K q / sqrt(d))_j V[j]``.
     """
-    run_cases(fn, _one_query_cases(), what="attention for one query", forbid=_KERNELS)
+    run_cases(fn, _one_query_cases(), what="one query", forbid=_KERNELS)
 
 
 # --------------------------------------------------------------------------- causal mask
@@ -241,4 +241,4 @@ def check_order_blind_accuracy(fn: Callable[[int], Any]) -> None:
         Case("6 letters", args=(6,), expected=0.75 + 1 / 12, hidden=True),
     ]
     run_cases(fn, cases, compare=lambda got, exp: compare_number(got, exp, atol=1e-9, rtol=0),
-              what="order-blind ceiling")
+              what="the ceiling", forbid=("headlab.experiments",))

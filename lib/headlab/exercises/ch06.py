@@ -95,7 +95,7 @@ def check_most_redundant_pair(fn: Callable) -> None:
             return None
         return f"expected the pair {expected}, got {got}"
 
-    run_cases(fn, _pair_cases(), compare=compare, what="the most redundant pair", forbid=_IMPORTANCE)
+    run_cases(fn, _pair_cases(), compare=compare, what="redundant pair", forbid=_IMPORTANCE)
 
 
 def _gini_cases() -> list[Case]:

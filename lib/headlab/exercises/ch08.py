@@ -59,7 +59,7 @@ def check_fraction_recovered(fn: Callable) -> None:
         Case("numbers of the size this chapter measures: clean 2.04, replaced 2.10, floor 3.30",
              args=(2.04, 2.10, 3.30), expected=1.2 / 1.26),
         Case("clean 1.0, replaced 1.5, floor 3.0", args=(1.0, 1.5, 3.0), expected=0.75, hidden=True),
-    ], what="the fraction of loss recovered", forbid=_SAE)
+    ], what="loss recovered", forbid=_SAE)
 
 
 def check_match_features(fn: Callable) -> None:
@@ -86,7 +86,7 @@ def check_match_features(fn: Callable) -> None:
         Case("three features against two", args=(_t([[0.0, 2.0], [1.0, 1.0], [-3.0, 0.0]]),
                                                  _t([[0.0, 5.0], [-1.0, 1.0]])),
              expected=[1.0, s, s], hidden=True),
-    ], what="matching features by cosine", forbid=_SAE)
+    ], what="feature matches", forbid=_SAE)
 
 
 def check_units_for_mass(fn: Callable) -> None:

@@ -1,9 +1,8 @@
 """Checks for chapter 09, "The checklist".
 
 Every case is built so that its answer is known by construction: hand-written tables of
-per-input ablation deltas, pair effects and write norms, and the planted model of
-:mod:`headlab.models.planted`, whose induction head finds its key only through the
-previous-token head.
+per-input ablation deltas and pair effects, and hand-written attention patterns whose weight on
+each query's target keys is known.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from headlab.exercises import Case, compare_number, run_cases
 
 _REPORT = ("headlab.report", "headlab.analysis.importance", "headlab.analysis.circuits", "headlab.analysis.prune")
 
-__all__ = ["check_keep_list", "check_is_redundant", "check_find_orphans", "check_induction_drop"]
+__all__ = ["check_keep_list", "check_is_redundant", "check_target_weight"]
 
 
 def _compare_heads(got, expected) -> str | None:
@@ -87,7 +86,7 @@ def check_keep_list(fn: Callable) -> None:
         Case("two layers of three heads, a circuit and a backup pair",
              args=(_effects([[0.2, 0.2], [0.0, 0.7], [0.1, 0.0]], [[0.3, 0.3], [-0.5, 0.2], [0.05, 0.05]]),
                    [(0, 2)], [((1, 2), (1, 1))]), expected=[(0, 1), (0, 2), (1, 1), (1, 2)], hidden=True),
-    ], compare=_compare_heads, what="the heads a pruning plan must keep", forbid=_REPORT)
+    ], compare=_compare_heads, what="heads to keep", forbid=_REPORT)
 
 
 def check_is_redundant(fn: Callable) -> None:
@@ -131,114 +130,84 @@ def check_is_redundant(fn: Callable) -> None:
     ], compare=_compare_bool, what="is a pair redundant", forbid=_REPORT)
 
 
-def check_find_orphans(fn: Callable) -> None:
-    """Check ``find_orphans(entropy, write_norm, diffuse=0.8, factor=1.5)``.
+def _pattern(rows) -> "torch.Tensor":
+    import torch
 
-    Orphans: heads whose normalised entropy is at least ``diffuse`` and whose write norm is
-    positive and at least ``factor`` times the median write norm over all heads; sorted.
-    """
-    entropy = np.array([[0.95, 0.10], [0.90, 0.30]])
-    writes = np.array([[3.0, 3.0], [1.0, 1.0]])  # median 2.0
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+def _compare_grid(got, expected) -> str | None:
+    import torch
+
+    try:
+        got = torch.as_tensor(got, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        return f"got {type(got).__name__}, expected a (batch, head) tensor of numbers"
+    want = torch.as_tensor(expected, dtype=torch.float64)
+    if got.shape != want.shape:
+        return f"shape {tuple(got.shape)}, expected {tuple(want.shape)} (one value per input and head)"
+    if not torch.equal(torch.isnan(got), torch.isnan(want)):
+        return "NaN where the answer is a number, or a number where no query has a target"
+    ok = torch.isnan(want) | ((got - want).abs() <= 1e-5)
+    return None if bool(ok.all()) else "wrong values"
+
+
+def check_target_weight(fn: Callable) -> None:
+    """Check ``target_weight(pattern, targets, attention_mask)``: per input and head, the mean over
+    the real queries that have at least one target of the total attention weight on their targets
+    (NaN for an input with no such query)."""
+    import torch
+
+    one = torch.tensor([[1, 1, 1]])
+    # 1 input, 1 head, 3 positions (causal rows); query 2 should read key 1
+    p1 = _pattern([[[[1, 0, 0], [0.5, 0.5, 0], [0.1, 0.7, 0.2]]]])
+    t1 = torch.zeros(1, 3, 3, dtype=torch.bool)
+    t1[0, 2, 1] = True
+    # two heads that differ; two queries with targets, one query without
+    p2 = _pattern([[[[1, 0, 0, 0], [0.5, 0.5, 0, 0], [0.2, 0.6, 0.2, 0], [0.1, 0.1, 0.4, 0.4]],
+                    [[1, 0, 0, 0], [0.9, 0.1, 0, 0], [0.0, 0.0, 1.0, 0], [0.25, 0.25, 0.25, 0.25]]]])
+    t2 = torch.zeros(1, 4, 4, dtype=torch.bool)
+    t2[0, 2, 1] = True
+    t2[0, 3, 2] = True
+    # one query with two targets: their weights add up
+    t3 = torch.zeros(1, 4, 4, dtype=torch.bool)
+    t3[0, 3, 1] = t3[0, 3, 2] = True
+    # a batch of two: input 0 has one eligible query, input 1 has two; input 1's last position is padding
+    p4 = torch.cat([p2[:, :1], p2[:, :1]])  # (2, 1, 4, 4), head 0 of p2 twice
+    t4 = torch.zeros(2, 4, 4, dtype=torch.bool)
+    t4[0, 2, 1] = True
+    t4[1, 2, 1] = True
+    t4[1, 1, 0] = True
+    t4[1, 3, 2] = True  # a target at a padded query: it does not count
+    mask4 = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
+    # no query has a target in input 1
+    t5 = t4.clone()
+    t5[1] = False
+    g = torch.Generator().manual_seed(9)
+    p6 = torch.softmax(torch.randn(3, 2, 5, 5, generator=g) + torch.triu(torch.full((5, 5), -1e9), 1), dim=-1)
+    t6 = torch.zeros(3, 5, 5, dtype=torch.bool)
+    t6[0, 3, 1] = t6[0, 4, 2] = t6[1, 4, 0] = t6[1, 4, 3] = t6[2, 2, 1] = True
+    mask6 = torch.tensor([[1] * 5, [1] * 5, [1, 1, 1, 0, 0]])
+    e6 = torch.stack([
+        torch.stack([(p6[0, h, 3, 1] + p6[0, h, 4, 2]) / 2 for h in range(2)]),
+        torch.stack([p6[1, h, 4, 0] + p6[1, h, 4, 3] for h in range(2)]),
+        torch.stack([p6[2, h, 2, 1] for h in range(2)]),
+    ])
     run_cases(fn, [
-        Case("a diffuse head that writes a lot, among sharp ones", args=(entropy, writes), expected=[(0, 0)],
-             hint="0.0 is diffuse (0.95 >= 0.8) and writes 3.0 >= 1.5 * median 2.0; 1.0 is diffuse but writes 1.0."),
-        Case("a sharp head that writes a lot is not an orphan", args=(np.array([[0.2, 0.9]]), np.array([[9.0, 1.0]])),
-             expected=[], hint="an orphan needs a diffuse pattern: entropy >= diffuse."),
-        Case("entropy exactly at the threshold counts",
-             args=(np.array([[0.8, 0.1, 0.1]]), np.array([[3.0, 1.0, 2.0]])), expected=[(0, 0)],
-             hint="use >= diffuse (and >= factor * median)."),
-        Case("no head writes anything", args=(np.full((2, 2), 0.9), np.zeros((2, 2))), expected=[],
-             hint="a head that writes nothing cannot matter, even when 0 >= 1.5 * 0."),
-        Case("factor=1.0: half the diffuse heads reach the median",
-             args=(np.full((1, 4), 0.9), np.array([[1.0, 2.0, 3.0, 4.0]])), kwargs={"factor": 1.0},
-             expected=[(0, 2), (0, 3)], hint="the median of [1, 2, 3, 4] is 2.5 (np.median)."),
-        Case("one huge writer does not raise the bar: writes [1, 1, 1, 2, 10]",
-             args=(np.full((1, 5), 0.9), np.array([[1.0, 1.0, 1.0, 2.0, 10.0]])), expected=[(0, 3), (0, 4)],
-             hint="compare with the median (1.0), not the mean (3.0): 2.0 >= 1.5 * 1.0."),
-        Case("diffuse=0.5, factor=1.0, two layers",
-             args=(np.array([[0.6, 0.4], [0.7, 0.9]]), np.array([[6.0, 9.0], [1.0, 6.0]])),
-             kwargs={"diffuse": 0.5, "factor": 1.0}, expected=[(0, 0), (1, 1)],
-             hint="the median write norm is 6.0; 0.1 writes 9.0 but its entropy 0.4 is below diffuse=0.5."),
-        Case("three layers of two heads", args=(np.array([[0.9, 0.85], [0.5, 0.95], [0.8, 0.2]]),
-                                                np.array([[1.0, 7.0], [9.0, 1.0], [6.0, 2.0]])),
-             expected=[(0, 1), (2, 0)], hidden=True),
-    ], compare=_compare_heads, what="diffuse heads that write a lot", forbid=_REPORT)
-
-
-def _planted_batch(span: int, n: int = 2, seed: int = 0) -> dict:
-    """``<token 0>`` then ``span`` distinct tokens from 1..19, then the same again; ``n`` rows."""
-    import torch
-
-    from headlab.data.spans import repeated_tokens
-
-    ids = repeated_tokens(range(1, 20), n, span, torch.Generator().manual_seed(seed), prefix=[0])
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-
-
-def _padded_batch(spans: list[int], seed: int = 0) -> dict:
-    """Rows of ``<token 0>`` then a span repeated once, of different lengths, padded at the end
-    with token 0 and ``attention_mask`` 0."""
-    import torch
-
-    gen = torch.Generator().manual_seed(seed)
-    length = 1 + 2 * max(spans)
-    ids = torch.zeros(len(spans), length, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for r, span in enumerate(spans):
-        tokens = (torch.randperm(19, generator=gen)[:span] + 1).tolist()
-        row = [0] + tokens + tokens
-        ids[r, :len(row)] = torch.tensor(row)
-        mask[r, :len(row)] = 1
-    return {"input_ids": ids, "attention_mask": mask}
-
-
-def _uniform_drop(span: int) -> float:
-    """With 0.0 ablated, the planted induction head attends uniformly: weight 1/(i+1) on the right key.
-
-    The eligible queries are the second copy, positions span+1 .. 2*span; clean, the weight is 1
-    (up to (i) e^-20)."""
-    return 1.0 - float(np.mean([1.0 / (i + 1) for i in range(span + 1, 2 * span + 1)]))
-
-
-def check_induction_drop(fn: Callable) -> None:
-    """Check ``induction_drop(hm, prev_head, induction_head, batch)`` on the planted model.
-
-    It must return the induction score of ``induction_head`` on ``batch`` (mean over inputs of
-    :func:`headlab.analysis.detect.induction_score`) minus the same score with ``prev_head`` zero-ablated.
-    """
-    from headlab.exercises.fixtures import planted_first_token_writer
-    from headlab.models.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
-
-    hm = planted_model()
-    writer = planted_first_token_writer(d_vocab=20, n_ctx=48)
-    cases = []
-    for span in (5, 12):
-        batch = _planted_batch(span)
-        cases.append(Case(f"planted 0.0 -> 1.0 on a span of {span} tokens repeated",
-                          args=(hm, PREVIOUS_TOKEN_HEAD, INDUCTION_HEAD, batch), expected=_uniform_drop(span),
-                          hint="without 0.0 the induction head's keys are all equal, so it attends uniformly: "
-                               "its score falls from 1 to the mean of 1/(i+1)."))
-    cases += [
-        Case("ablating the first-token head 0.1, which writes nothing",
-             args=(hm, FIRST_TOKEN_HEAD, INDUCTION_HEAD, _planted_batch(8)), expected=0.0,
-             hint="0.1's output is zero anyway: ablating it changes nothing, the drop is 0."),
-        Case("the induction head's own score on a span of 8, but measured on head 1.1",
-             args=(hm, PREVIOUS_TOKEN_HEAD, (1, 1), _planted_batch(8)), expected=0.0,
-             hint="1.1 attends uniformly with or without 0.0: read the score of induction_head, "
-                  "in its own layer."),
-        Case("a padded batch: spans of 5 and 8 repeated, the shorter row padded with attention_mask 0",
-             args=(hm, PREVIOUS_TOKEN_HEAD, INDUCTION_HEAD, _padded_batch([5, 8])),
-             expected=(_uniform_drop(5) + _uniform_drop(8)) / 2,
-             hint="pass batch['attention_mask'] to the model and to induction_score, so padded queries "
-                  "do not count; and average over every input, not the first one."),
-        Case("a variant where 0.1 writes the first token into every query of 1.0 (1.0 splits its attention "
-             "three ways); 0.1 ablated", args=(writer, FIRST_TOKEN_HEAD, INDUCTION_HEAD, _planted_batch(6)),
-             expected=1 / 3 - 1.0,
-             hint="zero ablation, hm.ablate's default: without 0.1's write, 1.0's score goes from 1/3 back to 1, "
-                  "so the drop is negative. A mean ablation would write the first token back."),
-        Case("a padded batch of three rows", args=(hm, PREVIOUS_TOKEN_HEAD, INDUCTION_HEAD,
-                                                   _padded_batch([9, 4, 6], seed=3)),
-             expected=(_uniform_drop(9) + _uniform_drop(4) + _uniform_drop(6)) / 3, hidden=True),
-    ]
-    run_cases(fn, cases, compare=lambda got, exp: compare_number(got, exp, atol=1e-4, rtol=0),
-              what="a circuit checked by ablation", forbid=_REPORT)
+        Case("one query, one target", args=(p1, t1, one), expected=torch.tensor([[0.7]]),
+             hint="query 2 puts 0.7 on its target key 1."),
+        Case("queries without a target do not count", args=(p2, t2, torch.ones(1, 4, dtype=torch.long)),
+             expected=torch.tensor([[0.5, 0.125]]),
+             hint="average over the queries that have a target (2 and 3), not over every query; one value "
+                  "per head."),
+        Case("a query with two targets", args=(p2, t3, torch.ones(1, 4, dtype=torch.long)),
+             expected=torch.tensor([[0.5, 0.5]]),
+             hint="add up the weight on every target key of the query."),
+        Case("a batch: one mean per input, padding left out", args=(p4, t4, mask4),
+             expected=torch.tensor([[0.6], [0.55]]),
+             hint="input 1's query 3 is padding (attention_mask 0): its target does not count; and each input "
+                  "gets its own mean."),
+        Case("an input with no target at all", args=(p4, t5, mask4), expected=torch.tensor([[0.6], [float("nan")]]),
+             hint="an input where no query has a target has no score: return NaN there, not 0."),
+        Case("random causal patterns, three inputs, two heads", args=(p6, t6, mask6), expected=e6, hidden=True),
+    ], compare=_compare_grid, what="the detector", forbid=_REPORT)

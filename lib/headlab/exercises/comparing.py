@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["to_numpy", "compare_arrays", "compare_number"]
+__all__ = ["to_numpy", "compare_arrays", "compare_number", "short_repr", "same_values"]
 
 
 def to_numpy(value: Any) -> np.ndarray:
@@ -77,3 +77,31 @@ def compare_number(got: Any, expected: float, *, atol: float = 1e-6, rtol: float
     if abs(value - expected) > atol + rtol * abs(expected):
         return f"expected {expected:.6g}, got {value:.6g}"
     return None
+
+
+def short_repr(value: Any, limit: int = 300) -> str:
+    """A compact, bounded ``repr`` of a value for a check's messages (arrays printed briefly)."""
+    if isinstance(value, np.ndarray):
+        with np.printoptions(precision=4, suppress=True, threshold=20, edgeitems=3):
+            text = np.array2string(value, separator=", ")
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def same_values(a: Any, b: Any) -> bool:
+    """Deep equality of two inputs of a case (arrays, tensors, dicts, lists, tuples; NaN equals NaN):
+    whether the reader's function left its input as it was."""
+    if hasattr(a, "detach") or isinstance(a, np.ndarray):
+        try:
+            return bool(np.array_equal(to_numpy(a), to_numpy(b), equal_nan=True))
+        except (TypeError, ValueError):
+            return False
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_values(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_values(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 (an object without equality: treat as unchanged)
+        return True

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["planted_first_token_writer", "repeated_batch", "uniform_induction_score"]
+__all__ = ["planted_first_token_writer", "repeated_batch", "uniform_induction_score", "hand_pattern"]
 
 
 def planted_first_token_writer(d_vocab: int = 16, n_ctx: int = 21):
@@ -59,3 +59,31 @@ def uniform_induction_score(n_distinct: int, n_repeat: int) -> float:
     positions ``n_distinct + 1 .. n_distinct + n_repeat``."""
     first = n_distinct + 1
     return float(np.mean([1.0 / (i + 1) for i in range(first, first + n_repeat)]))
+
+
+def hand_pattern(pos: int, targets: dict[int, dict[int, float]], causal: bool = True) -> np.ndarray:
+    """A ``(pos, pos)`` attention pattern set entry by entry: row ``i`` puts ``targets[i][j]`` on
+    key ``j`` where given and spreads the rest of its weight evenly over the other keys it may see
+    (``j <= i`` when ``causal``, every key otherwise).
+
+    Raises:
+        ValueError: a row whose given weights leave nothing to spread but do not sum to 1, or a
+            weight on a key the row may not see.
+    """
+    p = np.zeros((pos, pos))
+    for i in range(pos):
+        keys = list(range(i + 1)) if causal else list(range(pos))
+        row = targets.get(i, {})
+        unseen = [j for j in row if j not in keys]
+        if unseen:
+            raise ValueError(f"row {i} puts weight on key {unseen[0]}, which it may not see"
+                             + (" (a causal row sees keys j <= i)" if causal else ""))
+        rest = [j for j in keys if j not in row]
+        for j, w in row.items():
+            p[i, j] = w
+        left = 1.0 - sum(row.values())
+        if rest:
+            p[i, rest] = left / len(rest)
+        elif abs(left) > 1e-12:
+            raise ValueError(f"row {i}'s weights sum to {1 - left:g}, not 1, and no key is left to take the rest")
+    return p

@@ -13,12 +13,13 @@ proportional to ``w`` whatever ``c``, so the exact state can be written down.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from headlab.exercises._core import Case, ExerciseFailed, call_reader, compare_arrays, run_cases, to_numpy
+from headlab.exercises._core import Case, compare_arrays, run_cases, to_numpy
 
 __all__ = ["check_online_softmax_update"]
 
@@ -51,7 +52,7 @@ def _compare_state(got: Any, expected: np.ndarray) -> str | None:
 
 def check_online_softmax_update(fn: Callable[..., Any]) -> None:
     """Check ``online_softmax_update(m, l, acc, scores, values) -> (m, l, acc)`` on known answers,
-    then that folding a row in tiles gives ``softmax(scores) @ values``."""
+    the last of them a whole row folded tile by tile (whose ``acc / l`` is ``softmax(scores) @ values``)."""
     log = np.log
     empty = (-np.inf, 0.0, np.array([0.0]))
     cases = [
@@ -82,27 +83,48 @@ def check_online_softmax_update(fn: Callable[..., Any]) -> None:
              args=(*empty, 1000 + log(np.array([1.0, 3.0])), np.array([[1.0, 0.0], [0.0, 1.0]])),
              expected=_state(1000 + log(3), 4 / 3, [1 / 3, 1.0]),
              hint="exp(1000) overflows: exponentiate scores minus the running max, never the scores themselves."),
+        Case("a new max and a masked key in one tile, values of width 2",
+             args=(1.0, 2.0, np.array([2.0, 4.0]), np.array([1 + log(6), -np.inf]),
+                   np.array([[3.0, 0.0], [100.0, 100.0]])),
+             expected=_state(1 + log(6), 4 / 3, [10 / 3, 2 / 3]), hidden=True),
     ]
-    run_cases(fn, cases, compare=_compare_state, what="one tile of the online softmax")
-    _check_whole_row(fn)
-
-
-def _check_whole_row(fn: Callable[..., Any]) -> None:
-    """Folding a row tile by tile gives softmax(scores) @ values (weights known by construction)."""
     weights = np.array([1.0, 4.0, 2.0, 8.0, 1.0, 4.0])  # the row's softmax is weights / 20
     scores = 7.0 + np.log(weights)  # the max is in the second tile, then a smaller one follows
     values = np.arange(12.0).reshape(6, 2)
-    m, l, acc = -np.inf, 0.0, np.zeros(2)
-    for start in (0, 2, 4):
-        state = call_reader(fn, m, l, acc.copy(), scores[start:start + 2], values[start:start + 2],
-                            case=f"the tile of keys {start}-{start + 1} of a 6-key row")
-        if not isinstance(state, (tuple, list)) or len(state) != 3:
-            raise ExerciseFailed(f"expected a tuple (m, l, acc) from each tile, got {type(state).__name__}")
-        m, l, acc = float(to_numpy(state[0])), float(to_numpy(state[1])), to_numpy(state[2]).astype(float)
-    out = acc / l
-    expected = weights / weights.sum() @ values
-    problem = compare_arrays(out, expected, atol=1e-9, rtol=1e-9)
-    if problem is not None:
-        raise ExerciseFailed(f"one tile at a time, the row of 6 keys (3 tiles) ends with acc / l = {out}, "
-                             f"but softmax(scores) @ values = {expected}: {problem}")
-    print(f"✓ and three tiles in a row give softmax(scores) @ values = {np.round(expected, 4)}.")
+    cases.append(Case(
+        "a row of 6 keys folded tile by tile (3 tiles of 2, the max in the middle one)",
+        args=(_Row(scores, values, tile=2),),
+        # the exact final state: m = the row's max, l = sum(weights) / 8, acc = weights @ values / 8
+        expected=_state(7.0 + log(8.0), weights.sum() / 8, list(weights @ values / 8)),
+        hint="after the last tile, acc / l must be softmax(scores) @ values: every tile's update must "
+             "carry the state of the tiles before it."))
+    run_cases(_reader(fn), cases, compare=_compare_state, what="online softmax", forbid=("headlab.kernels",))
+
+
+class _Row:
+    """A whole query row, to be folded ``tile`` keys at a time from the empty state."""
+
+    def __init__(self, scores: np.ndarray, values: np.ndarray, tile: int):
+        self.scores, self.values, self.tile = scores, values, tile
+
+    def __repr__(self) -> str:
+        return f"scores {np.round(self.scores, 4).tolist()}, values {self.values.tolist()}, in tiles of {self.tile}"
+
+
+def _reader(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The reader's function, which also folds a :class:`_Row` tile by tile (one call per tile)."""
+
+    @functools.wraps(fn)
+    def call(*args):
+        if len(args) == 1 and isinstance(args[0], _Row):
+            row = args[0]
+            state: Any = (-np.inf, 0.0, np.zeros(row.values.shape[1]))
+            for start in range(0, len(row.scores), row.tile):
+                if not isinstance(state, (tuple, list)) or len(state) != 3:
+                    return state  # reported by the comparison
+                m, l, acc = state
+                state = fn(m, l, acc, row.scores[start:start + row.tile], row.values[start:start + row.tile])
+            return state
+        return fn(*args)
+
+    return call

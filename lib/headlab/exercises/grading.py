@@ -1,21 +1,23 @@
 """Grading: ``python -m headlab grade SUBMISSION.ipynb... --csv grades.csv [--gradescope results.json]``.
 
-Each submission runs in its own fresh kernel (:mod:`headlab.exercises.sandbox`: no network),
-in an empty temporary folder, every cell with a time limit (a cell that runs past it is
-interrupted and the notebook goes on). The student's own check cells are not trusted and not
-run; after the notebook, one grading cell per exercise calls the book's check on the
-student's function in recording mode (:func:`headlab.exercises.recording`): every known-answer
-case runs, and the exercise earns ``points x passed cases / cases``. Points come from the
-difficulty (★☆☆ 1, ★★☆ 2, ★★★ 3) unless the exercise-start cell's metadata sets
-``{"headlab": {"points": N}}``.
+Each submission runs in its own fresh kernel, in an empty temporary folder, with no network
+and a time limit per cell (:mod:`headlab.exercises.sandbox`: a cell past its limit is
+interrupted and the notebook goes on; one that ignores the interrupt or kills its kernel is
+left out of a fresh run). The student's own check cells are not trusted and not run; after
+the notebook, one grading cell per exercise calls the book's check on the student's function
+in recording mode (:func:`headlab.exercises.recording`): every known-answer case runs, and
+the exercise earns ``points x passed cases / cases``. Points come from the difficulty
+(★☆☆ 1, ★★☆ 2, ★★★ 3) unless the exercise-start cell's metadata sets ``{"headlab": {"points": N}}``.
 
 Nothing a submission does crashes the grader: a syntax error, an exception, an infinite loop,
-a deleted or renamed stub, a stub that calls the library's own answer, a kernel that dies or
-a file that is not a notebook each give 0 for what they affect, with the reason.
+a deleted or renamed stub, a stub that calls the library's own answer, a function that *is*
+the library's (a stub deleted, the library's function imported under its name), a kernel that
+dies or a file that is not a notebook each give 0 for what they affect, with the reason. A cell
+other than a stub that binds the name of a function a stub asks for is reported in the notes.
 
-Which exercises a notebook has comes from the student edition's metadata (written by
-``scripts/make_student.py``), or from ``--reference`` (the handed-out notebook, safer: a
-student cannot edit it), or else from the submission's own cells.
+Which exercises a notebook has comes from ``--reference`` (the handed-out notebook: safest,
+since a student cannot edit it), else from the submission's metadata (written by
+``scripts/make_student.py``), else from the submission's own exercise markers.
 """
 
 from __future__ import annotations
@@ -24,16 +26,15 @@ import csv
 import json
 import secrets
 import shutil
-import sys
 import tempfile
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["ExerciseGrade", "Grade", "grade_notebook", "grade_in_kernel", "write_csv", "gradescope_results",
            "add_commands"]
 
-SKIP_TAGS = {"exercise-check", "exercise-summary", "skip-execution"}
-KERNEL_NAME = "headlab-grading"
+SKIP_TAGS = {"exercise-check", "exercise-summary", "exercise-mode", "skip-execution"}  # not run when grading
 
 
 @dataclass
@@ -88,6 +89,13 @@ def grade_in_kernel(namespace: dict, spec: dict, nonce: str) -> None:
         say(status="missing", reason=f"no function {spec['function']!r} is defined: the stub cell was deleted, "
                                      "renamed, or failed to run")
         return
+    owner = getattr(fn, "__module__", "") or ""
+    if owner == "headlab" or owner.startswith("headlab."):
+        say(status="forbidden", passed=0, total=0,
+            reason=f"{spec['function']} is the library's {owner}.{getattr(fn, '__name__', spec['function'])}, "
+                   "not the student's own function (the stub cell was deleted or never run, and another cell "
+                   "imports the library's answer)")
+        return
     try:
         check = getattr(importlib.import_module(spec["check_module"]), spec["check"])
     except (ImportError, AttributeError) as err:
@@ -109,19 +117,6 @@ def grade_in_kernel(namespace: dict, spec: dict, nonce: str) -> None:
 
 
 # ----------------------------------------------------------------------- the grader
-
-
-def _kernel_spec_dir(root: Path) -> Path:
-    """A kernelspec for the sandboxed kernel (this Python, no network, offline hubs)."""
-    folder = root / "kernels" / KERNEL_NAME
-    folder.mkdir(parents=True)
-    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
-                     "--IPKernelApp.log_level=ERROR"],
-            "display_name": "headlab grading (no network)", "language": "python",
-            "env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                    "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}}
-    (folder / "kernel.json").write_text(json.dumps(spec))
-    return root / "kernels"
 
 
 def _grading_cell(spec: dict, nonce: str) -> dict:
@@ -152,13 +147,14 @@ def _cell_error(cell: dict) -> str | None:
 
 def grade_notebook(path: str | Path, *, reference: str | Path | None = None, timeout: int = 60,
                    startup_timeout: int = 60) -> Grade:
-    """Execute one submission in a sandboxed kernel and grade every exercise (see the module docstring)."""
-    import nbformat
-    from nbclient import NotebookClient
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import KernelManager
+    """Execute one submission in a sandboxed kernel and grade every exercise (see the module docstring).
 
-    from headlab.exercises.notebook import MalformedExercise, exercise_index
+    ``timeout`` is the limit of each cell, the grading cells included, in seconds.
+    """
+    import nbformat
+
+    from headlab.exercises.notebook import MalformedExercise, bound_names, exercise_index
+    from headlab.exercises.sandbox import TIMEOUT_ERROR, TIMEOUT_KEY, execute_sandboxed
 
     path = Path(path)
     grade = Grade(submission=path.stem)
@@ -175,6 +171,9 @@ def grade_notebook(path: str | Path, *, reference: str | Path | None = None, tim
     except MalformedExercise as err:
         raise ValueError(f"{path}: cannot tell which exercises it holds ({err}); pass --reference with the "
                          "handed-out notebook") from None
+    if nb is not None and not specs:
+        raise ValueError(f"{path}: no exercise found (no student-edition metadata, no exercise markers); pass "
+                         "--reference with the handed-out notebook")
     grade.exercises = [ExerciseGrade(s["label"], s["title"], 0.0, float(s["points"])) for s in specs]
     if nb is None:
         for e in grade.exercises:
@@ -182,44 +181,43 @@ def grade_notebook(path: str | Path, *, reference: str | Path | None = None, tim
         return grade
 
     nonce = "HEADLAB-GRADE-" + secrets.token_hex(8)
-    cells = [c for c in nb.cells if not (c.cell_type == "code" and SKIP_TAGS & set(c.metadata.get("tags", [])))]
-    for c in cells:
-        if c.cell_type == "code":
-            c.outputs, c.execution_count = [], None
-    first_grading = len(cells)
-    block = nbformat.v4.new_code_cell("from headlab.exercises.sandbox import block_network as __block\n__block()")
+    kept = [i for i, c in enumerate(nb.cells)
+            if not (c.cell_type == "code" and SKIP_TAGS & set(c.metadata.get("tags", [])))]
+    cells = [nb.cells[i] for i in kept]
+    block = nbformat.v4.new_code_cell("from headlab.exercises.sandbox import block_network as __block\n__block()",
+                                      metadata={TIMEOUT_KEY: max(timeout, startup_timeout)})  # imports torch
     nb.cells = [block] + cells + [_grading_cell(s, nonce) for s in specs]
-    first_grading += 1
-    with tempfile.TemporaryDirectory(prefix="headlab-grade-") as tmp:
-        tmp = Path(tmp)
-        work = tmp / "work"
-        work.mkdir()
+    first_grading = 1 + len(cells)
+    with tempfile.TemporaryDirectory(prefix="headlab-grade-") as work:
         for extra in path.parent.iterdir():  # files handed out with the notebook (images, data)
             if extra.is_file() and extra.suffix != ".ipynb" and extra.stat().st_size < 50_000_000:
-                shutil.copy2(extra, work / extra.name)
-        km = KernelManager(kernel_name=KERNEL_NAME,
-                           kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(_kernel_spec_dir(tmp))]))
-        client = NotebookClient(nb, km=km, timeout=timeout, startup_timeout=startup_timeout, allow_errors=True,
-                                interrupt_on_timeout=True, record_timing=False,
-                                resources={"metadata": {"path": str(work)}})
-        try:
-            client.execute()
-        except Exception as err:  # noqa: BLE001 (a dead kernel, a failed start: grade what ran)
-            grade.notes.append(f"the notebook stopped: {type(err).__name__}: {str(err).splitlines()[0][:200]}")
-        finally:
-            if km.has_kernel:
-                km.shutdown_kernel(now=True)
-    for i, cell in enumerate(nb.cells[1:first_grading]):
-        if cell.cell_type == "code" and (error := _cell_error(cell)):
-            grade.notes.append(f"cell {i}: {error}")
-    for e, cell in zip(grade.exercises, nb.cells[first_grading:]):
+                shutil.copy2(extra, Path(work) / extra.name)
+        run = execute_sandboxed(nb, work, timeout=timeout, startup_timeout=startup_timeout)
+    asked = {s["function"]: s["label"] for s in specs if s.get("function")}
+    for i, c in zip(kept, cells):  # a cell that provides what a stub asks for (e.g. imports the library's)
+        if c.cell_type == "code" and not {"exercise-stub", "solution"} & set(c.metadata.get("tags", [])):
+            for name in sorted(bound_names(c.source) & asked.keys()):
+                grade.notes.append(f"cell {i}: binds {name}, the function that {asked[name]} asks the student to "
+                                   "write (a stub skipped or deleted then passes with whatever this cell provides)")
+    for note in run.notes:  # the sandbox numbers the cells of `nb`: number them as in the submission
+        index, _, rest = note.partition(": ")
+        cell = int(index[5:]) if index.startswith("cell ") and index[5:].isdigit() else None
+        if cell is not None and 1 <= cell < first_grading:
+            note = f"cell {kept[cell - 1]}: {rest}"
+        elif cell is not None and cell >= first_grading:
+            note = f"the check of {specs[cell - first_grading]['label']}: {rest}"
+        grade.notes.append(note)
+    for i in range(1, first_grading):
+        if i not in run.skipped and nb.cells[i].cell_type == "code" and (error := _cell_error(nb.cells[i])):
+            grade.notes.append(f"cell {kept[i - 1]}: {error}")  # numbered as in the submission
+    for index, (e, cell) in enumerate(zip(grade.exercises, nb.cells[first_grading:]), start=first_grading):
         result = _parse(cell, nonce)
         if result is None:
             error = _cell_error(cell)
-            timed_out = error and ("Timeout" in error or "KeyboardInterrupt" in error)
-            why = error or (grade.notes[-1] if grade.notes else "no output")
-            e.reason = (f"its check ran past the time limit of {timeout} s (an infinite loop?)" if timed_out
-                        else f"its check did not run ({why})")
+            if index in run.timed_out or (error or "").startswith((TIMEOUT_ERROR, "KeyboardInterrupt")):
+                e.reason = f"its check ran past the time limit of {timeout} s (an infinite loop?)"
+            else:
+                e.reason = f"its check did not run ({error or (grade.notes[-1] if grade.notes else 'no output')})"
             continue
         e.passed, e.total = int(result.get("passed", 0)), int(result.get("total", 0))
         e.points = round(e.max_points * e.passed / e.total, 6) if e.total else 0.0
@@ -263,7 +261,9 @@ def _cmd_grade(args) -> int:  # noqa: ANN001
         grades.append(g)
         print(f"{g.submission}: {g.points:g} / {g.max_points:g}")
         for e in g.exercises:
-            print(f"  {e.label:<28} {e.points:>5g} / {e.max_points:g}  {e.reason[:100]}")
+            print(f"  {e.label:<20} {e.points:>4g} / {e.max_points:g}  {textwrap.shorten(e.reason, 64, placeholder=' ...')}".rstrip())
+        for note in g.notes:
+            print(f"  note: {textwrap.shorten(note, 86, placeholder=' ...')}")
     if args.csv:
         write_csv(grades, args.csv)
         print(f"wrote {args.csv}")

@@ -11,7 +11,7 @@ An exercise is, cell by cell (CONTRIBUTING.md):
 7. code tagged ``exercise-check``: ``check_<name>(<function>)``.
 
 :func:`find_exercises` parses and validates it (``scripts/make_student.py`` and the tests use
-it), :func:`student_notebook` removes the solutions, and the grader
+it), :func:`headlab.exercises.student.student_notebook` removes the solutions, and the grader
 (:mod:`headlab.exercises.grading`) reads which function each exercise asks for, which check
 tests it and how many points it is worth. It lives in the library, not in ``scripts/``, so that
 ``python -m headlab grade`` works from an installed package.
@@ -19,13 +19,12 @@ tests it and how many points it is worth. It lives in the library, not in ``scri
 
 from __future__ import annotations
 
-import copy
+import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Exercise", "MalformedExercise", "find_exercises", "setup_cell_index", "student_notebook",
-           "exercise_index", "DIFFICULTIES", "POINTS"]
+__all__ = ["Exercise", "MalformedExercise", "find_exercises", "setup_cell_index", "exercise_index", "bound_names", "shadowed_functions", "DIFFICULTIES", "POINTS"]
 
 STUB_TAG, SOLUTION_TAG, CHECK_TAG = "exercise-stub", "solution", "exercise-check"
 SKIP_TAG = "skip-execution"
@@ -304,45 +303,6 @@ def find_exercises(nb: dict, path: Path | str = "<notebook>") -> list[Exercise]:
     return list(exercises.values())
 
 
-def student_notebook(nb: dict, path: Path | str = "<notebook>") -> dict:
-    """The student edition of a notebook (a new dict): solution blocks removed, outputs cleared,
-    the list of exercises in its metadata (for the grader) and a last cell that lists, after
-    "Run All", every exercise still unfinished."""
-    exercises = find_exercises(nb, path)
-    drop: set[int] = set()
-    for ex in exercises:
-        assert ex.solution_start is not None and ex.solution_end is not None  # validated
-        drop.update(range(ex.solution_start, ex.solution_end + 1))
-    out = copy.deepcopy(nb)
-    cells = []
-    for i, cell in enumerate(out["cells"]):
-        if i in drop:
-            continue
-        if cell["cell_type"] == "code":
-            cell["outputs"] = []
-            cell["execution_count"] = None
-            cell.get("metadata", {}).pop("execution", None)
-        cells.append(cell)
-    if exercises:
-        cells.append(_summary_cell())
-    out["cells"] = cells
-    out.get("metadata", {}).pop("widgets", None)
-    out.setdefault("metadata", {})["headlab"] = {
-        "edition": "student",
-        "generated_by": "scripts/make_student.py (do not edit by hand; regenerate)",
-        "exercises": [ex.to_json() for ex in exercises],
-    }
-    return out
-
-
-SUMMARY_SOURCE = "from headlab.exercises import summary\n\nsummary()  # every exercise checked above: done or still to do"
-
-
-def _summary_cell() -> dict:
-    return {"cell_type": "code", "execution_count": None, "id": "exercise-summary",
-            "metadata": {"tags": ["exercise-summary"]}, "outputs": [], "source": SUMMARY_SOURCE}
-
-
 def exercise_index(nb: dict, path: Path | str = "<notebook>") -> list[dict]:
     """The exercises a notebook asks for (label, title, function, check module and name, points):
     from a student edition's metadata when it has it, else parsed from its cells."""
@@ -352,3 +312,44 @@ def exercise_index(nb: dict, path: Path | str = "<notebook>") -> list[dict]:
     return [ex.to_json() for ex in find_exercises(nb, path)]
 
 
+
+
+def bound_names(source: str) -> set[str]:
+    """The names a cell's code binds at its top level: imports (``as`` names included), ``def``,
+    ``class``, assignments and loop targets. A cell that does not parse binds nothing."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names: set[str] = set()
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)  # and not the names bound inside it
+            continue
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        if not isinstance(node, ast.Lambda):
+            todo.extend(ast.iter_child_nodes(node))
+    return names
+
+
+def shadowed_functions(nb: dict, path: Path | str = "<notebook>") -> list[tuple[int, str, str]]:
+    """Cells outside an exercise's stub and solution that bind the name of a function a stub asks
+    for, as ``(cell index, function, exercise label)``: e.g. a setup cell that imports the
+    library's ``match_features`` while a stub asks the reader to write ``match_features``.
+
+    Such a notebook lets a reader who skips (or deletes) the stub pass with the library's answer;
+    ``python -m headlab grade`` gives that exercise 0 and says why, and the book's tests fail.
+    """
+    exercises = find_exercises(nb, path)
+    asked = {ex.function: ex.label for ex in exercises if ex.function}
+    own = {ex.stub for ex in exercises} | {i for ex in exercises for i in ex.solution_cells}
+    found = []
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code" and i not in own:
+            found += [(i, name, asked[name]) for name in sorted(bound_names(_source(cell)) & asked.keys())]
+    return found

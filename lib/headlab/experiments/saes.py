@@ -7,7 +7,8 @@ with ``l1``, one L1 SAE at the first seed), evaluates each on held-out windows (
 and writes ``<out>/<model>-L<layer>-<kind>-s<seed>.safetensors`` and ``.json`` (command, seed,
 config, training log, held-out metrics, sha256 of the weights and of the model's weights). With
 ``head_features``, also one small top-k SAE per head on that head's own ``d_head``-dimensional
-output (``<model>-L<layer>-head<h>-topk-s<seed>``, first seed only). ``scripts/train_saes.py`` is
+output (``<model>-L<layer>-head<h>-topk-s<seed>``, at each of ``head_seeds``, by default the
+first seed only). ``scripts/train_saes.py`` is
 its command line.
 """
 
@@ -26,7 +27,8 @@ OUT = Path(__file__).resolve().parents[1] / "results" / "saes"
 def train_saes(layer: int, model: str = "organism", windows: int = 1200, eval_windows: int = 128,
                data_seed: int = 7000, features: int = 512, k: int = 8, l1: float | None = None,
                seeds: Sequence[int] = (0, 1), head_features: int | None = None, head_k: int = 2,
-               head_steps: int = 1500, steps: int = 3000, batch_size: int = 512, lr: float = 1e-3,
+               head_steps: int = 1500, head_seeds: Sequence[int] | None = None, steps: int = 3000,
+               batch_size: int = 512, lr: float = 1e-3,
                out: str | Path = OUT, threads: int = 1, command: str = "python scripts/train_saes.py",
                progress: bool = True) -> list[dict[str, Any]]:
     """Train and save the SAEs of ``model``'s layer ``layer`` (see the module docstring); returns the
@@ -42,9 +44,12 @@ def train_saes(layer: int, model: str = "organism", windows: int = 1200, eval_wi
         k: active features per token of the top-k layer SAEs.
         l1: also train an L1 SAE with this coefficient (first seed).
         seeds: seeds of the top-k layer SAEs.
-        head_features: also train one SAE per head with this many features (first seed).
+        head_features: also train one SAE per head with this many features.
         head_k: active features per token of the per-head SAEs.
         head_steps: training steps of the per-head SAEs.
+        head_seeds: seeds of the per-head SAEs (default: the first of ``seeds``); they need not
+            be among ``seeds`` (e.g. ``seeds=[2], head_seeds=[1, 2]`` adds what seeds 0 and 1
+            left out).
         steps: training steps of the layer SAEs.
         batch_size: SAE training batch size.
         lr: SAE learning rate.
@@ -60,6 +65,12 @@ def train_saes(layer: int, model: str = "organism", windows: int = 1200, eval_wi
     from headlab.training.sae import train_sae
 
     seeds = list(seeds)
+    if not seeds and not head_seeds:
+        raise ValueError("give at least one seed (seeds) or one per-head seed (head_seeds)")
+    if head_seeds is not None and head_features is None:
+        raise ValueError(f"head_seeds {list(head_seeds)} given without head_features: say how many features "
+                         "each per-head SAE has")
+    head_seeds = list(seeds[:1] if head_seeds is None else head_seeds)
     hm = headlab.load(model)
     lang = Language.from_description(hm.provenance["data"]["language"])
     n_ctx = hm.model.config.n_ctx
@@ -70,10 +81,12 @@ def train_saes(layer: int, model: str = "organism", windows: int = 1200, eval_wi
     d_in = acts.shape[1]
     runs = [("topk", seed, SAEConfig(d_in, features, "topk", k=k), None) for seed in seeds]
     if l1 is not None:
+        if not seeds:
+            raise ValueError("an L1 SAE is trained at the first of seeds; give seeds")
         runs.append(("l1", seeds[0], SAEConfig(d_in, features, "l1", k=None, l1_coeff=l1), None))
     if head_features is not None:
-        runs += [(f"head{h}-topk", seeds[0], SAEConfig(hm.d_head, head_features, "topk", k=head_k), h)
-                 for h in range(hm.n_heads)]
+        runs += [(f"head{h}-topk", seed, SAEConfig(hm.d_head, head_features, "topk", k=head_k), h)
+                 for seed in head_seeds for h in range(hm.n_heads)]
     records = []
     for kind, seed, config, head in runs:
         cut = slice(None) if head is None else slice(head * hm.d_head, (head + 1) * hm.d_head)

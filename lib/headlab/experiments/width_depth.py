@@ -3,8 +3,10 @@
 Every recipe of :data:`headlab.training.recipes.width_depth.WIDTH_DEPTH` (small GPTs on the
 synthetic language at ``d_model = 64``, ``n_ctx = 64``, ``d_mlp = 256``) is trained at each seed
 (:func:`run_sweep`), and its validation loss and per-phenomenon accuracies on the fixed evaluation
-windows are recorded (:func:`run_one`). For a given seed every run sees the same token stream, so
-the seed changes both the initialisation and the order of the data. ``scripts/width_depth.py`` is
+windows are recorded (:func:`run_one`), with the loss of each evaluation window
+(:func:`window_losses`), so that differences between runs get intervals over windows (the same
+windows for every run and seed). For a given seed every run sees the same token stream, so the
+seed changes both the initialisation and the order of the data. ``scripts/width_depth.py`` is
 the command line; :func:`merge_results` combines files made in parallel.
 """
 
@@ -22,17 +24,37 @@ from headlab.training.loop import train
 from headlab.training.recipe import Recipe
 from headlab.training.recipes.width_depth import WIDTH_DEPTH, WIDTH_DEPTH_STEPS, forward_flops_per_token
 
-__all__ = ["OUT", "KEPT", "run_one", "merge_results", "run_sweep"]
+__all__ = ["OUT", "KEPT", "run_one", "window_losses", "merge_results", "run_sweep", "narrow_head_row"]
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "width_depth.json"
 KEPT = ("val_loss", "agreement_acc", "agreement_n", "pronoun_acc", "pronoun_n", "copy_acc", "copy_n",
         "rare_acc", "rare_n", "induction_best", "previous_token_best")
 
 
+@torch.no_grad()
+def window_losses(model, ids: torch.Tensor, batch_size: int = 64, digits: int = 5) -> list[float]:
+    """The mean next-token loss (nats) of ``model`` on each window of ``ids`` ``(n_windows, n_ctx)``,
+    rounded to ``digits``; their mean is the run's ``val_loss`` (every window has ``n_ctx - 1``
+    predictions)."""
+    from headlab.metrics import next_token_loss
+
+    if ids.ndim != 2 or ids.shape[1] < 2:
+        raise ValueError(f"ids must be (n_windows, n_ctx) with n_ctx >= 2; got shape {tuple(ids.shape)}")
+    was_training = model.training
+    model.eval()
+    try:
+        out = [next_token_loss(model(chunk.to(model.device)), chunk.to(model.device), reduction="input")
+               for chunk in ids.split(batch_size)]
+    finally:
+        model.train(was_training)
+    return [round(float(x), digits) for x in torch.cat(out).cpu()]
+
+
 def run_one(recipe: Recipe, seed: int, steps: int | None = None, progress: bool = True) -> dict[str, Any]:
     """Train one recipe at one seed (``steps``: default the recipe's); the row of the results file:
     geometry, tokens, FLOPs, parameters, the :data:`KEPT` final metrics, agreement by attractor,
-    pronouns by distractor, the validation-loss curve and the seconds it took."""
+    pronouns by distractor, the loss of each evaluation window (``window_losses``), the
+    validation-loss curve and the seconds it took."""
     steps = recipe.steps if steps is None else steps
     cpu0, wall0 = time.process_time(), time.perf_counter()
     result = train(recipe, seed=seed, steps=steps, progress=progress)
@@ -49,6 +71,7 @@ def run_one(recipe: Recipe, seed: int, steps: int | None = None, progress: bool 
         "metrics": {k: round(m[k], 5) if isinstance(m[k], float) else m[k] for k in KEPT},
         "agreement_by_attractor": m["agreement_by"].get("attractor"),
         "pronoun_by_distractor": m["pronoun_by"].get("distractor"),
+        "window_losses": window_losses(result.model, recipe.task.eval_data(recipe.eval_size).ids),
         "curve": [{"step": r["step"], "val_loss": round(r["val_loss"], 5)} for r in result.curve],
         "train_seconds": round(result.train_seconds, 1), "cpu_seconds": round(cpu, 1),
         "wall_seconds": round(wall, 1),
@@ -150,3 +173,56 @@ def run_sweep(names: Iterable[str] | None = None, seeds: Iterable[int] = (0, 1),
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(results, indent=1) + "\n")
     return results
+
+
+def narrow_head_row(runs: list[dict], reference: str = "wd-2l-1h", narrow_below: int = 32):
+    """Claim C16 from the width runs: each narrow width (2 layers, ``d_head < narrow_below``) against
+    the widest head (``reference``, ``d_head`` 64).
+
+    On a seed where both runs recorded ``window_losses``, the measurement is the paired difference
+    of the validation loss over the evaluation windows (:func:`headlab.stats.paired_difference`; the
+    same windows for every run), one per seed. Where they did not (runs made before the windows
+    were recorded), the per-seed differences of the validation loss are pooled over those seeds
+    with :func:`headlab.stats.over_seeds` (condition "..., over seeds"; at least two seeds).
+
+    Returns:
+        A :class:`headlab.verdicts.ClaimRow`: effect = loss(narrow) - loss(widest), nats; the claim
+        predicts > 0. The headline is the narrowest width, over every seed run.
+
+    Raises:
+        ValueError: no narrow width measured against the reference on any seed.
+    """
+    from headlab import stats
+    from headlab.verdicts import ClaimRow, Measurement
+
+    by = {(r["name"], r["seed"]): r for r in runs}
+    ref = {seed: r for (name, seed), r in by.items() if name == reference}
+    narrow = sorted({(r["d_head"], r["name"]) for r in runs
+                     if r["n_layers"] == 2 and not r["name"].endswith("-flops") and r["d_head"] < narrow_below},
+                    reverse=True)
+    ms, narrowest = [], []
+    for d_head, name in narrow:
+        condition, plain = f"d_head {d_head} vs 64", []
+        for seed in sorted(ref):
+            run, base = by.get((name, seed)), ref[seed]
+            if run is None:
+                continue
+            diff = run["metrics"]["val_loss"] - base["metrics"]["val_loss"]
+            if d_head == narrow[-1][0]:
+                narrowest.append(diff)
+            if run.get("window_losses") and base.get("window_losses"):
+                est = stats.paired_difference(run["window_losses"], base["window_losses"], seed=seed)
+                ms.append(Measurement.from_estimate(est, condition, seed))
+            else:
+                plain.append(diff)
+        if len(plain) > 1:
+            ms.append(Measurement.from_estimate(stats.over_seeds(plain), f"{condition}, over seeds"))
+    if not ms:
+        raise ValueError(f"no run with d_head < {narrow_below} measured against {reference} on a common seed")
+    condition = f"d_head {narrow[-1][0]} vs 64, every seed"
+    headline = (Measurement.from_estimate(stats.over_seeds(narrowest), condition) if len(narrowest) > 1
+                else ms[0])
+    return ClaimRow("C16", "GPTs at d_model 64 on the synthetic language, 2 layers, equal compute",
+                    "validation loss of narrow heads minus one head of 64 (nats)", 0.0,
+                    "the widest head (d_head 64)", "greater", tuple(ms), headline=headline,
+                    note="paired over the evaluation windows where recorded, else over seeds; short training runs")

@@ -7,7 +7,9 @@
 * :mod:`~headlab.heads.gate` -- what an intervention writes into the head outputs ``z`` before
   ``W_O`` (the gate, function patches, resample draws) and the contexts built on it
   (``ablate``, ``gated``, ``patch_z``, ``head_gradients``);
-* :mod:`~headlab.heads.dispatch` -- the hooks every context installs through;
+* :mod:`~headlab.heads.dispatch` -- the hooks every context installs through (every forward
+  checked, nothing stored on the model, one state per thread);
+* ``headlab.heads.inputs`` -- what every method accepts, checked where it comes in;
 * :mod:`~headlab.heads.adapters` -- where each model family keeps its heads;
 * :mod:`~headlab.heads.head` -- :class:`Head`, how a head is written;
 * :mod:`~headlab.heads.loading` -- :func:`load`: every model of the book by name.

@@ -91,6 +91,12 @@ class Architecture:
             causal LM, last hidden states ``(batch, pos, d_model)`` for an encoder.
         eager_attention: model -> a context inside which the model computes and returns its
             attention patterns, the model's attention implementation restored on exit.
+        max_positions: config -> the longest input the model takes (its position embeddings or
+            context), or ``None`` where it states none.
+        vocab_size: config -> the number of token ids it embeds.
+        reports_forwards: True when every forward of the model reports itself through
+            ``headlab.models.witness`` (the book's own GPT), so that a forward that skipped
+            the head interface's hooks (traced or copied before a block) is caught.
     """
 
     name: str
@@ -111,6 +117,9 @@ class Architecture:
     d_head: Callable[[object], int]
     run: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
     eager_attention: Callable[[nn.Module], ContextManager[None]]
+    max_positions: Callable[[object], int | None] = lambda c: getattr(c, "max_position_embeddings", None)
+    vocab_size: Callable[[object], int] = lambda c: c.vocab_size
+    reports_forwards: bool = False
 
 
 # ------------------------------------------------------------------------- shared pieces
@@ -218,6 +227,9 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         d_head=lambda c: c.d_head,
         run=lambda m, ids, mask: m(ids, attention_mask=mask),
         eager_attention=_always_eager,
+        max_positions=lambda c: c.n_ctx,
+        vocab_size=lambda c: c.d_vocab,
+        reports_forwards=True,
     ),
     Architecture(
         name="gpt2",
@@ -238,6 +250,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         d_head=lambda c: c.n_embd // c.n_head,
         run=_hf_run_causal,
         eager_attention=_hf_eager,
+        max_positions=lambda c: c.n_positions,
     ),
     Architecture(
         name="bert",

@@ -13,7 +13,21 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
-__all__ = ["ActivationCache", "CaptureMethods"]
+from headlab.heads.dispatch import Check
+from headlab.heads.inputs import check_layer, check_layers, check_returned
+
+__all__ = ["ActivationCache", "CaptureMethods", "ACTIVATIONS"]
+
+#: What :meth:`CaptureMethods.capture` can record (``"result"`` is computed from ``"z"``).
+ACTIVATIONS = ("pattern", "z", "result")
+
+
+class PatternCheck(Check):
+    """The pattern hooks of one context: each forward must reach every one of ``layers``."""
+
+    def __init__(self, layers: Iterable[int], what: str):
+        super().__init__()
+        self.layers, self.what = frozenset(layers), what
 
 
 class ActivationCache:
@@ -69,17 +83,20 @@ class ActivationCache:
                              "shapes; use cache.all(key) for the list")
         return torch.cat(values, dim=0)
 
+    def _key(self, layer: int, name: str) -> str:
+        return f"blocks.{check_layer(layer, self._hm.n_layers, self._hm.name)}.attn.hook_{name}"
+
     def pattern(self, layer: int) -> torch.Tensor:
         """``(batch, head, q_pos, k_pos)``"""
-        return self[f"blocks.{layer}.attn.hook_pattern"]
+        return self[self._key(layer, "pattern")]
 
     def z(self, layer: int) -> torch.Tensor:
         """``(batch, pos, head, d_head)``"""
-        return self[f"blocks.{layer}.attn.hook_z"]
+        return self[self._key(layer, "z")]
 
     def result(self, layer: int) -> torch.Tensor:
         """``(batch, pos, head, d_model)``"""
-        return self[f"blocks.{layer}.attn.hook_result"]
+        return self[self._key(layer, "result")]
 
 
 class CaptureMethods:
@@ -94,23 +111,32 @@ class CaptureMethods:
         """Record activations of every forward pass inside the block.
 
         Args:
-            names: any of ``"pattern"``, ``"z"`` (``"result"`` is computed from ``z``).
+            names: a collection of ``"pattern"``, ``"z"``, ``"result"`` (computed from ``z``); empty
+                records nothing.
             layers: the layers to record (default: all).
             detach: record detached tensors (``False`` keeps them in the autograd graph).
 
         Hugging Face models are switched to eager attention while patterns are captured (the
-        fast kernels return no weights) and switched back after.
+        fast kernels return no weights) and switched back after. Each forward in the block must
+        reach every captured layer, or it raises
+        :class:`~headlab.heads.AblationNotApplied`.
         """
-        names = set(names)
+        if isinstance(names, (str, bytes)):
+            raise TypeError(f"names must be a collection of activation names, got the string {names!r}; "
+                            f"write names=({names!r},) (choose from {', '.join(map(repr, ACTIVATIONS))})")
+        try:
+            names = set(names)
+        except TypeError:
+            raise TypeError(f"names must be a collection of activation names such as ('pattern', 'z'), got "
+                            f"{names!r}") from None
+        unknown = sorted(map(repr, names - set(ACTIVATIONS)))
+        if unknown:
+            raise ValueError(f"unknown activation(s) {', '.join(unknown)}: choose from {', '.join(map(repr, ACTIVATIONS))}")
         if "result" in names:
             names = (names - {"result"}) | {"z"}
-        unknown = names - {"pattern", "z"}
-        if unknown:
-            raise ValueError(f"unknown activation(s) {sorted(unknown)}: choose from 'pattern', 'z', 'result'")
-        layers = set(range(self.n_layers)) if layers is None else set(layers)
-        bad = [l for l in layers if not 0 <= l < self.n_layers]
-        if bad:
-            raise ValueError(f"layers {bad} out of range 0..{self.n_layers - 1}")
+        if not isinstance(detach, bool):
+            raise TypeError(f"detach must be True or False, got {detach!r}")
+        layers = set(check_layers(layers, self.n_layers, self.name))
         cache = ActivationCache(self)
         keep = (lambda t: t.detach()) if detach else (lambda t: t)
         dispatcher = self.dispatcher
@@ -121,21 +147,22 @@ class CaptureMethods:
                 cache._record(f"blocks.{layer}.attn.hook_z", keep(z))
 
         with contextlib.ExitStack() as stack:
+            check = None
             if "pattern" in names:
-                stack.enter_context(self.arch.eager_attention(self.model))
+                stack.enter_context(dispatcher.eager(lambda: self.arch.eager_attention(self.model)))
+                check = PatternCheck(layers, "a capture of patterns")
                 for layer in sorted(layers):
                     module = self.arch.pattern_module(self.blocks[layer])
-                    stack.callback(dispatcher.hook(module, self._pattern_reader(cache, layer, keep, level)))
-            stack.enter_context(dispatcher.active(reader=read_z) if "z" in names else contextlib.nullcontext())
+                    stack.callback(dispatcher.hook(module, self._pattern_reader(cache, layer, keep, check)))
+            if names:  # (an empty ``names`` records nothing: a block that only runs the model)
+                stack.enter_context(dispatcher.active(reader=read_z if "z" in names else None, check=check))
             yield cache
 
-    def _pattern_reader(self, cache: ActivationCache, layer: int, keep, level: int):
+    def _pattern_reader(self, cache: ActivationCache, layer: int, keep, check: Check):
         index = self.arch.pattern_index
-        dispatcher = self.dispatcher
 
         def hook(module, args, output):
-            if dispatcher.level != level:
-                return
+            check.reach(layer)
             pattern = output if index is None else output[index]
             if pattern is None:
                 raise RuntimeError(f"layer {layer}'s attention returned no weights; the eager "
@@ -169,25 +196,21 @@ class CaptureMethods:
                 f"patch_pattern needs the pattern before it is applied to the values; {self.name} "
                 f"({self.arch.name}) computes it inside its attention kernel. Use patch_z to intervene "
                 "on head outputs, or a headlab organism.")
-        layers = sorted(range(self.n_layers) if layers is None else layers)
-        if not layers or any(not 0 <= l < self.n_layers for l in layers):
-            raise ValueError(f"layers {layers} invalid: give layers in 0..{self.n_layers - 1}")
+        if not callable(fn):
+            raise TypeError(f"patch_pattern needs a callable fn(layer, pattern) -> pattern, got {fn!r}")
+        layers = check_layers(layers, self.n_layers, self.name)
         dispatcher = self.dispatcher
-        level = dispatcher.level
+        check = PatternCheck(layers, "a patch_pattern block")
 
         def make_hook(layer):
             def hook(module, args, output):
-                if dispatcher.level != level:
-                    return None
-                new = fn(layer, output)
-                if new.shape != output.shape:
-                    raise ValueError(f"patch_pattern: fn returned shape {tuple(new.shape)} for a pattern "
-                                     f"of shape {tuple(output.shape)}")
-                return new
+                check.reach(layer)
+                return check_returned(fn(layer, output), output, fn, "patch_pattern", layer, "pattern")
             return hook
 
         with contextlib.ExitStack() as stack:
             for layer in layers:
                 module = self.arch.pattern_module(self.blocks[layer])
                 stack.callback(dispatcher.hook(module, make_hook(layer)))
+            stack.enter_context(dispatcher.active(check=check))
             yield self

@@ -5,8 +5,9 @@ the input of every attention output projection, in the order their contexts were
 The edits are: a gate with replacements (:class:`GateEdit`: zero, mean and resample ablation,
 batched sweeps, gradients) and an arbitrary function of ``z`` (:class:`FunctionEdit`, for
 ``patch_z``). :class:`ResampleDraw` decides which reference
-input supplies each position in resample ablation. Each edit counts its applications, so an
-ablation whose gate was never reached fails loudly instead of changing nothing.
+input supplies each position in resample ablation. Each edit counts its applications, and
+every forward pass run while it is active must reach each layer it changes, or that forward
+raises :class:`~headlab.heads.AblationNotApplied` (the dispatcher checks it, :mod:`headlab.heads.dispatch`).
 
 ``GateMethods`` puts the contexts built on them on :class:`~headlab.heads.model.HeadModel`:
 ``gated``, ``ablate``, ``patch_z``, ``replacements`` and ``head_gradients``.
@@ -20,33 +21,28 @@ from typing import Callable, Iterable, Iterator, Sequence
 import torch
 
 from headlab.heads.ablation import ABLATION_MODES, Ablation
+from headlab.heads.dispatch import AblationNotApplied, Check
 from headlab.heads.head import Head
+from headlab.heads.inputs import check_layers, check_returned
 
 __all__ = ["ABLATION_MODES", "AblationNotApplied", "Edit", "GateEdit", "FunctionEdit", "ResampleDraw",
            "Resampler", "GateMethods"]
 
 
 
-class AblationNotApplied(RuntimeError):
-    """A forward pass ran inside an ablation, but the gate of a targeted layer was never reached."""
-
-
 # ------------------------------------------------------------------------------- the edits
 
 
-class Edit:
+class Edit(Check):
     """Something that rewrites ``z`` at the gate; counts how often each layer's gate ran.
 
     Subclasses set ``layers`` (the layers they change) and define :meth:`apply`.
     """
 
-    layers: frozenset[int] = frozenset()
-
-    def __init__(self) -> None:
-        self.reached: dict[int, int] = {}
+    what = "an edit of the head outputs"
 
     def __call__(self, layer: int, z: torch.Tensor) -> torch.Tensor:
-        self.reached[layer] = self.reached.get(layer, 0) + 1
+        self.reach(layer)
         return self.apply(layer, z)
 
     def apply(self, layer: int, z: torch.Tensor) -> torch.Tensor:
@@ -65,6 +61,8 @@ class GateEdit(Edit):
             all one are left untouched (and still counted as reached).
     """
 
+    what = "a gated (ablation) block"
+
     def __init__(self, gate: torch.Tensor, replacement: dict | None = None):
         super().__init__()
         self.gate = gate
@@ -76,9 +74,10 @@ class GateEdit(Edit):
     def apply(self, layer: int, z: torch.Tensor) -> torch.Tensor:
         if layer not in self.layers:
             return z
+        if self.gate.dim() == 3 and self.gate.shape[0] != z.shape[0]:
+            raise ValueError(f"the gate has one row per input, {self.gate.shape[0]} rows, but layer {layer} "
+                             f"sees a batch of {z.shape[0]} inputs")
         g = self.gate[layer] if self.gate.dim() == 2 else self.gate[:, layer]
-        if g.dim() == 2 and g.shape[0] != z.shape[0]:
-            raise RuntimeError(f"gate has {g.shape[0]} rows but layer {layer} sees a batch of {z.shape[0]}")
         g = g.to(z.dtype)
         g = g[None, None, :, None] if g.dim() == 1 else g[:, None, :, None]  # (batch|1, 1, head, 1)
         r = self.replacement.get(layer)
@@ -89,20 +88,21 @@ class GateEdit(Edit):
 
 
 class FunctionEdit(Edit):
-    """``z <- fn(layer, z)`` on the given layers; ``fn`` must keep the shape."""
+    """``z <- fn(layer, z)`` on the given layers; ``fn`` must keep the shape, dtype and device
+    (checked where it returns, naming ``fn``)."""
+
+    what = "a patch_z block"
 
     def __init__(self, fn: Callable[[int, torch.Tensor], torch.Tensor], layers: frozenset[int]):
         super().__init__()
+        if not callable(fn):
+            raise TypeError(f"patch_z needs a callable fn(layer, z) -> z, got {fn!r}")
         self.fn, self.layers = fn, layers
 
     def apply(self, layer: int, z: torch.Tensor) -> torch.Tensor:
         if layer not in self.layers:
             return z
-        new = self.fn(layer, z)
-        if new.shape != z.shape:
-            raise ValueError(f"patch_z: fn returned shape {tuple(new.shape)} for z of shape {tuple(z.shape)} "
-                             f"at layer {layer}")
-        return new
+        return check_returned(self.fn(layer, z), z, self.fn, "patch_z", layer, "z")
 
 
 class ResampleDraw:
@@ -163,19 +163,10 @@ class GateMethods:
 
     @contextlib.contextmanager
     def _applying(self, edit: Edit) -> Iterator[None]:
-        """Install ``edit`` for the block; if a forward pass ran in it but a layer ``edit``
-        changes never reached its gate, raise :class:`AblationNotApplied`."""
-        before = self.dispatcher.forwards
+        """Install ``edit`` for the block; each forward in it must reach every layer ``edit``
+        changes, or that forward raises :class:`~headlab.heads.AblationNotApplied`."""
         with self.dispatcher.active(edit=edit):
             yield
-            if self.dispatcher.forwards == before:
-                return  # no forward ran in the block: nothing was produced
-            missing = sorted(l for l in edit.layers if edit.reached.get(l, 0) == 0)
-            if missing:
-                raise AblationNotApplied(
-                    f"a forward pass ran but the gate of layer(s) {missing} was never reached, so the "
-                    "ablation had no effect. The model must call its attention output projection as a "
-                    "module (see headlab.heads.adapters); if you replaced or fused it, the gate is bypassed.")
 
     @contextlib.contextmanager
     def gated(self, gate: torch.Tensor, replacement: dict | None = None) -> Iterator["GateMethods"]:
@@ -193,6 +184,16 @@ class GateMethods:
         Raises:
             AblationNotApplied: a forward pass ran but a gated layer was never reached.
         """
+        if not isinstance(gate, torch.Tensor):
+            raise TypeError(f"gate must be a tensor of shape ({self.n_layers}, {self.n_heads}) or (batch, "
+                            f"{self.n_layers}, {self.n_heads}), got a {type(gate).__name__}")
+        if gate.dim() not in (2, 3) or tuple(gate.shape[-2:]) != (self.n_layers, self.n_heads):
+            raise ValueError(f"gate of shape {tuple(gate.shape)} does not fit {self.name}: give "
+                             f"({self.n_layers}, {self.n_heads}) (n_layers, n_heads) or (batch, {self.n_layers}, "
+                             f"{self.n_heads})")
+        if not torch.is_floating_point(gate) or not bool(torch.isfinite(gate).all()):
+            raise ValueError(f"gate must hold finite floats, got dtype {gate.dtype}"
+                             + (" with NaN or inf" if torch.is_floating_point(gate) else ""))
         with self._applying(GateEdit(gate, replacement)):
             yield self
 
@@ -237,10 +238,7 @@ class GateMethods:
         their mean, or ``z`` by a sparse autoencoder's reconstruction. Nests with :meth:`ablate`
         and ``capture`` in entering order; fails loudly if a forward pass never reaches a gate.
         """
-        layers = frozenset(range(self.n_layers) if layers is None else layers)
-        bad = sorted(l for l in layers if not 0 <= l < self.n_layers)
-        if bad or not layers:
-            raise ValueError(f"layers {bad or '[]'} invalid: give layers in 0..{self.n_layers - 1}")
+        layers = frozenset(check_layers(layers, self.n_layers, self.name))
         with self._applying(FunctionEdit(fn, layers)):
             yield self
 
@@ -255,6 +253,7 @@ class GateMethods:
         shared by all layers; ``base_batch`` as in :class:`ResampleDraw`).
         """
         Ablation(mode, reference, seed)  # refuses an unknown mode and a missing or needless reference
+        layers = check_layers(layers, self.n_layers, self.name)
         if mode == "zero":
             return None
         ref = self.tokenize(reference)
@@ -273,9 +272,26 @@ class GateMethods:
         The metric is the next-token loss for causal LMs and the self-retrieval loss for
         encoders (1 - cos has zero gradient at the clean model). Michel et al.'s importance is
         the mean over inputs of the absolute value. Parameters' ``.grad`` are left untouched.
+
+        Raises:
+            ValueError: a metric whose gradient is zero by construction: ``kind="cosine"`` (1 - cos
+                is smallest, so flat, at the clean model) or the retrieval loss of a single input
+                (it ranks an input among the batch, and alone it has no rival); a ``loss_mask``
+                that is not ``(batch, pos)``.
         """
         batch = self.tokenize(inputs)
         kind = kind or ("loss" if self.causal else "retrieval")
+        if not self.causal and kind == "cosine":
+            raise ValueError("head_gradients with kind='cosine' would be zero for every head: 1 - cos is at its "
+                             "minimum at the clean model; use kind='retrieval' (the default for encoders)")
+        if not self.causal and kind == "retrieval" and batch["input_ids"].shape[0] < 2:
+            raise ValueError("head_gradients with the retrieval loss needs at least 2 inputs, got 1: the loss ranks "
+                             "each input's embedding among the batch's, and one input has no rival (its gradient "
+                             "is zero for every head)")
+        if loss_mask is not None and (not isinstance(loss_mask, torch.Tensor)
+                                      or tuple(loss_mask.shape) != tuple(batch["input_ids"].shape)):
+            raise ValueError(f"loss_mask must be a (batch, pos) = {tuple(batch['input_ids'].shape)} tensor, got "
+                             f"{tuple(getattr(loss_mask, 'shape', ())) or type(loss_mask).__name__}")
         clean = None
         if not self.causal:
             with torch.no_grad():

@@ -7,9 +7,14 @@ Names:
   and are loaded from that package's folder with no network.
 * the book's own trained organisms (``headlab.models.checkpoints.available_organisms()``),
   shipped as safetensors with their provenance;
+* a headlab checkpoint folder (``model.safetensors``, ``tokenizer.json``, ``provenance.json``,
+  as ``python -m headlab train NAME --out FOLDER`` writes it), by its path;
 * any Hugging Face model id or local folder of a supported architecture
   (``"gpt2"``, ``"EleutherAI/pythia-70m"``, ...). That needs the hub (e.g. in
-  Colab); offline, a clear error names the offline models.
+  Colab); offline, a clear error names the offline models. Offline mode
+  (``HF_HUB_OFFLINE=1`` or ``TRANSFORMERS_OFFLINE=1``) is respected before any
+  network call, and the reachability probe gives up after 3 seconds, name
+  resolution included.
 
 Weights are read from safetensors only, and remote code is never trusted.
 """
@@ -19,14 +24,16 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
+import sys
+import threading
 from pathlib import Path
 
 from headlab.devices import resolve_device
 from headlab.heads.adapters import ARCHITECTURES, supported_model_types
 from headlab.heads.model import HeadModel
-from headlab.models.checkpoints import available_organisms, load_organism
+from headlab.models.checkpoints import available_organisms, is_checkpoint, load_checkpoint, load_organism
 
-__all__ = ["load", "minilm_path", "offline_models", "ModelUnavailable"]
+__all__ = ["load", "minilm_path", "offline_models", "offline_mode", "ModelUnavailable"]
 
 MINILM = "minilm"
 _HUB_HOST = ("huggingface.co", 443)
@@ -60,14 +67,34 @@ def minilm_path() -> Path:
     return path
 
 
+def offline_mode() -> bool:
+    """Whether the Hugging Face hub must not be called: ``HF_HUB_OFFLINE`` or
+    ``TRANSFORMERS_OFFLINE`` set, or huggingface_hub configured offline."""
+    if any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+           for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")):
+        return True
+    constants = sys.modules.get("huggingface_hub.constants")
+    return bool(getattr(constants, "HF_HUB_OFFLINE", False))
+
+
 def _hub_reachable(timeout: float = 3.0) -> bool:
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+    """Whether huggingface.co answers within ``timeout`` seconds, name resolution included
+    (``socket.create_connection``'s timeout does not cover DNS, which can hang for 20 s)."""
+    if offline_mode():
         return False
-    try:
-        with socket.create_connection(_HUB_HOST, timeout=timeout):
-            return True
-    except OSError:
-        return False
+    answer: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection(_HUB_HOST, timeout=timeout):
+                answer.append(True)
+        except OSError:
+            answer.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True, name="headlab-hub-probe")
+    thread.start()
+    thread.join(timeout)
+    return bool(answer and answer[0])
 
 
 def load(name: str, device: str = "auto") -> HeadModel:
@@ -76,14 +103,20 @@ def load(name: str, device: str = "auto") -> HeadModel:
     ``device="auto"`` (the default) puts it on CUDA when there is a GPU, else on Apple's MPS, else
     on the CPU (:func:`headlab.devices.resolve_device`); ``"cpu"``, ``"cuda"`` or ``"mps"`` choose.
     """
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"name must be a model name such as 'minilm', got {name!r}")
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a model name such as 'minilm', got {name!r} ({type(name).__name__})")
+    if not name.strip():
+        raise ValueError(f"name must be a model name such as 'minilm', got {name!r}; offline models: "
+                         f"{', '.join(offline_models())}")
     device = resolve_device(device)
     if name == MINILM:
         return _load_hf(str(minilm_path()), device, display=MINILM)
     if name in available_organisms():
         model, tokenizer, provenance = load_organism(name, device=device)
         return HeadModel(model, tokenizer, name=name, provenance=provenance)
+    if is_checkpoint(name):  # a headlab checkpoint folder, e.g. written by `python -m headlab train`
+        model, tokenizer, provenance = load_checkpoint(name, device=device)
+        return HeadModel(model, tokenizer, name=Path(name).name, provenance=provenance)
     if Path(name).is_dir():
         return _load_hf(name, device, display=name)
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
@@ -110,9 +143,14 @@ def _load_hf_quiet(path: str, device: str, display: str) -> HeadModel:
     local = Path(path).is_dir()
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
-    except OSError:
+    except (OSError, ValueError) as err:
         if local:
-            raise ModelUnavailable(f"{path} has no readable config.json") from None
+            raise ModelUnavailable(
+                f"{path} is neither a headlab checkpoint (no provenance.json) nor a Hugging Face model folder "
+                f"(config.json {'missing or unreadable' if isinstance(err, OSError) else 'has no model_type'})"
+            ) from None
+        if isinstance(err, ValueError):
+            raise
         if not _hub_reachable():
             raise ModelUnavailable(
                 f"cannot load {display!r}: it is not in the local Hugging Face cache and the hub "
@@ -131,7 +169,7 @@ def _load_hf_quiet(path: str, device: str, display: str) -> HeadModel:
         model = cls.from_pretrained(path, local_files_only=True, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except OSError:
-        if local:
+        if local or offline_mode():
             raise
         model = cls.from_pretrained(path, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(path)

@@ -28,7 +28,7 @@ head's weights; the contexts live in :mod:`~headlab.heads.capture` and
 
 from __future__ import annotations
 
-import operator
+import copy
 from typing import Any, Iterable
 
 import torch
@@ -39,7 +39,9 @@ from headlab.heads.capture import CaptureMethods
 from headlab.heads.dispatch import Dispatcher
 from headlab.heads.gate import ABLATION_MODES, AblationNotApplied, GateMethods
 from headlab.heads.head import Head, parse_head
-from headlab.metrics import cosine_distance, mean_pool, next_token_loss, retrieval_loss
+from headlab.heads.inputs import check_batch, check_layer, check_texts, check_words
+from headlab.models import witness
+from headlab.metrics import METRIC_KINDS, cosine_distance, mean_pool, next_token_loss, retrieval_loss
 
 # ABLATION_MODES and AblationNotApplied live in headlab.heads.gate; importable from here too,
 # beside the HeadModel whose ablate() takes and raises them.
@@ -55,6 +57,26 @@ class HeadModel(CaptureMethods, GateMethods):
     :meth:`gated`, :meth:`patch_z`, :meth:`head_gradients` (:mod:`headlab.heads.gate`);
     weights: :meth:`W_Q`, :meth:`W_K`, :meth:`W_V`, :meth:`W_O` and their biases.
 
+    Every argument is checked where it comes in (``headlab.heads.inputs``): layer and head
+    indices are ints in range, token ids fit the vocabulary and the model's maximum length,
+    masks hold only 0 and 1, texts use words the tokenizer knows; a wrong one raises before any
+    forward pass, naming the value.
+
+    **Every forward is checked.** Inside a context, each forward pass of the model that does
+    not reach a gate the context needs raises
+    :class:`~headlab.heads.AblationNotApplied` at the end of that forward (not at the end
+    of the block); the clean reference pass of a mean or resample ablation never counts. For
+    the book's own GPT, a forward that skipped the hooks altogether (a ``torch.jit.trace`` or
+    ``copy.deepcopy`` of the model made before the block and run inside it) raises too; for
+    Hugging Face models such a copy runs unchecked. Tracing the model inside a block is
+    refused. No hook is stored on the model: a deep copy made inside a block carries none.
+
+    **Threads.** The contexts' state is per thread: an ablation, capture or patch opened in
+    one thread applies only to the forward passes that thread runs; another thread running
+    the same model at the same time gets the clean model (and is not counted). One exception
+    is shared: while any thread captures patterns of a Hugging Face model, the model runs its
+    eager attention in every thread (the same values as its fast kernel, up to float rounding).
+
     Args:
         model: a model of a family in ``headlab.heads.adapters.ARCHITECTURES``.
         tokenizer: its tokenizer (never modified), or ``None`` to run on token ids only.
@@ -67,6 +89,8 @@ class HeadModel(CaptureMethods, GateMethods):
             attention, where each serves ``n_heads // n_kv_heads`` query heads).
         causal: True for causal language models (metric: next-token loss), False for encoders
             (metric: embedding change).
+        max_positions: the longest input the model takes (``None`` where it states none).
+        vocab_size: the number of token ids it embeds.
         arch: the model family's :class:`~headlab.heads.adapters.Architecture`.
         dispatcher: the :class:`~headlab.heads.dispatch.Dispatcher` every context installs its
             hooks through.
@@ -97,7 +121,17 @@ class HeadModel(CaptureMethods, GateMethods):
             raise ValueError(f"{self.name}: {self.n_heads} query heads cannot share {self.n_kv_heads} "
                              "key/value heads evenly")
         self.causal = self.arch.causal
-        self.dispatcher = Dispatcher(model, self._out_projs, self.n_heads, self.d_head)
+        limit = self.arch.max_positions(model.config)
+        self.max_positions = None if limit is None else int(limit)
+        self.vocab_size = int(self.arch.vocab_size(model.config))
+        self.dispatcher = Dispatcher(model, self._out_projs, self.n_heads, self.d_head, name=self.name)
+        if self.arch.reports_forwards:
+            witness.watch(model, self.dispatcher.witness)
+
+    def __deepcopy__(self, memo):
+        """A copy of the model with a head interface of its own (no context, no hook)."""
+        return HeadModel(copy.deepcopy(self.model, memo), copy.deepcopy(self.tokenizer, memo), name=self.name,
+                         provenance=copy.deepcopy(self.provenance, memo))
 
     # ------------------------------------------------------------------ basics
     def __repr__(self) -> str:
@@ -138,7 +172,11 @@ class HeadModel(CaptureMethods, GateMethods):
             raise TypeError(f"heads must be a collection of (layer, head) pairs, got {heads!r}") from None
         out = []
         for item in items:
-            layer, head = parse_head(item)
+            try:
+                layer, head = parse_head(item)
+            except (TypeError, ValueError) as err:
+                raise type(err)(f"{err} ({self.name} has layers 0..{self.n_layers - 1} and heads "
+                                f"0..{self.n_heads - 1})") from None
             if not (layer < self.n_layers and head < self.n_heads):
                 raise ValueError(f"head {layer}.{head} is out of range: {self.name} has layers "
                                  f"0..{self.n_layers - 1} and heads 0..{self.n_heads - 1}")
@@ -147,56 +185,63 @@ class HeadModel(CaptureMethods, GateMethods):
             raise ValueError("empty head set: give at least one (layer, head) pair")
         return sorted(set(out))
 
-    def batches(self, inputs, batch_size: int):
+    def batches(self, inputs, batch_size: int, truncate: bool = False):
         """Yield tokenized batches of at most ``batch_size`` inputs (texts are padded per batch, so a
         long text does not pad every other batch to its length)."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(t, str) for t in inputs):
+            self.tokenize(list(inputs), truncate=truncate)  # every text checked before the first batch
             for start in range(0, len(inputs), batch_size):
-                yield self.tokenize(list(inputs[start:start + batch_size]))
+                yield self.tokenize(list(inputs[start:start + batch_size]), truncate=truncate)
             return
-        batch = self.tokenize(inputs)
+        batch = self.tokenize(inputs, truncate=truncate)
         for start in range(0, batch["input_ids"].shape[0], batch_size):
             yield {k: v[start:start + batch_size] for k, v in batch.items()}
 
-    def tokenize(self, inputs) -> dict[str, torch.Tensor]:
+    def tokenize(self, inputs, truncate: bool = False) -> dict[str, torch.Tensor]:
         """Texts, token ids or a tokenizer batch -> ``{"input_ids", "attention_mask"}`` on the model's device.
 
         Texts are padded on the right (with the tokenizer's pad token, else its end-of-text
         token: the padding is masked out anyway); the tokenizer itself is left as it was. A 1-d
-        tensor is one sequence.
+        tensor is one sequence. Everything is checked (``headlab.heads.inputs.check_batch``):
+        an input longer than ``max_positions`` is an error naming the limit, unless
+        ``truncate=True`` keeps its first ``max_positions`` tokens.
         """
+        if not isinstance(truncate, bool):
+            raise TypeError(f"truncate must be True or False, got {truncate!r}")
         if isinstance(inputs, str):
             inputs = [inputs]
         if isinstance(inputs, torch.Tensor):
-            ids = inputs[None] if inputs.dim() == 1 else inputs
-            batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-        elif isinstance(inputs, dict) or hasattr(inputs, "keys"):
-            if "input_ids" not in inputs:
-                raise ValueError("a batch dict must contain 'input_ids'")
-            ids = inputs["input_ids"]
-            mask = inputs.get("attention_mask")
-            batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids) if mask is None else mask}
-        elif isinstance(inputs, (list, tuple)) and inputs and all(isinstance(t, str) for t in inputs):
-            batch = self._encode_texts(list(inputs))
+            batch = {"input_ids": inputs}
+        elif isinstance(inputs, dict) or (hasattr(inputs, "keys") and hasattr(inputs, "__getitem__")):
+            batch = {k: inputs[k] for k in inputs.keys()}
+        elif isinstance(inputs, (list, tuple)):
+            batch = self._encode_texts(check_texts(inputs), truncate)
         else:
             raise TypeError("inputs must be a text, a list of texts, a tensor of token ids or a dict "
-                            f"with 'input_ids'; got {type(inputs).__name__}")
-        if batch["input_ids"].shape[-1] == 0:
-            raise ValueError("empty input: no tokens to run")
+                            f"with 'input_ids'; got {type(inputs).__name__} {inputs!r:.60}")
+        batch = check_batch(batch, name=self.name, vocab_size=self.vocab_size, max_positions=self.max_positions,
+                            truncate=truncate)
         return {k: v.to(self.device) for k, v in batch.items()}
 
-    def _encode_texts(self, texts: list[str]) -> dict[str, torch.Tensor]:
+    def _encode_texts(self, texts: list[str], truncate: bool) -> dict[str, torch.Tensor]:
         tok = self.tokenizer
         if tok is None:
             raise ValueError(f"{self.name} has no tokenizer; pass token ids instead of texts")
+        check_words(tok, texts, self.name)
+        cut = dict(truncation=True, max_length=self.max_positions) if truncate and self.max_positions else {}
+        # transformers' tokenizers warn about long inputs themselves; the check below says it once
+        quiet = {"verbose": False} if hasattr(tok, "model_max_length") else {}
         if getattr(tok, "pad_token", None) is not None and getattr(tok, "padding_side", "right") == "right":
-            enc = tok(texts, padding=True, return_tensors="pt")
+            enc = tok(texts, padding=True, return_tensors="pt", **quiet, **cut)
             return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
         # no pad token (GPT-2 style) or left padding: pad on the right by hand, with the
         # end-of-text token (masked out anyway), instead of changing the caller's tokenizer
-        rows = tok(texts, padding=False)["input_ids"]
+        rows = tok(texts, padding=False, **quiet, **cut)["input_ids"]
+        for i, row in enumerate(rows):
+            if not row:
+                raise ValueError(f"text {i} ({texts[i]!r:.60}) gives no tokens")
         pad = next((t for t in (getattr(tok, "pad_token_id", None), getattr(tok, "eos_token_id", None))
                     if t is not None), 0)
         width = max(len(r) for r in rows)
@@ -224,6 +269,9 @@ class HeadModel(CaptureMethods, GateMethods):
         metric is its pooled embedding itself.
         """
         kind = kind or ("loss" if self.causal else "cosine")
+        if kind not in METRIC_KINDS:
+            raise ValueError(f"unknown metric kind {kind!r}: use 'loss' (causal LMs), 'cosine' or 'retrieval' "
+                             "(encoders)")
         if kind == "loss":
             if not self.causal:
                 raise ValueError(f"{self.name} is an encoder with no language-model head: use "
@@ -242,13 +290,7 @@ class HeadModel(CaptureMethods, GateMethods):
 
     # ----------------------------------------------------------------- weights
     def _layer(self, layer: int) -> int:
-        try:
-            index = operator.index(layer)
-        except TypeError:
-            index = None
-        if isinstance(layer, bool) or index is None or not 0 <= index < self.n_layers:
-            raise ValueError(f"layer {layer!r} is out of range: {self.name} has layers 0..{self.n_layers - 1}")
-        return index
+        return check_layer(layer, self.n_layers, self.name)
 
     def out_proj(self, layer: int) -> nn.Module:
         """Layer ``layer``'s attention output projection, the module whose input the gate edits."""
@@ -323,4 +365,7 @@ class HeadModel(CaptureMethods, GateMethods):
         """Each head's write into the residual stream: ``(batch, pos, head, d_head)`` ->
         ``(batch, pos, head, d_model)``, bias excluded."""
         w = self.W_O(layer).to(z.dtype)  # (head, d_head, d_model)
+        if not isinstance(z, torch.Tensor) or z.dim() != 4 or tuple(z.shape[2:]) != (self.n_heads, self.d_head):
+            raise ValueError(f"head_results needs z of shape (batch, pos, {self.n_heads}, {self.d_head}) (head, "
+                             f"d_head), got {tuple(getattr(z, 'shape', ())) or type(z).__name__}")
         return torch.einsum("bphd,hdm->bphm", z, w)

@@ -312,3 +312,27 @@ def broadcast_get(nested: Any, shape: tuple[int, ...], full_index: tuple[int, ..
     for size, i in zip(shape, index):
         node = node[0 if size == 1 else i]
     return node
+
+
+def scores_may_overflow(q: Any, k: Any, scale: float | None = None) -> bool:
+    """Whether some score ``scale * q_i . k_j`` (default scale ``d ** -0.5``) may exceed the range
+    of the dtype the kernels compute in (float32 for float16 and bfloat16): a bound, the largest
+    entries of ``q`` and ``k`` times ``d``, against a quarter of the dtype's largest value.
+
+    Finite inputs past it (``q * 1e30`` in float32) would give infinite scores, which a softmax
+    turns into NaN, or which a kernel takes for a row with no key; the kernels recompute such
+    inputs in float64.
+    """
+    if q.size == 0 if isinstance(q, np.ndarray) else q.numel() == 0:
+        return False
+    d = q.shape[-1]
+    scale = d ** -0.5 if scale is None else scale
+    if isinstance(q, np.ndarray):
+        dtype = np.result_type(q.dtype, k.dtype, np.float32)
+        top = float(np.abs(q).max()) * float(np.abs(k).max())
+        limit = float(np.finfo(dtype).max) if dtype.kind == "f" else float(np.finfo(np.float64).max)
+    else:
+        dtype = q.dtype if q.dtype in (torch.float32, torch.float64) else torch.float32
+        top = float(q.detach().abs().amax()) * float(k.detach().abs().amax())
+        limit = torch.finfo(dtype).max
+    return top * d * scale >= limit / 4

@@ -30,7 +30,7 @@ from headlab.kernels._checks import (
     check_same_dtype_device,
     common_family,
 )
-from headlab.kernels.reference import attention
+from headlab.kernels.reference import attention, overflow_safe
 
 Array = Any  # np.ndarray | torch.Tensor
 
@@ -69,12 +69,16 @@ def flash_attention(q: Array, k: Array, v: Array, *, causal: bool = False, block
     if n_q == 0 or n_k == 0:  # nothing to compute: the reference returns the empty result
         return attention(q, k, v, backend=family)[0]
 
-    if family == "numpy":
-        dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float32)
-        return _tiled(*(x.astype(dtype, copy=False) for x in (q, k, v)), causal, block_size, np)
-    if q.dtype in (torch.float16, torch.bfloat16):  # accumulate in float32
-        return _tiled(q.float(), k.float(), v.float(), causal, block_size, torch).to(q.dtype)
-    return _tiled(q, k, v, causal, block_size, torch)
+    def kernel(q, k, v, allowed, has_key):
+        if family == "numpy":
+            dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float32)
+            return _tiled(*(x.astype(dtype, copy=False) for x in (q, k, v)), causal, block_size, np), None
+        if q.dtype in (torch.float16, torch.bfloat16):  # accumulate in float32
+            return _tiled(q.float(), k.float(), v.float(), causal, block_size, torch).to(q.dtype), None
+        return _tiled(q, k, v, causal, block_size, torch), None
+
+    # scores beyond the float range (q * 1e30 in float32) are recomputed in float64
+    return overflow_safe(kernel, (q, k, v), None, None)[0]
 
 
 def _tiled(q: Array, k: Array, v: Array, causal: bool, block_size: int, xp: Any) -> Array:

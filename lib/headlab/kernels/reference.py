@@ -36,6 +36,7 @@ from headlab.kernels._checks import (
     empty_row_error,
     first_empty_row,
     list_shape,
+    scores_may_overflow,
 )
 from headlab.kernels.loops import attention_loops, softmax_row
 
@@ -115,6 +116,10 @@ def causal_mask(n_q: int, n_k: int, *, align: str = "top_left") -> np.ndarray:
     empty. Pass it as ``mask=`` to attention.
     """
     check_choice(align, "align", ("top_left", "bottom_right"))
+    for name, n in (("n_q", n_q), ("n_k", n_k)):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise (ValueError if isinstance(n, (int, np.integer)) and not isinstance(n, bool) else TypeError)(
+                f"{name} must be a non-negative int (a number of positions), got {n!r}")
     offset = 0 if align == "top_left" else n_k - n_q
     return np.tri(n_q, n_k, k=offset, dtype=bool)
 
@@ -222,10 +227,45 @@ def attention(
             allowed = allowed | ~has_key[..., None]
 
     if backend == "numpy":
-        return _attention_numpy(q, k, v, allowed, has_key)
-    if backend == "torch":
-        return _attention_torch(q, k, v, allowed, has_key)
-    return _attention_sdpa(q, k, v, allowed, has_key, causal and mask is None)
+        kernel = _attention_numpy
+    elif backend == "torch":
+        kernel = _attention_torch
+    else:
+        def kernel(q, k, v, allowed, has_key):
+            return _attention_sdpa(q, k, v, allowed, has_key, causal and mask is None)
+    return overflow_safe(kernel, (q, k, v), allowed, has_key)
+
+
+def overflow_safe(kernel, qkv: tuple, allowed, has_key):
+    """``kernel(q, k, v, allowed, has_key)``, computed in float64 (and cast back) when the scores
+    ``q . k / sqrt(d)`` of finite inputs may pass the dtype's range (``q * 1e30`` in float32:
+    ``headlab.kernels._checks.scores_may_overflow``) or gave a non-finite output anyway;
+    a ``ValueError`` when even float64 overflows or the result does not fit the inputs' dtype."""
+    q, k, v = qkv
+    if not scores_may_overflow(q, k):
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow here is handled below
+            out, pattern = kernel(*qkv, allowed, has_key)
+        if _all_finite(out):
+            return out, pattern
+    dtype = q.dtype
+    wide = tuple(x.astype(np.float64) if isinstance(x, np.ndarray) else x.double() for x in qkv)
+    out, pattern = kernel(*wide, allowed, has_key)
+    if _all_finite(out):
+        out = out.astype(dtype) if isinstance(out, np.ndarray) and dtype.kind == "f" else out
+        out = out.to(dtype) if isinstance(out, torch.Tensor) else out
+        if pattern is not None:
+            pattern = (pattern.astype(dtype) if isinstance(pattern, np.ndarray) and dtype.kind == "f"
+                       else pattern.to(dtype) if isinstance(pattern, torch.Tensor) else pattern)
+        if _all_finite(out):
+            return out, pattern
+    largest = max(float(abs(x).max()) for x in (q, k))
+    raise ValueError(
+        f"attention overflows: the scores q . k / sqrt(d) of these inputs (|q| or |k| up to {largest:.3g}) "
+        f"exceed the largest {dtype} even when computed in float64, so no softmax is defined; scale q and k down")
+
+
+def _all_finite(x) -> bool:
+    return bool(np.isfinite(x).all()) if isinstance(x, np.ndarray) else bool(torch.isfinite(x).all())
 
 
 def _allowed(mask: Array | None, causal: bool, n_q: int, n_k: int, family: str, like: Array) -> Array | None:

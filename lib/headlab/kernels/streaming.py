@@ -28,10 +28,12 @@ token, the first token, earlier copies of the query's token, ...) -- is such a s
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
+from headlab.kernels._checks import check_finite, scores_may_overflow
 from headlab.kernels.statistics import (
     ARGMAX, PUNCTUATION_BIT, SEPARATOR_BIT, STATISTICS, StatInputs,
 )
@@ -98,18 +100,36 @@ def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
     causal, key_mask = _check_inputs(q, k, v, causal, key_mask, statistics)
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose from {BACKENDS}")
+    if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1):
+        raise ValueError(f"block_size must be a positive int (or None for the default), got {block_size!r}")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                              or not math.isfinite(scale) or scale <= 0):
+        raise ValueError(f"scale must be a positive finite number (or None for d ** -0.5), got {scale!r}")
+    check_finite({"q": q, "k": k, "v": v}, "torch")
     if backend == "auto":
         backend = "triton" if q.is_cuda else "tiled"
     if statistics is not None:
         statistics = statistics.to(q.device)
     if scale is None:
         scale = q.shape[-1] ** -0.5
+    if scores_may_overflow(q, k, scale):
+        # finite inputs whose scores can pass the dtype's range (q * 1e30 in float32): the kernels
+        # would take an infinite score for a row with no key. The same streamed algorithm in float64.
+        out, stats = tiled_attention(q.double(), k.double(), v.double(), causal=causal, key_mask=key_mask,
+                                     statistics=statistics, scale=scale, block_size=block_size or 128)
+        out = out.to(q.dtype)
+        if not bool(torch.isfinite(out).all()):
+            raise ValueError(f"fused_attention overflows: the scores of these inputs exceed the largest {q.dtype} "
+                             "even when computed in float64; scale q and k down")
+        return out, stats
     if backend == "triton":
         triton_attention = load_triton_kernel()
-        return triton_attention(q, k, v, causal=causal, key_mask=key_mask, statistics=statistics,
-                                scale=scale, block_size=block_size or 64)
-    return tiled_attention(q, k, v, causal=causal, key_mask=key_mask, statistics=statistics,
-                           scale=scale, block_size=block_size or 128)
+        out, stats = triton_attention(q, k, v, causal=causal, key_mask=key_mask, statistics=statistics,
+                                      scale=scale, block_size=block_size or 64)
+    else:
+        out, stats = tiled_attention(q, k, v, causal=causal, key_mask=key_mask, statistics=statistics,
+                                     scale=scale, block_size=block_size or 128)
+    return out, stats
 
 
 def load_triton_kernel():
@@ -130,7 +150,7 @@ def _check_inputs(q, k, v, causal, key_mask, statistics):
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, torch.Tensor) or x.dim() != 4:
             raise ValueError(f"{name} must be a (batch, head, n, d) tensor, got "
-                             f"{getattr(x, 'shape', type(x).__name__)}")
+                             f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
         if not torch.is_floating_point(x):
             raise TypeError(f"{name} must be floating point, got {x.dtype} (convert with {name}.float())")
         if x.dtype != q.dtype or x.device != q.device:

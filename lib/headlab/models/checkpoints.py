@@ -18,13 +18,15 @@ import torch
 from headlab.models.gpt import GPT, GPTConfig
 
 __all__ = ["CHECKPOINT_DIR", "CheckpointError", "Organism", "sha256_file", "save_checkpoint",
-           "available_organisms", "verify_checkpoint", "load_checkpoint", "load_organism"]
+           "available_organisms", "read_provenance", "regenerate_command", "verify_checkpoint", "is_checkpoint",
+           "load_checkpoint", "load_organism"]
 
 CHECKPOINT_DIR = Path(__file__).resolve().parents[1] / "checkpoints"
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint's files do not match the hashes recorded in its provenance."""
+    """A checkpoint cannot be used: a file is missing, damaged, or does not match the hash its
+    provenance records. The message names the file and the command that regenerates it."""
 
 
 class Organism(NamedTuple):
@@ -71,6 +73,35 @@ def available_organisms(checkpoint_dir: str | Path | None = None) -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "provenance.json").is_file())
 
 
+def regenerate_command(path: str | Path, provenance: dict | None = None) -> str:
+    """The command that rebuilds the checkpoint in ``path``: the one its provenance records, else
+    ``python -m headlab train NAME`` for the folder's name."""
+    command = provenance.get("command") if isinstance(provenance, dict) else None
+    return command if isinstance(command, str) and command else f"python -m headlab train {Path(path).name}"
+
+
+def read_provenance(path: str | Path) -> dict[str, Any]:
+    """``path/provenance.json`` as a dict; :class:`CheckpointError` naming the file and the
+    regenerate command when it is missing or not a JSON object."""
+    path = Path(path)
+    prov_file = path / "provenance.json"
+    if not path.is_dir():
+        raise CheckpointError(f"{path} is not a folder; a headlab checkpoint is a folder holding "
+                              "model.safetensors, tokenizer.json and provenance.json")
+    if not prov_file.is_file():
+        raise CheckpointError(f"{prov_file} is missing; {path} is not a headlab checkpoint "
+                              f"(regenerate one with: {regenerate_command(path)})")
+    try:
+        provenance = json.loads(prov_file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{prov_file} is not valid JSON ({err}); regenerate the checkpoint with: "
+                              f"{regenerate_command(path)}") from None
+    if not isinstance(provenance, dict):
+        raise CheckpointError(f"{prov_file} holds a JSON {type(provenance).__name__}, not the provenance object; "
+                              f"regenerate the checkpoint with: {regenerate_command(path)}")
+    return provenance
+
+
 def verify_checkpoint(path: str | Path) -> dict[str, Any]:
     """Check every file hash recorded in ``path/provenance.json``; return the provenance.
 
@@ -78,12 +109,12 @@ def verify_checkpoint(path: str | Path) -> dict[str, Any]:
     sha256 and the command that regenerates the checkpoint.
     """
     path = Path(path)
-    prov_file = path / "provenance.json"
-    if not prov_file.is_file():
-        raise CheckpointError(f"{prov_file} is missing; {path} is not a headlab checkpoint")
-    provenance = json.loads(prov_file.read_text())
+    provenance = read_provenance(path)
     files = provenance.get("files") or {"model.safetensors": provenance.get("sha256")}
-    regen = provenance.get("command", "(no command recorded)")
+    regen = regenerate_command(path, provenance)
+    if not isinstance(files, dict):
+        raise CheckpointError(f"{path / 'provenance.json'}: 'files' must map file names to sha256; regenerate "
+                              f"the checkpoint with: {regen}")
     for fname, expected in files.items():
         f = path / fname
         if not f.is_file():
@@ -96,18 +127,53 @@ def verify_checkpoint(path: str | Path) -> dict[str, Any]:
     return provenance
 
 
+def is_checkpoint(path: str | Path) -> bool:
+    """Whether ``path`` is a folder holding a headlab checkpoint (a ``provenance.json``)."""
+    return Path(path).is_dir() and (Path(path) / "provenance.json").is_file()
+
+
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Organism:
-    """Load a checkpoint folder (model.safetensors, provenance.json, tokenizer files) after verifying it."""
+    """Load a checkpoint folder (model.safetensors, provenance.json, tokenizer files) after verifying it.
+
+    Every failure -- a hash that does not match, a provenance without a valid config, weights that
+    are not a safetensors file, do not fit the config or hold NaN or inf, a tokenizer that does not
+    load -- is a :class:`CheckpointError` naming the file and the command that regenerates it.
+    """
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
     from transformers import PreTrainedTokenizerFast
 
     path = Path(path)
     provenance = verify_checkpoint(path)  # before reading any weight
-    model = GPT(GPTConfig.from_dict(provenance["config"]))
-    state = load_file(str(path / "model.safetensors"), device="cpu")
-    model.load_state_dict(state, strict=True)
+    regen = regenerate_command(path, provenance)
+    prov_file, weights = path / "provenance.json", path / "model.safetensors"
+    try:
+        config = GPTConfig.from_dict(provenance["config"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{prov_file} has no valid model config ({type(err).__name__}: {err}); regenerate the "
+                              f"checkpoint with: {regen}") from None
+    model = GPT(config)
+    try:
+        state = load_file(str(weights), device="cpu")
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CheckpointError(f"{weights} is not a readable safetensors file ({err}); regenerate the checkpoint "
+                              f"with: {regen}") from None
+    bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise CheckpointError(f"{weights} holds NaN or inf in {len(bad)} tensor(s), e.g. {bad[0]!r}: the training run "
+                              f"diverged or the file was damaged; regenerate the checkpoint with: {regen}")
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[:2]
+        raise CheckpointError(f"{weights} does not fit the config in {prov_file} ({' '.join(first)}); regenerate the "
+                              f"checkpoint with: {regen}") from None
     model.to(device).eval()
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path))
+    try:
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path))
+    except Exception as err:  # noqa: BLE001 - the tokenizers library raises a bare Exception
+        raise CheckpointError(f"{path / 'tokenizer.json'} does not load as a tokenizer ({type(err).__name__}: "
+                              f"{str(err)[:120]}); regenerate the checkpoint with: {regen}") from None
     return Organism(model, tokenizer, provenance)
 
 
@@ -118,6 +184,8 @@ def load_organism(name: str, device: str | torch.device = "cpu", checkpoint_dir:
     on mismatch). An unknown name raises ``ValueError`` listing the available ones.
     """
     names = available_organisms(checkpoint_dir)
+    if not isinstance(name, str):
+        raise TypeError(f"name must be the name of a shipped organism, got {name!r}; available: {', '.join(names)}")
     if name not in names:
         raise ValueError(f"unknown organism {name!r}; available: {', '.join(names) or '(none shipped)'}")
     root = Path(checkpoint_dir) if checkpoint_dir is not None else CHECKPOINT_DIR

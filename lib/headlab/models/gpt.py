@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from headlab.metrics import next_token_loss
+from headlab.models.witness import new_token, witness
 
 __all__ = ["GPTConfig", "GPT", "Attention", "Block", "MLP"]
 
@@ -61,10 +62,22 @@ class GPTConfig:
     model_type: ClassVar[str] = "headlab"
 
     def __post_init__(self) -> None:
-        for name in ("d_vocab", "n_ctx", "d_model", "n_layers", "n_heads"):
+        for name in ("d_vocab", "n_ctx", "d_model", "n_layers", "n_heads", "d_head", "d_mlp"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"GPTConfig.{name} must be a positive int, got {value!r}")
+            if value is None and name in ("d_head", "d_mlp"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"GPTConfig.{name} must be an int, got {value!r}")
+            if value < (0 if name == "d_mlp" else 1):
+                raise ValueError(f"GPTConfig.{name} must be {'>= 0' if name == 'd_mlp' else 'a positive int'}, "
+                                 f"got {value!r}")
+        for name in ("ln_eps", "init_std"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or value <= 0):
+                raise ValueError(f"GPTConfig.{name} must be a positive finite number, got {value!r}")
+        if not isinstance(self.layer_norm, bool):
+            raise TypeError(f"GPTConfig.layer_norm must be True or False, got {self.layer_norm!r}")
         if self.d_head is None:
             if self.d_model % self.n_heads:
                 raise ValueError(
@@ -220,6 +233,7 @@ class GPT(nn.Module):
         self.ln_final = _norm(config)
         self.unembed = nn.Linear(config.d_model, config.d_vocab)  # W_U, b_U
         self.apply(self._init_weights)
+        self.witness_token = new_token()  # how this model's forwards report themselves (headlab.models.witness)
         # GPT-2: scale the projections that write to the residual stream by 1/sqrt(2 n_layers).
         for block in self.blocks:
             writers = [block.attn.W_O] + ([block.mlp.W_out] if block.mlp is not None else [])
@@ -243,6 +257,7 @@ class GPT(nn.Module):
         positions are computed (from the real tokens before them) but mean nothing.
         """
         key_mask = _check_inputs(input_ids, attention_mask, self.config.n_ctx, self.config.d_vocab)
+        input_ids = witness(input_ids, self.witness_token)  # seen by the head interface, even when traced
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (pos,)
         x = self.embed(input_ids) + self.pos_embed(positions)  # (batch, pos, d_model)
         for block in self.blocks:

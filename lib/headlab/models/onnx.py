@@ -129,10 +129,13 @@ def gate_inputs(model: GPT, ablated=(), replacement: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(gate, replacement)`` for the export: gate 0 on the ``ablated`` ``(layer, head)``
     pairs, 1 elsewhere; ``replacement`` zeros unless given ``(n_layers, n_heads, d_head)``."""
+    from headlab.heads.head import parse_head
+
     c = model.config
     gate = torch.ones(c.n_layers, c.n_heads)
-    for layer, head in ablated:
-        if not (0 <= layer < c.n_layers and 0 <= head < c.n_heads):
+    for item in ablated:
+        layer, head = parse_head(item)  # ints only: a float or a bool is refused by name
+        if not (layer < c.n_layers and head < c.n_heads):
             raise ValueError(f"head {layer}.{head} is out of range: the model has layers "
                              f"0..{c.n_layers - 1} and heads 0..{c.n_heads - 1}")
         gate[layer, head] = 0.0

@@ -61,8 +61,14 @@ class PlantedModel(GPT):
     """
 
     def __init__(self, d_vocab: int = 20, n_ctx: int = 48, sharpness: float = 20.0, orphan: float = 0.0):
-        if d_vocab < 2 or n_ctx < 2:
-            raise ValueError(f"need d_vocab >= 2 and n_ctx >= 2, got {d_vocab}, {n_ctx}")
+        for name, n in (("d_vocab", d_vocab), ("n_ctx", n_ctx)):
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise TypeError(f"{name} must be an int, got {n!r}")
+            if n < 2:
+                raise ValueError(f"need {name} >= 2, got {n}")
+        for name, x in (("sharpness", sharpness), ("orphan", orphan)):
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                raise ValueError(f"{name} must be a finite number, got {x!r}")
         config = GPTConfig(d_vocab=d_vocab, n_ctx=n_ctx, d_model=3 * d_vocab + n_ctx, n_layers=2, n_heads=2,
                            d_head=max(d_vocab, n_ctx), d_mlp=0, layer_norm=False)
         with torch.random.fork_rng(devices=[]):  # GPT's random init is overwritten below

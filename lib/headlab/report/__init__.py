@@ -1,93 +1,97 @@
-"""The seeds' checklist as a tool: ``python -m headlab report --model NAME --out DIR``.
+"""The checklist of chapter 9 as a tool: ``python -m headlab report --model NAME --out DIR``.
 
     python -m headlab report --model minilm --out report_minilm
-    python -m headlab report --model attn-only-2l --out report_2l --seed 0
+    python -m headlab report --model attn-only-2l --out report_2l --replicas attn-only-2l-s1 attn-only-2l-s2
 
-:func:`checklist` measures, on one model and one set of texts, the five items of the checklist
-and returns a JSON-ready dict; :func:`write_report` writes ``DIR/report.json``, ``DIR/report.md``
-(sections, tables, and the figures it embeds, PNG files in ``DIR``). The checks live in
-:mod:`headlab.report.checks` (one function per section), every threshold is a named constant in
-:mod:`headlab.report.thresholds` (it also travels in the JSON under ``thresholds``), the inputs
-come from :mod:`headlab.report.inputs`, the figures and the Markdown from :mod:`headlab.report.writing`.
-Effects are zero-ablation deltas ``metric(head removed) - metric(clean)`` per text
-(:func:`headlab.analysis.sweep.sweep`): the next-token loss for causal LMs, ``1 - cos`` of the pooled
-embedding for encoders; positive = the head helps.
+:func:`checklist` runs, on one model and one set of texts, the checks a reader applies to a claim
+about heads, and returns a JSON-ready dict whose ``checklist`` table says, check by check, what
+was measured and what it found (:mod:`headlab.report.summary`); :func:`write_report` writes
+``DIR/report.json`` and ``DIR/report.md`` with its figures (PNG files in ``DIR``). Every
+threshold is a named constant in :mod:`headlab.report.thresholds` and travels in the JSON under
+``thresholds``. Effects are ablation deltas ``metric(head removed) - metric(clean)`` per text
+(:func:`headlab.analysis.sweep.sweep`): the next-token loss for causal LMs, ``1 - cos`` of the
+pooled embedding for encoders; positive = the head helps. Inputs (:func:`report_inputs`): the
+given texts, or ``N_TEXTS`` texts of the model's default set (an attention-only organism's
+training data, else :func:`headlab.analysis.atlas.default_texts`).
 
-Inputs (:func:`report_inputs`): the given texts, or ``N_TEXTS`` texts evenly spread over the
-model's default set (an attention-only organism's training data, else
-:func:`headlab.analysis.atlas.default_texts`). The circuit check runs on ``CIRCUIT_TEXTS`` repeated random
-sequences of its own.
+The checks, in the book's order:
 
-1. **Ablation deltas** (``ablation``): every head's effect on every text; its mean, worst case
-   (largest effect on any text) and ``HIGH_QUANTILE`` quantile; the ``TOP_K`` heads by each; and
-   the heads *hidden in the tail*: mean below ``TAIL_MEAN_BELOW`` x the largest mean effect of
-   any head, worst case above ``TAIL_WORST_ABOVE`` x that largest mean, with the text.
-2. **Circuits** (``circuits``): on repeated random sequences (a random span, then the same span),
-   heads whose previous-token or induction lift over uniform attention reaches
-   ``CANDIDATE_LIFT`` (at most ``MAX_CANDIDATES`` each) are candidates; a pair (previous-token
-   head P in a lower layer, induction head I) is *verified* when zero-ablating P lowers I's
-   induction score by at least ``CIRCUIT_MIN_DROP`` and by at least ``CIRCUIT_MIN_RELATIVE_DROP``
-   of its clean score.
-3. **Redundancy** (``redundancy``): every pair within each layer (``scope="layer"``), or every
-   pair among the ``PAIR_TOP_K`` heads with the largest worst case (``scope="top"``; ``"auto"``
-   picks ``"layer"`` up to ``MAX_LAYER_PAIRS`` pairs). Interaction = effect(a+b) - effect(a) -
-   effect(b) (means over texts). Among pairs whose effect exceeds ``PAIR_MIN_EFFECT`` x the
-   largest single mean: the fraction where the sum of singles underestimates the pair (strictly,
-   and by more than ``UNDERESTIMATE_MARGIN`` of the sum), the median ratio pair / sum; backup
-   heads by :func:`headlab.analysis.importance.backup_heads` (``BACKUP_FACTOR``, ``BACKUP_MIN_EFFECT`` x
-   the largest single mean).
-4. **Patterns vs writes** (``patterns_vs_writes``): normalised attention entropy and the mean
-   norm of the head's write (``cache.result``) on the texts, beside the mean ``|effect|``.
-   *Orphans that matter*: entropy >= ``DIFFUSE_ENTROPY`` and (mean ``|effect|`` >= ``ORPHAN_EFFECT``
-   x the mean over heads, or write norm >= ``ORPHAN_WRITE_NORM`` x the median head's).
-   *Sharp but idle*: entropy <= ``SHARP_ENTROPY`` and mean ``|effect|`` < ``IDLE_EFFECT`` x the mean
-   over heads. Spearman correlations of entropy and of write norm with the mean ``|effect|``.
-5. **Keep** (``keep``): the heads a pruning or distillation plan must keep, each with its
-   reasons: ``worst case`` (worst >= ``TAIL_WORST_ABOVE`` x the largest mean, so the head with the
-   largest mean is always kept), ``circuit``
-   (a verified pair), ``backup`` (backs up, or is backed up by, another head), ``orphan`` (an
-   orphan that matters by its effect); and the heads a plan keeping as many heads by mean
-   effect would drop.
+1. **Baselines** (``ablation``): every head's zero-ablation effect on every text, its mean with a
+   95% bootstrap interval over texts against no effect (``above_zero``, ``below_zero``), its
+   worst case and ``HIGH_QUANTILE`` quantile; pattern scores are lifts over uniform attention.
+2. **Selection** (``selection``): the ``TOP_K`` heads by mean chosen on one half of the texts
+   and measured on the other (:func:`headlab.stats.split_items`): in-sample against held-out.
+3. **Conditioning** (``ablation.hidden_in_the_tail``, ``position``): heads whose mean is below
+   ``TAIL_MEAN_BELOW`` x the largest mean while their worst case exceeds ``TAIL_WORST_ABOVE`` x it;
+   for a causal LM, every head's effect on the early and on the late half of the positions.
+4. **Detectors on the model's own text** (``circuits``, :mod:`headlab.report.circuits`): the
+   induction detector on ``CIRCUIT_TEXTS`` repeated random sequences and on the model's own kind of
+   text (:mod:`headlab.report.detectors`); candidates reach ``CANDIDATE_LIFT`` on either (at most
+   ``MAX_CANDIDATES`` of each role); a pair
+   (previous-token head P below, induction head I) is *verified* when zero-ablating P lowers I's
+   score, on a kind of text where I was found, by ``CIRCUIT_MIN_DROP`` and by
+   ``CIRCUIT_MIN_RELATIVE_DROP`` of its clean score.
+5. **Seeds** (``seeds``): with ``replicas`` (the same recipe at other seeds), the rank correlation
+   of the heads' mean effects and the top heads they share; else "not measured", with why.
+6. **Per-task margins** (``tasks``): for a model of the synthetic language, each head's share of
+   each task's margin on the ``TASK_WINDOWS`` windows richest in the task, and the task
+   specialists (a share of at least ``TASK_SHARE``) whose average effect is below the median.
+7. **Ablation mode and metric** (``modes``): the top heads under mean and resample ablation and
+   with a second metric, and whether their order changes.
 
-JSON schema (``report.json``; a head is ``[layer, head]``, a grid is ``n_layers`` lists of
-``n_heads`` numbers):
+Then what the checks feed: **pairs** (``redundancy``: every pair within each layer up to
+``MAX_LAYER_PAIRS`` pairs, else every pair among the ``PAIR_TOP_K`` heads with the largest worst
+case; pairs whose effect exceeds ``PAIR_MIN_EFFECT`` x the largest single mean are counted, and
+underestimated by more than ``UNDERESTIMATE_MARGIN`` of the sum or not; a backup's effect once its
+partner is gone exceeds ``BACKUP_FACTOR`` x its own and ``BACKUP_MIN_EFFECT`` x the largest single
+mean), **patterns against writes** (``patterns_vs_writes``: entropy, write norm, orphans that
+matter by :func:`headlab.report.roles.orphan_heads` with ``DIFFUSE_ENTROPY``, ``ORPHAN_EFFECT`` and
+``ORPHAN_WRITE_NORM``, sharp but idle heads by ``SHARP_ENTROPY`` and ``IDLE_EFFECT``), **what to keep**
+(``keep``: worst case, verified circuits, backups, orphans that matter) and **distillation**
+(``distillation``: the measured cost of each layer's mean pattern and the advice written from it,
+or "not measured" with the reason: the report never advises what it did not measure).
 
-* ``schema`` (``"headlab.report/1"``), ``model``, ``kind`` (``"causal LM"``/``"encoder"``),
-  ``n_layers``, ``n_heads``, ``seed``, ``thresholds`` {name: value}, ``seconds`` {step: s};
-* ``inputs``: ``source`` (sentence), ``n_texts``, ``texts`` (strings);
-* ``metric``: ``kind``, ``mode``, ``definition``, ``clean`` (per text);
-* ``ablation``: ``mean``, ``worst``, ``quantile`` (grids), ``q``, ``per_text`` (``[layer][head][text]``),
-  ``top_by_mean``, ``top_by_worst``, ``top_by_quantile`` (lists of *head rows*: ``head``,
-  ``mean``, ``worst``, ``quantile``, ``worst_text``), ``hidden_in_the_tail`` (head rows plus
-  ``text``), ``spearman_mean_worst``;
-* ``circuits``: ``inputs`` (sentence), ``previous_token``, ``induction`` (grids of scores on the
-  repeated sequences), ``previous_token_candidates``, ``induction_candidates`` (``head``,
-  ``score``, ``lift``), ``pairs`` (``previous_token``, ``induction``, ``clean``, ``ablated``,
-  ``drop``, ``relative_drop``, ``verified``), ``verified`` (the verified pairs);
-* ``redundancy``: ``scope``, ``n_pairs``, ``pairs`` (``heads``, ``pair``, ``sum_of_singles``,
-  ``interaction``), ``counted``, ``fraction_underestimated``, ``fraction_clearly_underestimated``,
-  ``median_ratio`` (null when no pair counts), ``top_interactions``, ``backups`` (``removed``,
-  ``backup``, ``alone``, ``given_removed``);
-* ``patterns_vs_writes``: ``entropy``, ``write_norm``, ``abs_effect`` (grids), ``labels``
-  (grid of :func:`headlab.analysis.detect.label_heads` labels: the atlas's rule, with the pattern scores on
-  the texts, induction on the repeated sequences and the mean ``|effect|``), ``strength`` (grid),
-  ``spearman_entropy_effect``, ``spearman_write_norm_effect``, ``orphans_that_matter``,
-  ``sharp_but_idle`` (``head``, ``entropy``, ``write_norm``, ``abs_effect``);
-* ``keep``: ``heads`` (``head``, ``reasons``, ``mean``, ``worst``), ``n_keep``,
-  ``mean_ranking_would_drop`` (heads), ``distillation`` (sentence);
-* ``figures``: {name: file name in DIR} (written by :func:`write_report`): ``effects``,
-  ``circuits``, ``redundancy``, ``patterns``, ``labels``, ``keep``; ``{}`` until written.
+JSON (``report.json``, schema ``"headlab.report/2"``; a head is ``[layer, head]``, a grid is
+``n_layers`` lists of ``n_heads`` numbers), the keys of :data:`JSON_KEYS`:
+
+* top level: ``schema``, ``model``, ``kind`` (``"causal LM"``/``"encoder"``), ``n_layers``,
+  ``n_heads``, ``seed``, ``thresholds``, ``roles`` (where the induction and orphan definitions come
+  from), ``seconds``, ``inputs``, ``metric``, one key per section (``ablation``, ``selection``,
+  ``position``, ``circuits``, ``seeds``, ``tasks``, ``modes``, ``redundancy``,
+  ``patterns_vs_writes``, ``keep``, ``distillation``), ``figures`` (a figure's name -> its file in
+  ``DIR``: effects, circuits, redundancy, patterns, labels, keep, once :func:`write_report` has
+  drawn them) and ``checklist`` (a list of ``{check, what, measured, finding}``);
+* ``inputs``: ``source``, ``n_texts``, ``texts``; ``metric``: ``kind``, ``mode``, ``definition``,
+  ``clean`` (per text);
+* ``ablation``: grids ``mean``, ``mean_low``, ``mean_high`` (its interval), ``worst``, ``quantile``
+  (at ``q``), counts ``above_zero``, ``below_zero``, ``per_text``, head rows ``top_by_mean``,
+  ``top_by_worst``, ``top_by_quantile``, ``hidden_in_the_tail``, and ``spearman_mean_worst``;
+* ``selection``: ``measured``, ``seed``, ``n_select``, ``n_measure``, ``top`` (in-sample and held-out
+  means), ``mean_shrinkage``, ``top_k_agreement``, ``top_k``, ``spearman_halves``;
+* ``circuits``: ``inputs`` (one sentence per kind of text), grids ``previous_token``,
+  ``previous_token_lift``, ``induction``, ``induction_lift`` (random tokens), ``induction_own``,
+  ``induction_own_lift`` (own text), ``uniform``, ``previous_token_candidates``,
+  ``induction_candidates`` (with ``found_on``), ``found_on_one_kind_only``, ``pairs`` (clean and
+  ablated score on each kind), ``verified``;
+* ``modes``: ``heads``, ``zero`` (their zero-ablation means), ``second_metric``, ``conditions``;
+* ``redundancy``: ``scope``, ``n_pairs``, ``pairs``, ``counted``, ``fraction_underestimated``,
+  ``fraction_clearly_underestimated``, ``median_ratio``, ``top_interactions``, ``backups``;
+* ``patterns_vs_writes``: grids ``entropy``, ``write_norm``, ``abs_effect``, ``labels``,
+  ``strength``; ``spearman_entropy_effect``, ``spearman_write_norm_effect``,
+  ``orphans_that_matter``, ``sharp_but_idle``;
+* ``keep``: ``heads`` (with reasons), ``n_keep``, ``mean_ranking_would_drop``;
+* a section that could not be measured on this model is ``{"measured": false, "why": ...}``.
 """
 
 from __future__ import annotations
 
-from headlab.report.checks import (
-    ablation_section, checklist, circuits_section, keep_section, patterns_section, redundancy_section,
-)
+from headlab.report.checks import ablation_section, checklist, keep_section, patterns_section, redundancy_section
+from headlab.report.circuits import circuits_section
 from headlab.report.inputs import report_inputs
-from headlab.report.thresholds import DISTILLATION, JSON_KEYS, N_TEXTS, PAIR_TOP_K, SCHEMA, THRESHOLDS
+from headlab.report.summary import CHECKS, checklist_table
+from headlab.report.thresholds import JSON_KEYS, N_TEXTS, PAIR_TOP_K, SCHEMA, THRESHOLDS
 from headlab.report.writing import draw_figures, format_value, render_markdown, write_report
 
 __all__ = ["checklist", "report_inputs", "write_report", "render_markdown", "draw_figures", "format_value",
            "ablation_section", "circuits_section", "redundancy_section", "patterns_section", "keep_section",
-           "THRESHOLDS", "JSON_KEYS", "DISTILLATION", "SCHEMA", "N_TEXTS", "PAIR_TOP_K"]
+           "checklist_table", "CHECKS", "THRESHOLDS", "JSON_KEYS", "SCHEMA", "N_TEXTS", "PAIR_TOP_K"]

@@ -1,8 +1,11 @@
-"""The five checks of the checklist, and :func:`checklist` which runs them.
+"""The checks of the checklist, and :func:`checklist` which runs them all.
 
 See :mod:`headlab.report` for what each check measures and the JSON it returns. Each check is a
-function of what was measured before it, returning its section of ``report.json``; the
-thresholds are in :mod:`headlab.report.thresholds`, the inputs in :mod:`headlab.report.inputs`.
+function of what was measured before it, returning its section of ``report.json``: baselines and
+per-input tails, pairs, patterns against writes and what to keep are here; circuits (on two kinds
+of text) in :mod:`headlab.report.circuits`; held-out selection, position and ablation modes in
+:mod:`headlab.report.robustness`; seeds, tasks and distillation in their own modules; the
+checklist table in :mod:`headlab.report.summary`. Thresholds: :mod:`headlab.report.thresholds`.
 """
 
 from __future__ import annotations
@@ -14,23 +17,28 @@ from typing import Any
 
 import torch
 
+from headlab import stats
 from headlab.analysis.detect import DIFFUSE_ENTROPY, ORPHAN_EFFECT, PATTERN_SCORES, head_scores, label_heads
 from headlab.analysis.importance import Importance, PairEffects, backup_heads, spearman
 from headlab.analysis.sweep import sweep
 from headlab.heads.ablation import upgrade_arguments
 from headlab.heads.head import Head, format_head
 from headlab.metrics import Metric
-from headlab.report.inputs import report_inputs, repeated_sequences
-from headlab.analysis.atlas import INDUCTION_LENGTH
+from headlab.report.circuits import circuits_section
+from headlab.report.distillation import distillation_section
+from headlab.report.inputs import report_inputs
+from headlab.report.robustness import modes_section, position_section, selection_section
+from headlab.report.roles import ROLE_SOURCES, orphan_heads
+from headlab.report.seeds import seeds_section
+from headlab.report.summary import checklist_table
+from headlab.report.tasks import tasks_section
 from headlab.report.thresholds import (
-    BACKUP_FACTOR, BACKUP_MIN_EFFECT, CANDIDATE_LIFT, CIRCUIT_MIN_DROP, CIRCUIT_MIN_RELATIVE_DROP, CIRCUIT_TEXTS,
-    DISTILLATION, HIGH_QUANTILE, IDLE_EFFECT, MAX_CANDIDATES, MAX_LAYER_PAIRS, METRIC_DEFINITIONS,
+    BACKUP_FACTOR, BACKUP_MIN_EFFECT, HIGH_QUANTILE, IDLE_EFFECT, MAX_LAYER_PAIRS, METRIC_DEFINITIONS,
     ORPHAN_WRITE_NORM, PAIR_MIN_EFFECT, PAIR_TOP_K, SCHEMA, SHARP_ENTROPY, TAIL_MEAN_BELOW, TAIL_WORST_ABOVE,
     THRESHOLDS, TOP_K, UNDERESTIMATE_MARGIN,
 )
 
-__all__ = ["checklist", "ablation_section", "circuits_section", "redundancy_section", "patterns_section",
-           "keep_section"]
+__all__ = ["checklist", "ablation_section", "redundancy_section", "patterns_section", "keep_section"]
 
 
 def _grid(t: torch.Tensor, digits: int = 5) -> list:
@@ -54,7 +62,9 @@ def _rank_correlation(a, b) -> float | None:
 
 
 def ablation_section(imp: Importance, texts: list[str]) -> dict:
-    """Item 1, ``ablation``: per-head ablation deltas, their summaries and the heads hidden in the tail.
+    """Checks 1 and 3, ``ablation``: per-head ablation deltas with a 95% bootstrap interval over texts
+    (the baseline is no effect, 0: how many heads lie measurably above or below it), their
+    summaries, and the heads hidden in the tail (the inputs an average hides).
 
     Args:
         imp: every head's effect on every text.
@@ -70,8 +80,16 @@ def ablation_section(imp: Importance, texts: list[str]) -> dict:
 
     peak = float(mean.max())
     tail = imp.hidden_in_the_tail(TAIL_MEAN_BELOW * peak, TAIL_WORST_ABOVE * peak) if peak > 0 else []
+    low, high = torch.empty_like(mean), torch.empty_like(mean)
+    for l in range(imp.n_layers):  # check 1, baselines: each mean with its interval over texts, against 0
+        for h in range(imp.n_heads):
+            est = stats.bootstrap_mean(imp.effects[l, h].numpy().astype(float), n_resamples=1999,
+                                       method="percentile")
+            low[l, h], high[l, h] = est.low, est.high
     return {
-        "mean": _grid(mean), "worst": _grid(worst), "quantile": _grid(q), "q": HIGH_QUANTILE,
+        "mean": _grid(mean), "mean_low": _grid(low), "mean_high": _grid(high),
+        "above_zero": int((low > 0).sum()), "below_zero": int((high < 0).sum()),
+        "worst": _grid(worst), "quantile": _grid(q), "q": HIGH_QUANTILE,
         "per_text": [[[round(x, 5) for x in cell] for cell in layer] for layer in imp.effects.tolist()],
         "top_by_mean": [row(h) for h in imp.ranking("mean")[:TOP_K]],
         "top_by_worst": [row(h) for h in imp.ranking("worst")[:TOP_K]],
@@ -79,51 +97,6 @@ def ablation_section(imp: Importance, texts: list[str]) -> dict:
         "hidden_in_the_tail": [{**row(h), "text": texts[i]} for h, _, _, i in tail],
         "spearman_mean_worst": _rank_correlation(mean, worst),
     }
-
-
-def _candidates(lift: torch.Tensor, layers) -> list[tuple[tuple[int, int], float]]:
-    rows = [((l, h), float(lift[l, h])) for l in layers for h in range(lift.shape[1])
-            if float(lift[l, h]) >= CANDIDATE_LIFT]
-    return sorted(rows, key=lambda row: (-row[1], row[0]))[:MAX_CANDIDATES]
-
-
-def circuits_section(hm, seed: int) -> tuple[dict, Any]:
-    """Item 2, ``circuits``: previous-token -> induction pairs from the detectors' scores, verified by
-    ablation, on ``CIRCUIT_TEXTS`` repeated random sequences drawn with ``seed``.
-
-    Returns:
-        The section, and the clean scores on the repeated sequences (a ``HeadScores``, which
-        :func:`patterns_section` reads the induction scores from).
-    """
-    repeats = repeated_sequences(hm, CIRCUIT_TEXTS, INDUCTION_LENGTH, seed)
-    clean = head_scores(hm, repeats, scores=["previous_token", "induction"])
-    prev, induction = clean.mean("previous_token"), clean.mean("induction")
-    prev_c = _candidates(clean.lift("previous_token"), range(hm.n_layers - 1))
-    ind_c = _candidates(clean.lift("induction"), range(1, hm.n_layers))
-    pairs = []
-    for p, _ in prev_c:
-        later = [i for i, _ in ind_c if i[0] > p[0]]
-        if not later:
-            continue
-        with hm.ablate([p]):
-            ablated = head_scores(hm, repeats, scores=["induction"]).mean("induction")
-        for i in later:
-            before, after = float(induction[i]), float(ablated[i])
-            drop = before - after
-            relative = drop / before if before > 0 else 0.0
-            pairs.append({"previous_token": _head(p), "induction": _head(i), "clean": _r(before, 4),
-                          "ablated": _r(after, 4), "drop": _r(drop, 4), "relative_drop": _r(relative, 4),
-                          "verified": bool(drop >= CIRCUIT_MIN_DROP and relative >= CIRCUIT_MIN_RELATIVE_DROP)})
-    pairs.sort(key=lambda row: -row["drop"])
-    n = repeats["input_ids"].shape[0]
-    return {
-        "inputs": (f"{n} sequences of {INDUCTION_LENGTH} distinct random tokens followed by the same tokens "
-                   f"again (seed {seed})"),
-        "previous_token": _grid(prev, 4), "induction": _grid(induction, 4),
-        "previous_token_candidates": [{"head": _head(h), "score": _r(prev[h], 4), "lift": _r(v, 4)} for h, v in prev_c],
-        "induction_candidates": [{"head": _head(h), "score": _r(induction[h], 4), "lift": _r(v, 4)} for h, v in ind_c],
-        "pairs": pairs, "verified": [p for p in pairs if p["verified"]],
-    }, clean
 
 
 def _pair_list(hm, imp: Importance, scope: str, top_k: int) -> tuple[str, list]:
@@ -144,7 +117,7 @@ def _pair_list(hm, imp: Importance, scope: str, top_k: int) -> tuple[str, list]:
 
 def redundancy_section(hm, inputs, imp: Importance, metric: Metric | None = None, scope: str = "auto",
                        top_k: int = PAIR_TOP_K, progress: bool = False) -> dict:
-    """Item 3, ``redundancy``: pair ablations, how often single ablations underestimate them, backup heads.
+    """``redundancy``: pair ablations, how often single ablations underestimate them, backup heads.
 
     Args:
         hm: the model.
@@ -184,15 +157,17 @@ def redundancy_section(hm, inputs, imp: Importance, metric: Metric | None = None
     }
 
 
-def patterns_section(hm, inputs, imp: Importance, repeated) -> dict:
-    """Item 4, ``patterns_vs_writes``: attention entropy and write norms beside the ablation effect;
-    orphans that matter, and sharp but idle heads.
+def patterns_section(hm, inputs, imp: Importance, induction: torch.Tensor, induction_uniform: float) -> dict:
+    """``patterns_vs_writes``: attention entropy and write norms beside the ablation effect; orphans
+    that matter (:func:`headlab.report.roles.orphan_heads`), and sharp but idle heads.
 
     Args:
         hm: the model.
         inputs: the inputs ``imp`` was measured on.
         imp: every head's effect on every input.
-        repeated: the clean scores on the repeated sequences (from :func:`circuits_section`).
+        induction: ``(n_layers, n_heads)`` induction score on the model's own text (from
+            :func:`headlab.report.circuits.circuits_section`), which the labels read.
+        induction_uniform: the same score for uniform attention.
     """
     wanted = [s for s in PATTERN_SCORES if s not in ("induction", "rare_token")] + ["write_norm"]
     scores = head_scores(hm, inputs, scores=wanted)
@@ -200,20 +175,19 @@ def patterns_section(hm, inputs, imp: Importance, repeated) -> dict:
     effect = imp.effects.abs().mean(dim=-1)  # (n_layers, n_heads): mean |effect| over texts
     means = {n: m for n, m in scores.means().items() if n in PATTERN_SCORES}
     uniform = {n: torch.full_like(m, scores.uniform_mean(n)) for n, m in means.items()}
-    # induction is scored on the repeated sequences of item 2, as in the atlas
-    means["induction"] = repeated.mean("induction")
-    uniform["induction"] = torch.full_like(means["induction"], repeated.uniform_mean("induction"))
+    # induction is scored on the model's own kind of text, with its copies (check 4)
+    means["induction"] = induction.float()
+    uniform["induction"] = torch.full_like(means["induction"], induction_uniform)
     labels = label_heads(means, effect, uniform=uniform)
-    average, median_write = float(effect.mean()), float(write.median())
+    average = float(effect.mean())
 
     def row(l: int, h: int) -> dict:
         return {"head": _head((l, h)), "entropy": _r(entropy[l, h], 4), "write_norm": _r(write[l, h], 4),
                 "abs_effect": _r(effect[l, h])}
 
     heads = [(l, h) for l in range(hm.n_layers) for h in range(hm.n_heads)]
-    orphans = [row(l, h) for l, h in heads if entropy[l, h] >= DIFFUSE_ENTROPY
-               and ((effect[l, h] > 0 and effect[l, h] >= ORPHAN_EFFECT * average)
-                    or (write[l, h] > 0 and write[l, h] >= ORPHAN_WRITE_NORM * median_write))]
+    orphans = [row(l, h) for l, h in orphan_heads(entropy, effect, write, diffuse=DIFFUSE_ENTROPY,
+                                                  effect_factor=ORPHAN_EFFECT, write_factor=ORPHAN_WRITE_NORM)]
     idle = [row(l, h) for l, h in heads if entropy[l, h] <= SHARP_ENTROPY and effect[l, h] < IDLE_EFFECT * average]
     return {
         "entropy": _grid(entropy, 4), "write_norm": _grid(write, 4), "abs_effect": _grid(effect),
@@ -226,7 +200,7 @@ def patterns_section(hm, inputs, imp: Importance, repeated) -> dict:
 
 
 def keep_section(imp: Importance, circuits: dict, redundancy: dict, patterns: dict) -> dict:
-    """Item 5, ``keep``: the heads a pruning or distillation plan must keep, each with its reasons,
+    """``keep``: the heads a pruning or distillation plan must keep, each with its reasons,
     from the four sections before it (each as returned by its function)."""
     mean, worst = imp.mean(), imp.worst()
     peak = float(mean.max())
@@ -242,8 +216,9 @@ def keep_section(imp: Importance, circuits: dict, redundancy: dict, patterns: di
                             f"({peak:.3g})")
     for pair in circuits["verified"]:
         p, i = pair["previous_token"], pair["induction"]
-        add(p, f"circuit: previous-token head for induction head {format_head(i)} (drop {pair['drop']:.2f})")
-        add(i, f"circuit: induction head fed by {format_head(p)} (drop {pair['drop']:.2f})")
+        drop = max(pair[k]["drop"] for k in ("random", "own") if pair[k]["passes"])
+        add(p, f"circuit: previous-token head for induction head {format_head(i)} (drop {drop:.2f})")
+        add(i, f"circuit: induction head fed by {format_head(p)} (drop {drop:.2f})")
     for b in redundancy["backups"]:
         a, k = b["removed"], b["backup"]
         add(k, f"backup: matters once {format_head(a)} is removed ({b['alone']:.3g} alone, {b['given_removed']:.3g})")
@@ -259,23 +234,25 @@ def keep_section(imp: Importance, circuits: dict, redundancy: dict, patterns: di
         "heads": [{"head": _head(h), "reasons": reasons[h], "mean": _r(mean[h]), "worst": _r(worst[h])} for h in keep],
         "n_keep": len(keep),
         "mean_ranking_would_drop": [_head(h) for h in keep if h not in by_mean],
-        "distillation": DISTILLATION,
     }
 
 
 def checklist(hm, texts=None, *, n_texts: int | None = None, seed: int = 0, scope: str = "auto",
-              top_k: int = PAIR_TOP_K, metric: Metric | None = None, progress: bool = False,
-              **legacy: Any) -> dict:
-    """Run the five checks of the checklist on ``hm`` and return the JSON-ready report (see the module docstring).
+              top_k: int = PAIR_TOP_K, metric: Metric | None = None, replicas: list | None = None,
+              progress: bool = False, **legacy: Any) -> dict:
+    """Run every check of the checklist on ``hm`` and return the JSON-ready report (see :mod:`headlab.report`).
 
     Args:
         texts: a list of texts, or None for the model's default set (:func:`report_inputs`).
         n_texts: how many texts (default: ``N_TEXTS`` of a default set, every given text).
-        seed: the draw of the repeated random sequences (and of a default set that is random).
-        scope: which pairs to ablate: ``"layer"``, ``"top"`` or ``"auto"`` (see item 3).
+        seed: the draw of the repeated random sequences, of the own-text sample, of the
+            held-out split and of a default set that is random.
+        scope: which pairs to ablate: ``"layer"``, ``"top"`` or ``"auto"`` (see ``redundancy``).
         top_k: the number of heads whose pairs ``scope="top"`` ablates.
         metric: the :class:`~headlab.metrics.Metric` (default: next-token loss for causal LMs,
-            ``"cosine"`` for encoders); heads are always zero-ablated.
+            ``"cosine"`` for encoders); zero ablation, except in the ``modes`` check.
+        replicas: the same recipe trained with other seeds (loaded models), for the ``seeds``
+            check; measured on the same texts.
         progress: show progress bars.
         **legacy: headlab 0.1's ``kind=`` (deprecated).
     """
@@ -291,34 +268,55 @@ def checklist(hm, texts=None, *, n_texts: int | None = None, seed: int = 0, scop
 
     inputs, source, shown = report_inputs(hm, texts, n_texts, seed)
     step = _Steps(progress, hm.name)
-    step(f"1/4 ablation deltas: every head, one at a time, on {len(shown)} texts")
+    step(f"1/6 baselines: every head ablated, one at a time, on {len(shown)} texts")
     result = sweep(hm, inputs, metric=metric, progress=progress)
     imp = Importance.from_sweep(result)
     ablation = ablation_section(imp, shown)
+    selection = selection_section(imp, seed)
+    plain_loss = metric is None or (metric.kind in (None, "loss") and metric.loss_mask is None)
+    position = position_section(hm, inputs, imp, progress=progress) if plain_loss else {
+        "measured": False, "why": "another metric than the plain next-token loss: the position check reads that loss"}
     lap("ablation")
-    step("2/4 circuits: previous-token -> induction candidates, checked by ablation")
-    circuits, repeated = circuits_section(hm, seed)
+    step("2/6 circuits: induction on random tokens and on the model's own text, checked by ablation")
+    circuits, induction = circuits_section(hm, seed, texts=inputs)
     lap("circuits")
-    step("3/4 redundancy: pair ablations")
+    step("3/6 seeds and tasks")
+    others = {}
+    for other in replicas or []:
+        others[other.name] = Importance.from_sweep(sweep(other, inputs, metric=metric, progress=progress))
+    seeds = seeds_section(hm.name, imp, others)
+    tasks = tasks_section(hm, imp, seed)
+    lap("seeds_and_tasks")
+    step("4/6 ablation modes and a second metric")
+    modes = modes_section(hm, inputs, imp, metric, seed)
+    lap("modes")
+    step("5/6 pairs")
     redundancy = redundancy_section(hm, inputs, imp, metric, scope, top_k, progress)
     lap("redundancy")
-    step("4/4 patterns vs writes, and what to keep")
-    patterns = patterns_section(hm, inputs, imp, repeated)
+    step("6/6 patterns vs writes, what to keep, distillation")
+    uniform = circuits["uniform"]["own"]
+    patterns = patterns_section(hm, inputs, imp, induction["own text"], uniform)
     keep = keep_section(imp, circuits, redundancy, patterns)
-    lap("patterns_and_keep")
+    distillation = distillation_section(hm, inputs, seed) if hm.causal else {
+        "measured": False, "why": f"{hm.name} is an encoder: the distillation test reads a next-token loss",
+        "advice": None}
+    lap("patterns_keep_distillation")
     seconds["total"] = round(time.perf_counter() - start, 2)
     metric = result.kind if isinstance(result.kind, str) else "custom"
-    return {
+    report = {
         "schema": SCHEMA, "model": hm.name, "kind": "causal LM" if hm.causal else "encoder",
         "n_layers": hm.n_layers, "n_heads": hm.n_heads, "seed": seed, "thresholds": dict(THRESHOLDS),
-        "seconds": seconds,
+        "roles": dict(ROLE_SOURCES), "seconds": seconds,
         "inputs": {"source": source, "n_texts": len(shown), "texts": shown},
         "metric": {"kind": metric, "mode": result.mode,
                    "definition": METRIC_DEFINITIONS.get(metric, "a custom metric, ablated minus clean, per text"),
                    "clean": [_r(x) for x in result.clean]},
-        "ablation": ablation, "circuits": circuits, "redundancy": redundancy, "patterns_vs_writes": patterns,
-        "keep": keep, "figures": {},
+        "ablation": ablation, "selection": selection, "position": position, "circuits": circuits,
+        "seeds": seeds, "tasks": tasks, "modes": modes, "redundancy": redundancy, "patterns_vs_writes": patterns,
+        "keep": keep, "distillation": distillation, "figures": {},
     }
+    report["checklist"] = checklist_table(report)
+    return report
 
 
 class _Steps:

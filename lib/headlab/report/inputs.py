@@ -11,7 +11,7 @@ from headlab.data.spans import repeated_tokens
 from headlab.analysis.atlas import check_lengths, default_texts, repeated_random_tokens
 from headlab.report.thresholds import N_TEXTS
 
-__all__ = ["report_inputs", "repeated_sequences"]
+__all__ = ["report_inputs", "repeated_sequences", "span_task"]
 
 
 def _spread(n: int, k: int) -> list[int]:
@@ -43,7 +43,7 @@ def report_inputs(hm, texts=None, n_texts: int | None = None, seed: int = 0) -> 
         check_lengths(hm, texts)  # the atlas's check: no text longer than the model's maximum length
         return texts, f"{len(texts)} given texts", list(texts)
     n = n_texts or N_TEXTS
-    spans = _span_task(hm)
+    spans = span_task(hm)
     if spans is not None:
         batch = spans.sample(n, torch.Generator().manual_seed(seed)).tokens
         inputs = {"input_ids": batch, "attention_mask": torch.ones_like(batch)}
@@ -65,7 +65,7 @@ def report_inputs(hm, texts=None, n_texts: int | None = None, seed: int = 0) -> 
     return inputs, source, shown
 
 
-def _span_task(hm):
+def span_task(hm):
     """The RepeatedSpans task an attention-only organism was trained on, from its provenance, or None."""
     data = (getattr(hm, "provenance", None) or {}).get("data") or {}
     if data.get("kind") != "repeated_spans":

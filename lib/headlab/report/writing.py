@@ -10,7 +10,7 @@ import numpy as np
 from headlab.heads.head import format_head, parse_head
 from headlab.report.thresholds import TOP_K, UNDERESTIMATE_MARGIN
 
-__all__ = ["draw_figures", "render_markdown", "write_report", "format_value"]
+__all__ = ["draw_figures", "render_markdown", "write_report", "format_value", "circuit_rows"]
 
 
 def _tuple(head) -> tuple[int, int]:
@@ -37,7 +37,10 @@ def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str
     files: dict[str, str] = {}
 
     def save(fig, name: str) -> None:
+        import matplotlib.pyplot as plt
+
         fig.savefig(out / f"{name}.png", dpi=dpi)
+        plt.close(fig)  # a figure made through pyplot (the atlas's) would otherwise show in a notebook
         files[name] = f"{name}.png"
 
     a = report["ablation"]
@@ -54,17 +57,17 @@ def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str
     save(fig, "effects")
 
     c = report["circuits"]
-    fig = _figure(2 * grid_w, grid_h + 0.6 + (3.2 if c["pairs"] else 0.0))
-    spec = fig.add_gridspec(2 if c["pairs"] else 1, 2, height_ratios=[grid_h + 0.6, 3.2] if c["pairs"] else None)
-    plot_head_grid(fig.add_subplot(spec[0, 0]), c["previous_token"], title="previous-token score (repeated sequences)",
-                   vmin=0, vmax=1, annotate=numbers)
-    plot_head_grid(fig.add_subplot(spec[0, 1]), c["induction"], title="induction score (repeated sequences)",
-                   vmin=0, vmax=1, annotate=numbers)
-    if c["pairs"]:
-        ax = fig.add_subplot(spec[1, :])
-        plot_circuit_drops(ax, c["pairs"])
-        ax.set_title("candidate pairs: the later head's induction score, clean and without the "
-                     "previous-token head (✓ verified)", fontsize=9)
+    drops = circuit_rows(c)
+    fig = _figure(grid_w + 0.8, 3 * (grid_h + 0.5) + (3.2 if drops else 0.0))
+    spec = fig.add_gridspec(4 if drops else 3, 1, height_ratios=[grid_h + 0.5] * 3 + ([3.2] if drops else []))
+    for row, (key, title) in enumerate((("previous_token", "previous-token score (random repeats)"),
+                                        ("induction", "induction score, random tokens repeated"),
+                                        ("induction_own", "induction score, the model's own text"))):
+        plot_head_grid(fig.add_subplot(spec[row, 0]), c[key], title=title, vmin=0, vmax=1, annotate=numbers)
+    if drops:
+        ax = fig.add_subplot(spec[3, 0])
+        plot_circuit_drops(ax, drops)
+        ax.set_title("candidate pairs, on the text where the induction\nhead was found (✓ verified)", fontsize=9)
     save(fig, "circuits")
 
     r = report["redundancy"]
@@ -106,6 +109,18 @@ def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str
     return files
 
 
+def circuit_rows(circuits: dict) -> list[dict]:
+    """The candidate pairs of a report's ``circuits`` section, one row each for
+    :func:`headlab.viz.circuits.plot_circuit_drops`: read on the model's own text when the induction
+    head was found there, else on the random repeats."""
+    rows = []
+    for p in circuits["pairs"]:
+        key = "own" if "own text" in p["found_on"] else "random"
+        rows.append({"previous_token": p["previous_token"], "induction": p["induction"], "clean": p[key]["clean"],
+                     "ablated": p[key]["ablated"], "verified": p["verified"]})
+    return rows
+
+
 def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -129,74 +144,132 @@ def _short(text: str, limit: int = 90) -> str:
 
 
 def render_markdown(report: dict) -> str:
-    """The report as Markdown: one section per checklist item, tables, the figures it embeds."""
+    """The report as Markdown: the checklist table, then one section per check, tables, the figures it embeds."""
     a, c, r = report["ablation"], report["circuits"], report["redundancy"]
     p, k, t, figs = report["patterns_vs_writes"], report["keep"], report["thresholds"], report["figures"]
+    sel, modes, dist = report["selection"], report["modes"], report["distillation"]
     peak = max(x for row in a["mean"] for x in row)
     out = [f"# Checklist report: {report['model']}", "",
            f"{report['model']}: {report['kind']}, {report['n_layers']} layers x {report['n_heads']} heads. "
            f"Inputs: {report['inputs']['source']} ({report['inputs']['n_texts']} texts). Effect of a head: "
            f"{report['metric']['definition']} ({report['metric']['mode']} ablation; positive = the head helps). "
-           f"Computed in {report['seconds']['total']:.0f} s.", ""]
+           f"Computed in {report['seconds']['total']:.0f} s.", "", "## The checklist", ""]
+    out += _table(["check", "measured", "what it found"],
+                  [[x["what"], "yes" if x["measured"] else "no", x["finding"]] for x in report["checklist"]])
 
     def figure(name: str, caption: str) -> None:
         if name in figs:
             out.extend([f"![{caption}]({figs[name]})", ""])
 
-    out += ["## 1. Ablation deltas per head, not attention entropy", "",
-            f"Mean, worst case and {a['q']:g} quantile of each head's effect over the texts. Largest mean effect: "
-            f"{peak:.4g}. Rank correlation of mean and worst case: {format_value(a['spearman_mean_worst'], '.3f')}.", ""]
-    rows = [[i + 1, format_head(m["head"]), format_value(m["mean"]), format_head(w["head"]), format_value(w["worst"]), format_head(q["head"]),
-             format_value(q["quantile"])] for i, (m, w, q) in enumerate(zip(a["top_by_mean"], a["top_by_worst"],
-                                                                      a["top_by_quantile"]))]
+    out += ["## 1. Baselines: ablation deltas with intervals", "",
+            f"Mean (with its 95% bootstrap interval over texts), worst case and {a['q']:g} quantile of each head's "
+            f"effect. {a['above_zero']} heads lie measurably above no effect, {a['below_zero']} below. Largest mean "
+            f"effect: {peak:.4g}. Rank correlation of mean and worst case: "
+            f"{format_value(a['spearman_mean_worst'], '.3f')}.", ""]
+    rows = [[i + 1, format_head(m["head"]), format_value(m["mean"]), format_head(w["head"]), format_value(w["worst"]),
+             format_head(q["head"]), format_value(q["quantile"])]
+            for i, (m, w, q) in enumerate(zip(a["top_by_mean"], a["top_by_worst"], a["top_by_quantile"]))]
     out += _table(["rank", "by mean", "mean", "by worst case", "worst", f"by q{round(a['q'] * 100)}", "quantile"], rows)
-    out += [f"**Hidden in the tail** (mean < {t['TAIL_MEAN_BELOW']:g} x the largest mean, worst case > "
+    figure("effects", "Mean and worst-case ablation effect of every head")
+
+    out += ["## 2. Selected on one half, measured on the other", ""]
+    if sel["measured"]:
+        out += [f"The top {sel['top_k']} heads by mean, chosen on {sel['n_select']} texts and measured on the other "
+                f"{sel['n_measure']} (split seed {sel['seed']}). Mean shrinkage: "
+                f"{format_value(sel['mean_shrinkage'], '.4g')}; the halves agree on {sel['top_k_agreement']} of "
+                f"{sel['top_k']}; rank correlation between halves {format_value(sel['spearman_halves'], '.3f')}.", ""]
+        out += _table(["head", "in sample", "held out", "95% interval"],
+                      [[format_head(x["head"]), format_value(x["in_sample"]), format_value(x["held_out"]),
+                        f"[{format_value(x['held_out_low'])}, {format_value(x['held_out_high'])}]"] for x in sel["top"]])
+    else:
+        out += [f"Not measured: {sel['why']}.", ""]
+
+    pos = report["position"]
+    out += ["## 3. Conditioned on the input and the position", "",
+            f"**Hidden in the tail** (mean < {t['TAIL_MEAN_BELOW']:g} x the largest mean, worst case > "
             f"{t['TAIL_WORST_ABOVE']:g} x the largest mean): {len(a['hidden_in_the_tail'])} heads.", ""]
     out += _table(["head", "mean", "worst", "the text that makes it critical"],
                   [[format_head(h["head"]), format_value(h["mean"]), format_value(h["worst"]), _short(h["text"])]
                    for h in a["hidden_in_the_tail"]])
-    figure("effects", "Mean and worst-case ablation effect of every head")
+    if pos["measured"]:
+        out += [f"Early against late positions: rank correlation {format_value(pos['spearman_early_late'], '.3f')}.", ""]
+        out += _table(["head", "effect, early half", "effect, late half"],
+                      [[format_head(x["head"]), format_value(x["early"]), format_value(x["late"])]
+                       for x in pos["largest_gaps"]])
+    else:
+        out += [f"Position: not measured ({pos['why']}).", ""]
 
-    out += ["## 2. Circuits before pruning: previous-token → induction", "",
-            f"On {c['inputs']}. Candidates: lift over uniform attention >= {t['CANDIDATE_LIFT']:g} (at most "
-            f"{t['MAX_CANDIDATES']} each). A pair is verified when ablating the previous-token head lowers the "
-            f"induction head's score by >= {t['CIRCUIT_MIN_DROP']:g} and by >= "
-            f"{t['CIRCUIT_MIN_RELATIVE_DROP']:.0%} of its clean score.", "",
-            "Previous-token candidates: " + (", ".join(f"{format_head(x['head'])} ({x['score']:.2f})"
-                                                      for x in c["previous_token_candidates"]) or "none") + ". "
-            "Induction candidates: " + (", ".join(f"{format_head(x['head'])} ({x['score']:.2f})"
-                                                 for x in c["induction_candidates"]) or "none") + ".", ""]
-    out += _table(["previous-token head", "induction head", "clean score", "ablated", "drop", "relative drop",
+    out += ["## 4. Circuits, with the detector run on the model's own text", "",
+            f"Random tokens: {c['inputs']['random tokens']}. Own text: {c['inputs']['own text']}. Candidates: lift "
+            f"over uniform attention >= {t['CANDIDATE_LIFT']:g} on either kind (at most {t['MAX_CANDIDATES']}). A pair "
+            f"is verified when ablating the previous-token head lowers the induction head's score, on a kind of text "
+            f"where it was found, by >= {t['CIRCUIT_MIN_DROP']:g} and by >= {t['CIRCUIT_MIN_RELATIVE_DROP']:.0%}.", "",
+            "Induction candidates: " + (", ".join(
+                f"{format_head(x['head'])} (found on {' and '.join(x['found_on'])})"
+                for x in c["induction_candidates"]) or "none") + ". Found on one kind only: "
+            + (", ".join(f"{format_head(x['head'])} ({x['found_on']})" for x in c["found_on_one_kind_only"]) or "none")
+            + ".", ""]
+    out += _table(["previous-token head", "induction head", "random: clean -> ablated", "own text: clean -> ablated",
                    "verified"],
-                  [[format_head(x["previous_token"]), format_head(x["induction"]), format_value(x["clean"], ".3f"),
-                    format_value(x["ablated"], ".3f"), format_value(x["drop"], ".3f"), format_value(x["relative_drop"], ".0%"),
+                  [[format_head(x["previous_token"]), format_head(x["induction"]),
+                    f"{format_value(x['random']['clean'], '.3f')} -> {format_value(x['random']['ablated'], '.3f')}",
+                    f"{format_value(x['own']['clean'], '.3f')} -> {format_value(x['own']['ablated'], '.3f')}",
                     "yes" if x["verified"] else "no"] for x in c["pairs"]])
-    out += [f"Verified circuits: {len(c['verified'])}.", ""]
-    figure("circuits", "Previous-token and induction scores on repeated sequences, and the ablation check")
+    figure("circuits", "Previous-token and induction scores on both kinds of text, and the ablation check")
 
-    out += ["## 3. Group ablations and redundancy", "",
+    seeds, tasks = report["seeds"], report["tasks"]
+    out += ["## 5. Seeds", ""]
+    if seeds["measured"]:
+        out += _table(["replica", "rank correlation by head", f"top {seeds['top_k']} shared", "largest mean"],
+                      [[x["model"], format_value(x["spearman_by_head"], ".3f"), x["top_k_shared"],
+                        format_value(x["largest_mean"])] for x in seeds["replicas"]])
+    else:
+        out += [f"Not measured: {seeds['why']}.", ""]
+    out += ["## 6. Per-task margins", ""]
+    if tasks["measured"]:
+        out += _table(["task", "head with the largest share", "share"],
+                      [[task, format_head(b["head"]), format_value(b["share"], ".2f")] for task, b in tasks["best"].items()])
+        out += _table(["task specialist", "task", "share", "mean effect"],
+                      [[format_head(x["head"]), x["task"], format_value(x["share"], ".2f"), format_value(x["mean_effect"])]
+                       for x in tasks["specialists"]])
+    else:
+        out += [f"Not measured: {tasks['why']}.", ""]
+    out += ["## 7. Ablation mode and metric", "",
+            f"The top {len(modes['heads'])} heads re-measured; second metric: {modes['second_metric']}.", ""]
+    out += _table(["head", "zero"] + list(modes["conditions"]),
+                  [[format_head(h), format_value(modes["zero"][i])]
+                   + [format_value(v["effects"][i]) for v in modes["conditions"].values()]
+                   for i, h in enumerate(modes["heads"])])
+    out += ["Rank correlation with zero ablation: " + "; ".join(
+        f"{name} {format_value(v['spearman_with_zero'], '.3f')}" for name, v in modes["conditions"].items()) + ".", ""]
+
+    out += ["## Pairs: group ablations and redundancy", "",
             f"{r['n_pairs']} pairs ({'every pair within a layer' if r['scope'] == 'layer' else 'every pair among the heads with the largest worst case'}); "
             f"{r['counted']} have a pair effect above {t['PAIR_MIN_EFFECT']:g} x the largest single mean and are counted. "
-            f"Single ablations underestimate removing the pair in {format_value(r['fraction_underestimated'], '.0%')} of them, "
+            f"Single ablations underestimate the pair in {format_value(r['fraction_underestimated'], '.0%')} of them, "
             f"by more than {t['UNDERESTIMATE_MARGIN']:.0%} in {format_value(r['fraction_clearly_underestimated'], '.0%')}; "
             f"median ratio pair / sum of singles: {format_value(r['median_ratio'], '.3f')}.", ""]
     out += _table(["pair", "effect of the pair", "sum of singles", "interaction"],
-                  [[" + ".join(format_head(h) for h in x["heads"]), format_value(x["pair"]), format_value(x["sum_of_singles"]),
-                    format_value(x["interaction"], "+.4f")] for x in r["top_interactions"]])
+                  [[" + ".join(format_head(h) for h in x["heads"]), format_value(x["pair"]),
+                    format_value(x["sum_of_singles"]), format_value(x["interaction"], "+.4f")]
+                   for x in r["top_interactions"]])
     out += [f"**Backup heads** (effect once the partner is removed > {t['BACKUP_FACTOR']:g} x its own, and > "
             f"{t['BACKUP_MIN_EFFECT']:g} x the largest single mean): {len(r['backups'])}.", ""]
     out += _table(["removed", "backup", "backup's effect alone", "once the other is removed"],
-                  [[format_head(x["removed"]), format_head(x["backup"]), format_value(x["alone"]), format_value(x["given_removed"])]
-                   for x in r["backups"]])
+                  [[format_head(x["removed"]), format_head(x["backup"]), format_value(x["alone"]),
+                    format_value(x["given_removed"])] for x in r["backups"]])
     figure("redundancy", "Pair ablations against the sum of single ablations")
 
-    out += ["## 4. Value and output writes, not only attention weights", "",
+    out += ["## Patterns against writes", "",
             f"Rank correlation with the mean |effect|: attention entropy {format_value(p['spearman_entropy_effect'], '.3f')}, "
-            f"write norm {format_value(p['spearman_write_norm_effect'], '.3f')}.", "",
+            f"write norm {format_value(p['spearman_write_norm_effect'], '.3f')}. Orphans: {report['roles']['orphan']}.", "",
             f"**Orphans that matter** (entropy >= {t['DIFFUSE_ENTROPY']:g}, and mean |effect| >= "
             f"{t['ORPHAN_EFFECT']:g} x the average head or write norm >= {t['ORPHAN_WRITE_NORM']:g} x the median head's):", ""]
-    head_rows = lambda rows: [[format_head(x["head"]), format_value(x["entropy"], ".3f"), format_value(x["write_norm"], ".3f"),  # noqa: E731
-                               format_value(x["abs_effect"])] for x in rows]
+
+    def head_rows(rows):
+        return [[format_head(x["head"]), format_value(x["entropy"], ".3f"), format_value(x["write_norm"], ".3f"),
+                 format_value(x["abs_effect"])] for x in rows]
+
     out += _table(["head", "entropy", "write norm", "mean abs effect"], head_rows(p["orphans_that_matter"]))
     out += [f"**Sharp but idle** (entropy <= {t['SHARP_ENTROPY']:g}, mean |effect| < {t['IDLE_EFFECT']:g} x the "
             "average head): a crisp pattern is no proof of importance.", ""]
@@ -204,15 +277,23 @@ def render_markdown(report: dict) -> str:
     figure("patterns", "Attention entropy and write norm against the ablation effect")
     figure("labels", "Pattern labels of every head (the atlas rule, with ablation effects)")
 
-    out += ["## 5. What a pruning or distillation plan must keep", "",
+    out += ["## What a pruning or distillation plan must keep", "",
             f"{k['n_keep']} heads: large worst case, circuit members, backups and the heads they back up, and "
             "orphans that matter.", ""]
     out += _table(["head", "mean", "worst", "reasons"],
-                  [[format_head(x["head"]), format_value(x["mean"]), format_value(x["worst"]), "; ".join(x["reasons"])] for x in k["heads"]])
+                  [[format_head(x["head"]), format_value(x["mean"]), format_value(x["worst"]), "; ".join(x["reasons"])]
+                   for x in k["heads"]])
     dropped = ", ".join(format_head(h) for h in k["mean_ranking_would_drop"]) or "none"
-    out += [f"A plan that keeps the {k['n_keep']} heads with the largest mean effect would drop: {dropped}.", "",
-            k["distillation"], ""]
+    out += [f"A plan that keeps the {k['n_keep']} heads with the largest mean effect would drop: {dropped}.", ""]
     figure("keep", "The heads to keep, coloured by their first reason")
+    out += ["## Distillation: the cost of the mean pattern", ""]
+    if dist["measured"]:
+        out += _table(["layer", "cost of its mean pattern", "95% interval"],
+                      [[x["layer"], format_value(x["cost"]), f"[{format_value(x['low'])}, {format_value(x['high'])}]"]
+                       for x in dist["layers"]])
+        out += [dist["advice"], ""]
+    else:
+        out += [f"Not measured: {dist['why']}.", ""]
 
     out += ["## Thresholds", ""] + _table(["name", "value"], [[name, value] for name, value in t.items()])
     return "\n".join(out)

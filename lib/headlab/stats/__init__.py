@@ -11,6 +11,8 @@ Which function for which question:
 * **a difference against a null you can simulate** (random triggers, shuffled models):
   :func:`permutation_test`, :func:`empirical_pvalue`, :func:`null_threshold`;
 * **a number over training seeds**: :func:`over_seeds` (Student t, honest with 3 seeds);
+* **an exact quantity** (a count, a rank, an operation count: nothing sampled): :func:`exact`,
+  an interval of zero width and ``n`` the units counted;
 * **choosing a head from many**: :func:`split_items` and :func:`select_and_measure`
   (select on one half, measure on the other), :func:`holm` and
   :func:`benjamini_hochberg` (many tests at once);
@@ -32,7 +34,7 @@ from headlab.stats.inequality import (
     gini_permutation_null,
     gini_references,
 )
-from headlab.stats.intervals import BOOTSTRAP_METHODS, bootstrap_mean, over_seeds, paired_difference, proportion
+from headlab.stats.intervals import BOOTSTRAP_METHODS, bootstrap_mean, exact, over_seeds, paired_difference, proportion
 from headlab.stats.results import Estimate, TestResult
 from headlab.stats.selection import (
     UNSTABLE,
@@ -51,7 +53,7 @@ from headlab.stats.selection import (
 
 __all__ = [
     "Estimate", "TestResult",
-    "bootstrap_mean", "paired_difference", "over_seeds", "proportion", "BOOTSTRAP_METHODS",
+    "bootstrap_mean", "paired_difference", "over_seeds", "proportion", "exact", "BOOTSTRAP_METHODS",
     "mcnemar", "binomial_test", "fisher", "permutation_test", "empirical_pvalue", "ALTERNATIVES",
     "Split", "split_items", "Selection", "select_and_measure", "holm", "benjamini_hochberg",
     "null_threshold", "Stability", "stability", "UNSTABLE", "Ranks", "rank_intervals",

@@ -17,7 +17,7 @@ from scipy import stats as sps
 
 from headlab.stats.results import Estimate, check_counts
 
-__all__ = ["bootstrap_mean", "paired_difference", "over_seeds", "proportion", "BOOTSTRAP_METHODS"]
+__all__ = ["bootstrap_mean", "paired_difference", "over_seeds", "proportion", "exact", "BOOTSTRAP_METHODS"]
 
 BOOTSTRAP_METHODS = ("BCa", "percentile", "basic")
 
@@ -202,3 +202,29 @@ def proportion(successes: int, n: int, *, level: float = 0.95) -> Estimate:
     ci = sps.binomtest(k, total).proportion_ci(confidence_level=level, method="exact")
     return Estimate(k / total, float(ci.low), float(ci.high), total, level,
                     f"exact (Clopper-Pearson) interval, {k} of {total}")
+
+
+def exact(value: float, n: int, what: str, *, level: float = 0.95) -> Estimate:
+    """An exact quantity (a count, a rank, an operation count) as an :class:`~headlab.stats.Estimate`.
+
+    Nothing was sampled, so there is no sampling error: the interval is the point itself
+    (``low == high == value``), and ``n`` is the number of units the quantity was counted
+    on (e.g. every one of a model's 72 heads), not a sample size. Use it rather than inventing
+    noise for a quantity that is computed, not estimated.
+
+    Args:
+        value: the exact value (finite).
+        n: how many units it was counted on (at least 1).
+        what: what was counted, in words (kept in ``method``).
+        level: the row's confidence level, for consistency with the other estimates.
+
+    Returns:
+        An :class:`~headlab.stats.Estimate` of zero width whose ``method`` starts with ``"exact"``.
+    """
+    _check_level(level)
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"an exact quantity must be a finite number; got {value!r} for {what!r}")
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise ValueError(f"n must be a positive count of the units counted; got {n!r} for {what!r}")
+    return Estimate(v, v, v, int(n), level, f"exact: {what}" if what else "exact")

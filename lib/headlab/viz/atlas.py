@@ -24,14 +24,18 @@ _SHORT = {"previous_token": "prev", "next_token": "next", "first_token": "first"
           "local": "local", "orphan": "orphan", "diffuse": "diffuse", "inactive": "inact", "unlabelled": "?"}
 
 
-def plot_atlas(atlas: dict, ax=None):
-    """A layers x heads grid: colour = label, intensity = strength; returns the figure.
+def plot_atlas(atlas: dict, ax=None, printed=None):
+    """A layers x heads grid: one colour per label, the label's short name in each cell; returns
+    the figure.
 
-    Each cell shows the label's short name and its strength. Draws into ``ax`` when given,
-    else into a new figure (like every function here, so that notebooks show it).
+    ``printed``: optional labels that replace the atlas's own, e.g. the
+    :class:`~headlab.analysis.detect.calibration.StableLabels` of a calibrated rule; a head whose
+    label is unstable (``printed.printed(head) == "unstable"``) is drawn grey and hatched, with the
+    label it gets on all texts in brackets. Colour is the label only: the grid does not encode how
+    strong a label is (the atlas's numbers do). Draws into ``ax`` when given, else into a new figure.
     """
     from matplotlib.colors import to_rgb
-    from matplotlib.patches import Patch
+    from matplotlib.patches import Patch, Rectangle
 
     n_layers, n_heads = atlas["n_layers"], atlas["n_heads"]
     if ax is None:
@@ -40,33 +44,48 @@ def plot_atlas(atlas: dict, ax=None):
     else:
         fig = ax.figure
     image = torch.ones(n_layers, n_heads, 3)
+    counts: dict[str, int] = {}
     for entry in atlas["heads"]:
-        colour = torch.tensor(to_rgb(LABEL_COLOURS[entry["label"]]))
-        strength = entry["strength"] or 0.0
-        alpha = 0.25 + 0.75 * min(max(strength, 0.0), 1.0)
         layer, head = parse_head(entry["head"])
-        image[layer, head] = (1 - alpha) + alpha * colour
+        label = entry["label"] if printed is None else printed.printed((layer, head))
+        counts[label] = counts.get(label, 0) + 1
+        if label == "unstable":
+            full = printed.labels[layer][head]
+            image[layer, head] = torch.tensor(to_rgb("#f0f0f0"))
+            ax.add_patch(Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, hatch="///",
+                                   edgecolor="0.6", linewidth=0))
+            ax.text(head, layer, f"({_SHORT[full]})", ha="center", va="center", fontsize=7, color="0.25")
+            continue
+        image[layer, head] = torch.tensor(to_rgb(LABEL_COLOURS[label]))
         dark = float((image[layer, head] * torch.tensor([0.3, 0.6, 0.1])).sum()) < 0.5
-        ax.text(head, layer, f"{_SHORT[entry['label']]}\n{strength:.2f}", ha="center",
-                va="center", fontsize=7, color="white" if dark else "black")
+        ax.text(head, layer, _SHORT[label], ha="center", va="center", fontsize=7,
+                color="white" if dark else "black")
     ax.imshow(image.numpy(), aspect="auto", interpolation="nearest")
     layer_head_axes(ax, n_layers, n_heads, line="white", linewidth=1.5)
-    present = [lab for lab in LABEL_COLOURS if lab in atlas.get("label_counts", {})]
-    ax.legend(handles=[Patch(facecolor=LABEL_COLOURS[lab], label=f"{lab} ({atlas['label_counts'][lab]})")
-                       for lab in present],
-              loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=7, frameon=False,
+    present = [lab for lab in LABEL_COLOURS if lab in counts]
+    handles = [Patch(facecolor=LABEL_COLOURS[lab], label=f"{lab} ({counts[lab]})") for lab in present]
+    if "unstable" in counts:
+        handles.append(Patch(facecolor="#f0f0f0", hatch="///", edgecolor="0.6",
+                             label=f"unstable ({counts['unstable']})"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=7, frameon=False,
               ncol=4, title="label (number of heads)", title_fontsize=7)
     effect = atlas.get("effect", {}).get("kind", "none")
-    ax.set_title(f"{atlas['model']}: head atlas on {atlas['n_texts']} texts\n"
-                 f"(colour = label, intensity = strength; effect: {effect})", fontsize=8)
+    rule = "atlas's labels" if printed is None else "labels that survive resampling"
+    ax.set_title(f"{atlas['model']}: head atlas on {atlas['n_texts']} texts\n({rule}; effect: {effect})",
+                 fontsize=8)
     return fig
 
 
-def plot_lift_vs_effect(ax, atlas: dict, annotate: Sequence[str] = ("orphan",)):
+def plot_lift_vs_effect(ax, atlas: dict, annotate: Sequence[str] = ("orphan",), threshold: float | None = None,
+                        annotate_heads: Sequence | None = None):
     """Every head of an atlas as a dot: its best family lift (how strongly its pattern matches
     any named family, 0 = like uniform attention) against its effect; colour = label.
-    Heads whose label is in ``annotate`` are named ``L.H``."""
+
+    Heads whose label is in ``annotate``, or that are listed in ``annotate_heads`` (which then
+    replaces ``annotate``), are named ``L.H``. The dotted line is ``threshold`` (default: the
+    atlas's lift threshold)."""
     seen = set()
+    wanted = None if annotate_heads is None else {tuple(parse_head(h)) for h in annotate_heads}
     for entry in atlas["heads"]:
         lifts = [v for v in entry["lift"].values() if v is not None]
         x, y, label = max(lifts) if lifts else 0.0, entry["effect"], entry["label"]
@@ -75,13 +94,15 @@ def plot_lift_vs_effect(ax, atlas: dict, annotate: Sequence[str] = ("orphan",)):
         ax.plot(x, y, "o", ms=5, color=LABEL_COLOURS[label], mec="black", mew=0.3,
                 label=None if label in seen else label)
         seen.add(label)
-        if label in annotate:
-            ax.annotate(format_head(entry["head"]), (x, y), fontsize=6, xytext=(3, 2),
+        named = label in annotate if wanted is None else tuple(parse_head(entry["head"])) in wanted
+        if named:
+            ax.annotate(format_head(entry["head"]), (x, y), fontsize=7, xytext=(3, 2),
                         textcoords="offset points")
-    ax.axvline(atlas["thresholds"]["lift"], color="0.5", lw=0.8, ls=":")
+    line = atlas["thresholds"]["lift"] if threshold is None else threshold
+    ax.axvline(line, color="0.4", lw=0.9, ls=":")
     ax.set_xlabel("best family lift over uniform attention")
     ax.set_ylabel(f"effect ({atlas['effect'].get('metric', atlas['effect']['kind'])})")
-    ax.legend(fontsize=7, frameon=False, ncol=2)
+    ax.legend(fontsize=7, frameon=False, ncol=2, title="atlas label", title_fontsize=7)
     return ax
 
 

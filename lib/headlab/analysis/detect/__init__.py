@@ -27,6 +27,8 @@ Modules, by meaning:
   :func:`offset_baseline` and the nearest-noun baseline; relation sets from the synthetic
   language and the English set; :func:`relation_scores` for a model;
 * ``labels`` — :func:`label_heads`: one label per head from pattern scores and effects;
+  ``calibration`` — the rule's threshold read off a null of decoy keys, and label stability
+  (import from :mod:`headlab.analysis.detect.calibration`);
 * ``scores`` — :func:`head_scores`: every score of every head in one pass per batch.
 """
 
@@ -43,7 +45,7 @@ from headlab.analysis.detect.labels import (
 from headlab.analysis.detect.positional import local_score, next_token_score, offset_score, previous_token_score
 from headlab.analysis.detect.relations import (
     PRONOUN_ANTECEDENT, SUBJECT_VERB, VERB_SUBJECT, OffsetBaseline, nearest_preceding, offset_baseline,
-    pointer_targets, prediction_accuracy, relation_accuracy, relation_hits, visible_targets,
+    pointer_targets, prediction_accuracy, relation_accuracy, relation_hits, query_hits, visible_targets,
 )
 from headlab.analysis.detect.scores import (
     LOCAL_WINDOW, PATTERN_SCORES, WRITE_MEASURES, HeadScores, head_scores, is_punctuation,
@@ -67,7 +69,7 @@ __all__ = [
     "NotApplicable", "Unembed", "unembedding", "ov_copying_score", "dla_copying_score",
     # relations
     "VERB_SUBJECT", "SUBJECT_VERB", "PRONOUN_ANTECEDENT", "pointer_targets", "visible_targets",
-    "relation_hits", "relation_accuracy", "OffsetBaseline", "offset_baseline", "prediction_accuracy",
+    "relation_hits", "query_hits", "relation_accuracy", "OffsetBaseline", "offset_baseline", "prediction_accuracy",
     "nearest_preceding", "RelationSet", "RelationResult", "synthetic_relation_set",
     "english_relation_set", "relation_scores", "held_out_relation_scores",
     # labels

@@ -96,15 +96,10 @@ def nearest_preceding(candidates: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------- accuracies
 
 
-def relation_hits(pattern: torch.Tensor, targets: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                  ignore_keys: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(hits (batch, head), items (batch,))``: how many annotated queries each head points
-    right, and how many annotated queries (real queries with a real target) each input has.
-
-    ``ignore_keys`` ``(batch, pos)``: keys left out of the comparison (e.g. ``[CLS]`` and
-    ``[SEP]``, where many heads park their attention): the head then points right when its
-    largest weight *among the other keys* is on a target.
-    """
+def _hit_matrix(pattern: torch.Tensor, targets: torch.Tensor, attention_mask: torch.Tensor | None,
+                ignore_keys: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(hit (batch, head, q_pos), items (batch, q_pos))`` for :func:`relation_hits` and
+    :func:`query_hits`."""
     real = check_pattern(pattern, attention_mask)
     gold = _gold(targets, real)  # (batch, q_pos, k_pos)
     keys = real
@@ -118,8 +113,34 @@ def relation_hits(pattern: torch.Tensor, targets: torch.Tensor, attention_mask: 
     on_gold = torch.where(gold[:, None], pattern, neg_inf).amax(-1)  # (batch, head, q_pos)
     other = keys[:, None, :] & ~gold  # (batch, q_pos, k_pos)
     off_gold = torch.where(other[:, None], pattern, neg_inf).amax(-1)  # (batch, head, q_pos)
-    hit = (on_gold > off_gold) & items[:, None, :]
+    return (on_gold > off_gold) & items[:, None, :], items
+
+
+def relation_hits(pattern: torch.Tensor, targets: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                  ignore_keys: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(hits (batch, head), items (batch,))``: how many annotated queries each head points
+    right, and how many annotated queries (real queries with a real target) each input has.
+
+    ``ignore_keys`` ``(batch, pos)``: keys left out of the comparison (e.g. ``[CLS]`` and
+    ``[SEP]``, where many heads park their attention): the head then points right when its
+    largest weight *among the other keys* is on a target.
+    """
+    hit, items = _hit_matrix(pattern, targets, attention_mask, ignore_keys)
     return hit.sum(-1), items.sum(-1)
+
+
+def query_hits(pattern: torch.Tensor, targets: torch.Tensor,
+                      attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every annotated query on its own: ``(hits (n_queries, head) bool, where (n_queries, 2))``.
+
+    ``where[i] = (input, query position)`` of the ``i``-th annotated query, in (input, position)
+    order; ``hits[i, h]``: head ``h`` points at a target of that query (largest weight on a
+    target, strictly larger than on every other real key, special tokens included). The
+    per-query outcomes that exact tests (McNemar) and bootstraps over inputs need.
+    """
+    hit, items = _hit_matrix(pattern, targets, attention_mask, None)
+    where = torch.nonzero(items)  # (n_queries, 2), row-major: by input, then position
+    return hit[where[:, 0], :, where[:, 1]], where
 
 
 def relation_accuracy(pattern: torch.Tensor, targets: torch.Tensor, attention_mask: torch.Tensor | None = None,

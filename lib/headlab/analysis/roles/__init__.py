@@ -1,13 +1,17 @@
 """One definition per role a head is said to play, used by every chapter, the report and the exercises.
 
 Each role is one function in its own module, with its threshold, its baseline or null, and the
-split it selects heads on and the split it measures them on, all stated in its docstring:
+split it selects heads on and the split it measures them on, all stated in its docstring; each
+takes a model and its inputs and returns every number behind its answer, so a notebook can print
+it and ``headlab.report`` can judge it:
 
-* :mod:`~headlab.analysis.roles.positional` -- previous-token heads;
-* :mod:`~headlab.analysis.roles.induction` -- induction heads, both halves: the attention pattern
-  (to the token after an earlier occurrence of the current token) *and* the copying through OV;
-* :mod:`~headlab.analysis.roles.syntactic` -- subject (and antecedent) heads, against ground truth;
-* :mod:`~headlab.analysis.roles.orphan` -- orphan heads: no named pattern, a measured task effect.
+* :mod:`~headlab.analysis.roles.positional` -- previous-token heads (and any fixed offset or
+  position: next-token, first-token), against a null of decoy keys;
+* :mod:`~headlab.analysis.roles.syntactic` -- subject and antecedent heads, against ground truth
+  and the best fixed offset or nearest-mention baseline;
+* :mod:`~headlab.analysis.roles.orphan` -- orphan heads: no named pattern, a measured effect
+  above the mean head's on the metric given.
 
-Import a role from its module, e.g. ``from headlab.analysis.roles.induction import induction_heads``.
+Import a role from its module, e.g. ``from headlab.analysis.roles.orphan import orphan_heads``.
+(The induction role, both halves of the circuit, is chapter 5's and is not written yet.)
 """

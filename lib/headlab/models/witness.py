@@ -1,0 +1,93 @@
+"""Every forward of the book's GPT reports itself, however it is called: the witness op.
+
+The head interface edits a model through hooks (:mod:`headlab.heads.dispatch`). A forward that
+does not run them -- a ``torch.jit.trace`` of the model made before an ablation block, a
+``copy.deepcopy`` of it -- would run clean inside the block and say nothing. So the book's
+:class:`~headlab.models.gpt.GPT` passes its token ids through one tiny custom op,
+``torch.ops.headlab.witness(ids, token)``, at the start of its forward. The op is part of the
+computation, so a trace records it and a compiled graph keeps it; when it runs, it calls the
+watchers registered for the model's ``token`` (the head interface checks that the forward came
+through its hooks, and raises if it did not). With no watcher it only copies the ids.
+
+A model's token is an ``int`` attribute, ``witness_token``; a deep copy keeps it (so a copy run
+inside a block of the original is caught), and :func:`claim` gives a model a token of its own
+when the head interface wraps it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from typing import Callable
+
+import torch
+
+__all__ = ["witness", "claim", "watch", "new_token"]
+
+_COUNTER = itertools.count(1)
+_LOCK = threading.Lock()
+# token -> [(a weak reference to the model, a weak reference to its watcher, a bound method)]
+_WATCHERS: dict[int, list[tuple[weakref.ref, weakref.WeakMethod]]] = {}
+
+
+def new_token() -> int:
+    """A token no model of this process has had."""
+    return next(_COUNTER)
+
+
+def _witness_impl(ids: torch.Tensor, token: int) -> torch.Tensor:
+    for _, method in tuple(_WATCHERS.get(token, ())):
+        watcher = method()
+        if watcher is not None:
+            watcher()
+    return ids.clone()
+
+
+if not hasattr(torch.ops.headlab, "witness"):  # once per process: a reload of this module must not fail
+    _op = torch.library.custom_op("headlab::witness", _witness_impl, mutates_args=())
+
+    @_op.register_fake
+    def _(ids: torch.Tensor, token: int) -> torch.Tensor:
+        return torch.empty_like(ids)
+
+
+def witness(ids: torch.Tensor, token: int) -> torch.Tensor:
+    """``ids`` (a copy), after telling the watchers of ``token`` that a forward is running.
+
+    Skipped while the model is exported to ONNX (the browser's runtime knows no such op).
+    """
+    if torch.onnx.is_in_onnx_export():
+        return ids
+    return torch.ops.headlab.witness(ids, token)
+
+
+def claim(model: torch.nn.Module) -> int:
+    """Give ``model`` a token no other live watched model holds (a deep copy shares its
+    original's until then); returns it."""
+    with _LOCK:
+        token = getattr(model, "witness_token", None)
+        owners = [ref() for ref, _ in _WATCHERS.get(token, ())] if token is not None else []
+        if token is None or any(owner is not None and owner is not model for owner in owners):
+            token = new_token()
+            model.witness_token = token
+        return token
+
+
+def watch(model: torch.nn.Module, watcher: Callable[[], None]) -> None:
+    """Call ``watcher()`` at every forward of ``model`` (traced or compiled copies included),
+    for as long as both live: ``watcher`` is a bound method, held by a weak reference, so
+    watching keeps neither it nor the model alive."""
+    token = claim(model)
+
+    def forget(_ref, token=token) -> None:
+        with _LOCK:
+            entries = [e for e in _WATCHERS.get(token, ()) if e[0]() is not None]
+            if entries:
+                _WATCHERS[token] = entries
+            else:
+                _WATCHERS.pop(token, None)
+
+    with _LOCK:
+        alive = [e for e in _WATCHERS.get(token, ()) if e[0]() is not None and e[1]() is not None]
+        _WATCHERS[token] = alive + [(weakref.ref(model, forget), weakref.WeakMethod(watcher))]

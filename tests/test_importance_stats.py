@@ -1,0 +1,73 @@
+"""Chapter 6's statistics on effects with known answers, and group_effects against sweep."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from headlab.analysis.importance_stats import (
+    layer_shares, mean_interaction, missed_tail_share, rank_gap, reference_gini, share_below, tail_gini,
+)
+
+rng = np.random.default_rng(0)
+
+
+def test_layer_shares_and_share_below_known_answers():
+    e = np.repeat(np.array([[1.0], [1.0], [0.0], [2.0]]), 8, axis=1)  # 2 layers x 2 heads
+    np.testing.assert_allclose(layer_shares(e, 2), [0.5, 0.5])
+    est = share_below(e, 0.5, n_resamples=200)
+    assert est.value == est.low == est.high == 0.25  # constant over items: no spread
+    with pytest.raises(ValueError, match="do not split into 3 layers"):
+        layer_shares(e, 3)
+
+
+def test_rank_gap_is_zero_for_the_reference_itself_and_large_for_its_reverse():
+    ref = np.linspace(0, 1, 16)[:, None] + 0.05 * rng.standard_normal((16, 40))
+    same = rank_gap(ref, ref, n_resamples=300)
+    assert same.value == 0.0 and same.low == 0.0 and same.high == 0.0
+    reverse = rank_gap(ref, -ref, n_resamples=300)
+    assert reverse.value > 1.5 and reverse.low > 1.0
+
+
+def test_missed_tail_share_sees_a_specialist_the_average_ranks_low():
+    n = 40
+    avg = np.zeros((8, n)) + np.arange(8, 0, -1)[:, None] * 0.1  # head 0 most important on average
+    assert missed_tail_share(avg, avg, keep=2, n_resamples=300).value == pytest.approx(0.0, abs=1e-12)
+    tail = np.zeros((8, n))
+    tail[7] = 1.0  # the least important head on average does all of the phenomenon's work
+    est = missed_tail_share(avg, tail, keep=2, n_resamples=300)
+    outside_avg = avg[2:, 0].sum() / avg[:, 0].sum()
+    assert est.value == pytest.approx(1.0 - outside_avg)
+    assert est.low > 0
+
+
+def test_mean_interaction_and_gini_against_the_exponential_reference():
+    singles = np.zeros((4, 6))
+    singles[0], singles[1] = 1.0, 2.0
+    pairs = np.stack([np.full(6, 4.0), np.full(6, 0.001)])  # (0.0, 0.1): 4 - 1 - 2 = 1; the other is skipped
+    est = mean_interaction(pairs, singles, [[(0, 0), (0, 1)], [(1, 0), (1, 1)]], 2, min_effect=0.01,
+                           n_resamples=200)
+    assert est.value == pytest.approx(1.0)
+    one_head = np.zeros((32, 20))
+    one_head[5] = 1.0 + 0.01 * rng.random(20)
+    g = tail_gini(one_head, n_resamples=300)
+    assert g.value == pytest.approx(31 / 32, abs=1e-3)
+    assert g.low > reference_gini(32).high
+
+
+def test_group_effects_equal_the_sweep_on_the_loss():
+    from headlab.analysis.effects import causal_lm_metrics, group_effects
+    from headlab.analysis.sweep import sweep
+    from headlab.heads.ablation import Ablation
+    from tiny_models import make_model, random_batch
+
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=3, seq=7)
+    for ablation in (Ablation(), Ablation("mean", reference=batch)):
+        ge = group_effects(hm, batch, causal_lm_metrics(), groups=[[(0, 0)], [(0, 1), (1, 0)]], ablation=ablation)
+        sw = sweep(hm, batch, groups=[[(0, 0)], [(0, 1), (1, 0)]], ablation=ablation)
+        torch.testing.assert_close(ge.effects["loss"].float(), sw.effects, atol=1e-5, rtol=1e-4)
+        assert (ge.effects["kl"] >= -1e-9).all()
+    with pytest.raises(ValueError, match="empty head set"):
+        group_effects(hm, batch, causal_lm_metrics(), groups=[[]])

@@ -1,0 +1,225 @@
+"""The role definitions (headlab.analysis.roles) and the label null (detect.calibration), on known answers.
+
+The planted model of headlab.models.planted has its heads set by hand: 0.0 copies the previous
+token, 0.1 attends to the first token and writes nothing, 1.0 is an induction head, 1.1 attends
+uniformly and writes ten times the context's average token (the orphan).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from headlab.analysis.detect import head_scores, pointer_targets
+from headlab.analysis.detect.annotated import RelationSet
+from headlab.analysis.detect.calibration import (
+    calibrated_thresholds, decoy_lifts, label_stability, offset_scores,
+)
+from headlab.analysis.roles.orphan import named_heads, orphan_heads, orphans_from_effects
+from headlab.analysis.roles.positional import first_token_heads, previous_token_heads
+from headlab.analysis.roles.syntactic import OFFSET, english_split, relation_head, relation_outcomes
+from headlab.data.spans import repeated_tokens
+from headlab.exercises.fixtures import hand_pattern
+from headlab.models.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model
+from headlab.stats import Split, split_items
+
+
+@pytest.fixture(scope="module")
+def planted():
+    hm = planted_model(d_vocab=20, n_ctx=48, orphan=10.0)
+    inputs = repeated_tokens(range(1, 20), 24, 15, torch.Generator().manual_seed(0), prefix=[0])
+    return hm, {"input_ids": inputs, "attention_mask": torch.ones_like(inputs)}
+
+
+# ----------------------------------------------------------------------------- calibration
+
+
+def test_offset_scores_match_a_hand_built_previous_token_pattern(planted) -> None:
+    hm, batch = planted
+    s = offset_scores(hm, batch, (-1, -3), (0,))
+    assert s.keys == ("offset -1", "offset -3", "position 0")
+    prev = s.scores[:, 0, PREVIOUS_TOKEN_HEAD[0], PREVIOUS_TOKEN_HEAD[1]]
+    assert torch.allclose(prev, torch.ones_like(prev), atol=1e-3)
+    first = s.scores[:, 2, FIRST_TOKEN_HEAD[0], FIRST_TOKEN_HEAD[1]]
+    assert torch.allclose(first, torch.ones_like(first), atol=1e-3)
+    n = batch["input_ids"].shape[1]
+    # uniform causal attention puts 1/(i+1) on key i-1 for queries i >= 1
+    assert float(s.uniform[0, 0]) == pytest.approx(np.mean([1 / (i + 1) for i in range(1, n)]))
+    lifts = s.lifts()
+    assert float(lifts[0][PREVIOUS_TOKEN_HEAD]) == pytest.approx(1.0, abs=1e-3)
+    assert float(lifts[1][PREVIOUS_TOKEN_HEAD]) < 0  # it avoids the key three back
+
+
+def test_a_causal_model_refuses_positive_offsets(planted) -> None:
+    hm, batch = planted
+    with pytest.raises(ValueError, match="causal"):
+        offset_scores(hm, batch, (1,))
+    with pytest.raises(ValueError, match="distances"):
+        decoy_lifts(hm, batch, offsets=(0, 3))
+
+
+def test_the_decoy_threshold_sits_below_every_planted_specialist(planted) -> None:
+    hm, batch = planted
+    thresholds = calibrated_thresholds(decoy_lifts(hm, batch))
+    assert 0 < thresholds.lift < 0.5
+    scores = head_scores(hm, batch)
+    for head, family in ((PREVIOUS_TOKEN_HEAD, "previous_token"), (FIRST_TOKEN_HEAD, "first_token"),
+                         (INDUCTION_HEAD, "induction")):
+        assert float(scores.lift(family)[head]) > thresholds.lift
+    assert float(max(scores.lift(f)[UNIFORM_HEAD] for f in ("previous_token", "first_token"))) < thresholds.lift
+
+
+def test_planted_labels_are_stable_and_a_coin_flip_label_is_not(planted) -> None:
+    hm, batch = planted
+    scores = head_scores(hm, batch)
+    stable = label_stability(scores, n_resamples=40)
+    assert stable.printed(PREVIOUS_TOKEN_HEAD) == "previous_token"
+    assert stable.printed(FIRST_TOKEN_HEAD) == "first_token"
+    assert stable.shares[PREVIOUS_TOKEN_HEAD] == 1.0
+    # a score that sits exactly at the threshold on average: half the texts above, half below
+    flip = head_scores(hm, batch)
+    values = flip.per_input["previous_token"]
+    u = float(flip.uniform["previous_token"].mean())
+    target = u + 0.4 * (1 - u)  # lift 0.4 exactly
+    values[:, 1, 1] = torch.where(torch.arange(values.shape[0]) % 2 == 0, target + 0.2, target - 0.2)
+    shaky = label_stability(flip, n_resamples=60)
+    assert 0.2 < shaky.shares[1, 1] < 0.8
+    assert shaky.printed((1, 1)) == "unstable"
+    assert "unstable" in shaky.counts()
+
+
+# ------------------------------------------------------------------------------ positional
+
+
+def test_previous_and_first_token_heads_are_the_planted_ones(planted) -> None:
+    hm, batch = planted
+    prev = previous_token_heads(hm, batch, n_resamples=999)
+    assert [c.head for c in prev.heads] == [PREVIOUS_TOKEN_HEAD]
+    assert prev.best.head == PREVIOUS_TOKEN_HEAD
+    assert prev.heads[0].lift.low > prev.threshold and prev.heads[0].lift.value == pytest.approx(1.0, abs=1e-3)
+    assert prev.n_select + prev.n_measure == batch["input_ids"].shape[0]
+    first = first_token_heads(hm, batch, n_resamples=999)
+    assert [c.head for c in first.heads] == [FIRST_TOKEN_HEAD]
+
+
+def test_fixed_key_heads_needs_one_key(planted) -> None:
+    hm, batch = planted
+    from headlab.analysis.roles.positional import fixed_key_heads
+
+    with pytest.raises(ValueError, match="exactly one"):
+        fixed_key_heads(hm, batch)
+    with pytest.raises(ValueError, match="causal"):
+        fixed_key_heads(hm, batch, offset=1)
+
+
+# --------------------------------------------------------------------------------- orphans
+
+
+def test_the_uniform_writer_is_the_orphan_and_the_silent_sink_is_not(planted) -> None:
+    hm, batch = planted
+    found = orphan_heads(hm, batch, n_resamples=999)
+    assert [c.head for c in found.heads] == [UNIFORM_HEAD]
+    assert found.named[PREVIOUS_TOKEN_HEAD] and found.named[FIRST_TOKEN_HEAD] and not found.named[UNIFORM_HEAD]
+    head, share, low, high = found.top()
+    assert head == UNIFORM_HEAD and share > 0.9 and (low, high) == (1, 1)
+
+
+def test_orphans_from_effects_selects_on_one_half_and_measures_on_the_other() -> None:
+    rng = np.random.default_rng(0)
+    effects = rng.uniform(0, 0.1, (2, 2, 40))
+    effects[1, 1, :20] = 1.0          # large on the selection half only
+    effects[0, 1, 20:] = 1.0          # large on the measurement half only: never chosen
+    named = np.zeros((2, 2), dtype=bool)
+    split = Split(np.arange(20), np.arange(20, 40), seed=0)
+    found = orphans_from_effects(effects, named, split, n_resamples=999)
+    assert [c.head for c in found.candidates] == [(1, 1)]
+    assert found.heads == ()  # chosen on the first half, it is ordinary on the second
+    named[1, 1] = True
+    assert orphans_from_effects(effects, named, split, n_resamples=999).candidates == ()
+    with pytest.raises(ValueError, match="n_layers, n_heads"):
+        orphans_from_effects(effects[0], named, split)
+
+
+def test_named_heads_uses_the_threshold(planted) -> None:
+    hm, batch = planted
+    scores = head_scores(hm, batch)
+    named = named_heads(scores, 0.5)
+    assert named[PREVIOUS_TOKEN_HEAD] and named[FIRST_TOKEN_HEAD] and not named[UNIFORM_HEAD]
+    assert not named_heads(scores, 1.01).any()
+
+
+# ------------------------------------------------------------------------------- syntactic
+
+
+def _relations(batch) -> RelationSet:
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    n, pos = ids.shape
+    first = torch.full((n, pos), -1)
+    first[:, 3:] = 0                              # from every query >= 3 to the first token
+    prev = torch.full((n, pos), -1)
+    prev[:, 5::3] = torch.arange(4, pos - 1, 3)   # from every third query to the previous token
+    return RelationSet(ids, mask, {"to first": pointer_targets(first), "to previous": pointer_targets(prev)},
+                       {"to first": ("nearest zero", torch.zeros(n, pos, dtype=torch.long))})
+
+
+def test_a_relation_head_beats_its_baseline_only_where_position_does_not_solve_it(planted) -> None:
+    hm, batch = planted
+    rs = _relations(batch)
+    split = split_items(len(rs))
+    to_first = relation_head(hm, rs, "to first", split, n_resamples=999)
+    assert to_first.head == FIRST_TOKEN_HEAD and to_first.accuracy.value == 1.0
+    assert to_first.baselines["nearest zero"].value == 1.0  # the named baseline is right too
+    assert to_first.strongest == "nearest zero" and not to_first.beats_baseline
+    assert to_first.baselines[OFFSET].value < 0.2  # no single offset reaches the first token
+    to_prev = relation_head(hm, rs, "to previous", split, n_resamples=999)
+    assert to_prev.head == PREVIOUS_TOKEN_HEAD and to_prev.offset == -1
+    assert to_prev.lead.value == 0.0 and not to_prev.beats_baseline
+    assert to_prev.tests[OFFSET].pvalue == 1.0  # no discordant query
+
+
+def test_outcomes_measure_a_fixed_head_on_a_subgroup(planted) -> None:
+    hm, batch = planted
+    rs = _relations(batch)
+    out = relation_outcomes(hm, rs, "to first")
+    assert out.hits.shape[1:] == (2, 2) and out.text.shape == out.query.shape
+    late = out.query >= 20
+    split = split_items(len(rs))
+    r = out.measure(INDUCTION_HEAD, -5, split.measure, late, n_resamples=999)
+    assert r.n_items == int((late & np.isin(out.text, split.measure)).sum())
+    assert r.accuracy.value < 0.5
+    with pytest.raises(ValueError, match="no relation"):
+        relation_outcomes(hm, rs, "nothing")
+
+
+def test_english_split_reads_the_fixed_field() -> None:
+    from types import SimpleNamespace as Item
+
+    split = english_split([Item(split="select"), Item(split="measure"), Item(split="select")])
+    assert split.select.tolist() == [0, 2] and split.measure.tolist() == [1]
+    with pytest.raises(ValueError, match="select"):
+        english_split([Item(split="train")])
+
+
+def test_hand_pattern_spreads_the_rest_and_refuses_bad_rows() -> None:
+    p = hand_pattern(4, {2: {0: 0.5}})
+    assert np.allclose(p.sum(-1), 1) and p[2, 0] == 0.5 and p[2, 1] == p[2, 2] == 0.25 and p[1, 1] == 0.5
+    assert np.allclose(hand_pattern(3, {}, causal=False), 1 / 3)
+    with pytest.raises(ValueError, match="may not see"):
+        hand_pattern(4, {1: {3: 1.0}})
+    with pytest.raises(ValueError, match="sum"):
+        hand_pattern(2, {0: {0: 0.5}})
+
+
+def test_the_null_never_lowers_the_share_that_names_a_head(planted) -> None:
+    from headlab.analysis.detect.calibration import null_lift
+
+    hm, batch = planted
+    null = decoy_lifts(hm, batch)
+    q = null_lift(null)
+    assert 0 < q < 0.4  # the planted heads put next to nothing on decoy keys
+    assert calibrated_thresholds(null).lift == 0.4
+    prev = previous_token_heads(hm, batch, n_resamples=999)
+    assert prev.null_threshold == pytest.approx(null_lift(null, prev_split := split_items(24).select), abs=0)
+    assert prev.threshold == 0.4 and [c.head for c in prev.beyond_null] == [PREVIOUS_TOKEN_HEAD]
+    del prev_split

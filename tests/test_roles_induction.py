@@ -1,0 +1,119 @@
+"""One definition of an induction head (both halves), tested on known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import headlab
+from headlab.analysis.roles import induction as role
+from headlab.analysis.roles.induction import (
+    COPY_SHARE, INDUCTION_LIFT, copying_half, induction_dependence, induction_heads, induction_lifts,
+)
+from headlab.exercises.fixtures import repeated_batch, uniform_induction_score
+from headlab.models.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model
+
+ROWS = [(10, 10), (12, 8), (14, 6), (11, 9), (13, 7), (10, 10), (15, 5), (12, 8)]
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return planted_model(d_vocab=16, n_ctx=21)
+
+
+@pytest.fixture(scope="module")
+def tokens():
+    return torch.as_tensor(repeated_batch(ROWS, seed=3))
+
+
+def test_planted_model_has_exactly_its_induction_head(planted, tokens):
+    found = induction_heads(planted, tokens, n_resamples=500)
+    assert found.heads == (INDUCTION_HEAD,)
+    assert found.attends == (INDUCTION_HEAD,) and found.borderline == ()
+    # 1.0 copies every token (its OV circuit is a copy); 0.0 writes into a block the unembedding
+    # does not read, 0.1 and 1.1 write nothing: none of them copies
+    assert found.copies == (INDUCTION_HEAD,)
+    assert found.copying[INDUCTION_HEAD].value == 1.0
+    for head in (PREVIOUS_TOKEN_HEAD, FIRST_TOKEN_HEAD, UNIFORM_HEAD):
+        assert found.copying[head].value == 0.0
+    assert found.lift[INDUCTION_HEAD].low > 0.99
+    assert found.lift[UNIFORM_HEAD].value == pytest.approx(0.0, abs=1e-6)  # uniform attention: lift 0
+    expected_uniform = np.mean([uniform_induction_score(*r) for r in ROWS])
+    assert found.uniform == pytest.approx(expected_uniform, abs=1e-6)
+    assert found.chance == pytest.approx(role.COPY_K / 16)
+    assert set(found.split.select).isdisjoint(found.split.measure)
+
+
+def test_lifts_are_relative_to_uniform_attention(planted, tokens):
+    scores, lifts = induction_lifts(planted, tokens)
+    uniform = np.array([uniform_induction_score(*r) for r in ROWS])
+    expected = (scores[:, 1, 0].numpy() - uniform) / (1 - uniform)
+    np.testing.assert_allclose(lifts[:, 1, 0].numpy(), expected, atol=1e-6)
+
+
+def test_the_rule_selects_on_one_half_and_measures_on_the_other(planted, tokens, monkeypatch):
+    """Crafted lifts: a head above the threshold on both halves, one that passes on the selection
+    half only (borderline), one that never passes, whatever the measurement half says."""
+    split = role.stats.split_items(len(ROWS), seed=0)
+    lifts = torch.zeros(len(ROWS), 2, 2, dtype=torch.float64)
+    lifts[:, 1, 0] = 0.6                       # 1.0: clearly above 0.3 everywhere
+    lifts[split.select, 1, 1] = 0.35           # 1.1: passes on the selection half ...
+    lifts[split.measure, 1, 1] = torch.tensor([0.05, 0.6, 0.1, 0.5], dtype=torch.float64)  # ... spread on the other
+    lifts[split.select, 0, 0] = 0.1            # 0.0: fails on the selection half ...
+    lifts[split.measure, 0, 0] = 0.9           # ... and is never kept, however well it does later
+    monkeypatch.setattr(role, "induction_lifts", lambda hm, inputs: (lifts, lifts))
+    found = induction_heads(planted, tokens, n_resamples=500)
+    assert found.selected == ((1, 0), (1, 1))
+    assert found.attends == ((1, 0),)
+    assert found.borderline == ((1, 1),)
+    assert found.heads == ((1, 0),)  # 1.0 copies; 0.0's 0.9 on the measurement half does not count
+
+
+def test_copying_half_of_attn_only_2l_head_1_3():
+    """The copying half on the trained model: head 1.3 (its strongest induction head) writes the
+    token it reads; the previous-token head 0.0 does not."""
+    hm = headlab.load("attn-only-2l")
+    copying = copying_half(hm)
+    assert copying[(1, 3)].low >= COPY_SHARE
+    assert copying[(0, 0)].high < COPY_SHARE
+    n_tokens = 64  # t0 ... t63, the specials left out
+    assert copying[(1, 3)].n == n_tokens
+
+
+def test_one_layer_model_has_no_induction_head():
+    hm = headlab.load("attn-only-1l")
+    from headlab.training.recipes import RECIPES
+
+    data = RECIPES["attn-only-1l"].task.eval_data(32)
+    found = induction_heads(hm, data.tokens, n_resamples=300)
+    assert found.heads == () and found.attends == ()
+    assert all(e.high < INDUCTION_LIFT for e in found.lift.values())
+
+
+def test_dependence_on_the_planted_previous_token_head(planted, tokens):
+    """Without 0.0 the planted induction head attends uniformly: its score falls from 1 to the
+    uniform score, a relative drop known exactly."""
+    dep = induction_dependence(planted, tokens, [PREVIOUS_TOKEN_HEAD], [INDUCTION_HEAD], n_resamples=500)
+    d = dep[INDUCTION_HEAD]
+    uniform = np.mean([uniform_induction_score(*r) for r in ROWS])
+    assert d.ablated.value == pytest.approx(uniform, abs=1e-3)
+    assert d.relative.value == pytest.approx(1 - uniform / d.clean.value, abs=1e-9)
+    assert d.relative.value == pytest.approx(1 - uniform, abs=1e-3)
+    assert d.relative.low <= d.relative.value <= d.relative.high
+    # removing 0.1 (which writes nothing) costs nothing
+    none = induction_dependence(planted, tokens, [FIRST_TOKEN_HEAD], [INDUCTION_HEAD], n_resamples=500)
+    assert none[INDUCTION_HEAD].relative.value == pytest.approx(0.0, abs=1e-6)
+    # on a subset of the inputs only
+    half = induction_dependence(planted, tokens, [PREVIOUS_TOKEN_HEAD], [INDUCTION_HEAD], items=[0, 2, 4],
+                                n_resamples=500)
+    assert half[INDUCTION_HEAD].clean.n == 3
+
+
+def test_bad_input_is_refused_with_the_value(planted, tokens):
+    with pytest.raises(ValueError, match="0.0 is not above"):
+        induction_dependence(planted, tokens, [PREVIOUS_TOKEN_HEAD], [PREVIOUS_TOKEN_HEAD])
+    with pytest.raises(ValueError, match="threshold"):
+        induction_heads(planted, tokens, threshold=1.5)
+    with pytest.raises(ValueError, match="at least 4 inputs"):
+        induction_heads(planted, tokens[:3])
