@@ -1,4 +1,5 @@
-"""Batched sweeps equal the one-forward-per-head loop, on every adapter and mode; the Ablation and
+"""Batched sweeps equal the one-forward-per-head loop, on every adapter and mode, for single heads,
+pairs and groups; the lower layers run once; the chunking rule's choices; the Ablation and
 Metric values are checked where they are made; 0.1's keyword arguments still work, with a warning;
 the sweep's JSON carries its schema and reads back."""
 
@@ -10,8 +11,11 @@ import warnings
 import pytest
 import torch
 
-from headlab.analysis.sweep import SCHEMA, SweepResult, loop_sweep, sweep
+from headlab.analysis.importance import pair_effects, subset_effects
+from headlab.analysis.sweep import (SCHEMA, SweepResult, chunk_plan, groups_per_pass, loop_sweep, sweep,
+                                    tile_budget)
 from headlab.heads.ablation import Ablation
+from headlab.heads.model import HeadModel
 from headlab.metrics import Metric
 from headlab.schema import SchemaError
 from tiny_models import ADAPTER_FACTORIES, make_model, random_batch
@@ -24,27 +28,124 @@ def test_batched_sweep_equals_loop(name, mode):
     batch = random_batch(hm, n=3, seq=6)
     reference = None if mode == "zero" else random_batch(hm, n=4, seq=8, seed=5)
     ablation = Ablation(mode, reference=reference)
-    fast = sweep(hm, batch, ablation=ablation, max_batch=7)  # several chunks of 2 groups
     slow = loop_sweep(hm, batch, ablation=ablation)
-    assert fast.groups == slow.groups == [((l, h),) for l in range(2) for h in range(4)]
-    torch.testing.assert_close(fast.effects, slow.effects, atol=1e-5, rtol=1e-4)
-    torch.testing.assert_close(fast.clean, slow.clean)
+    assert slow.groups == [((l, h),) for l in range(2) for h in range(4)]
+    for kwargs in ({}, {"max_batch": 7}, {"per_pass": 1}, {"per_pass": 3}):  # 4, 2, 1 and 3 + 1 per pass
+        fast = sweep(hm, batch, ablation=ablation, **kwargs)
+        assert fast.groups == slow.groups
+        torch.testing.assert_close(fast.effects, slow.effects, atol=1e-6, rtol=0)
+        torch.testing.assert_close(fast.clean, slow.clean, atol=1e-6, rtol=0)
     assert fast.effects.abs().max() > 1e-5  # the ablations did something
+    assert hm.hooks_installed == 0
     by_head = fast.by_head()
     assert by_head.shape == (2, 4, 3)
     torch.testing.assert_close(by_head[1, 2], fast.effects[6])
 
 
-@pytest.mark.parametrize("name", ["gpt2", "bert"])
+@pytest.mark.parametrize("name", sorted(ADAPTER_FACTORIES))
 def test_group_sweeps_and_padding(name):
+    """Groups across layers, padded inputs, and as many tiles as inputs (k == n == 2)."""
+    hm = make_model(name)
+    batch = random_batch(hm, n=2, seq=6)
+    batch["attention_mask"][1, 4:] = 0  # a padded input
+    groups = [[(0, 1), (1, 3)], (1, 0), [(0, 0), (0, 2), (1, 1)], [(1, 2), (1, 3)]]
+    slow = loop_sweep(hm, batch, groups=groups)
+    for per_pass in (None, 1, 2):
+        fast = sweep(hm, batch, groups=groups, per_pass=per_pass)
+        torch.testing.assert_close(fast.effects, slow.effects, atol=1e-6, rtol=0)
+    assert fast.groups[1] == ((1, 0),)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama_gqa", "headlab"])
+def test_pairs_and_groups_equal_their_loop(name):
+    """Chapter 6's pair ablations (every pair in a layer) and random groups across layers go
+    through the batched sweep; each equals one forward pass per group."""
     hm = make_model(name)
     batch = random_batch(hm, n=3, seq=6)
-    batch["attention_mask"][1, 4:] = 0  # a padded input
-    groups = [[(0, 1), (1, 3)], (1, 0), [(0, 0), (0, 2), (1, 1)]]
-    fast = sweep(hm, batch, groups=groups)
-    slow = loop_sweep(hm, batch, groups=groups)
-    torch.testing.assert_close(fast.effects, slow.effects, atol=1e-5, rtol=1e-4)
-    assert fast.groups[1] == ((1, 0),)
+    pairs = pair_effects(hm, batch)
+    assert len(pairs.pairs) == 2 * 6
+    keys = list(pairs.pairs)
+    slow = loop_sweep(hm, batch, groups=[list(p) for p in keys])
+    torch.testing.assert_close(torch.stack([pairs.pairs[p] for p in keys]), slow.effects, atol=1e-6, rtol=0)
+    singles = loop_sweep(hm, batch)
+    torch.testing.assert_close(torch.stack([pairs.singles[g[0]] for g in singles.groups]), singles.effects,
+                               atol=1e-6, rtol=0)
+    rows = subset_effects(hm, batch, sizes=(2, 5), n_per_size=3, seed=1)
+    looped = loop_sweep(hm, batch, groups=[list(r["heads"]) for r in rows])
+    assert any(len({l for l, _ in r["heads"]}) == 2 for r in rows)  # groups across layers
+    for row, effect in zip(rows, looped.effects):
+        assert row["effect"] == pytest.approx(float(effect.mean()), abs=1e-6)
+
+
+def test_lower_layers_run_once_per_input():
+    """The clean pass's blocks are replayed, not recomputed: layer 0's output projection runs
+    in the clean pass and in the chunks that ablate layer 0, never in the chunks of layer 1."""
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=3, seq=6)
+    calls = {0: [], 1: []}
+    handles = [hm.out_proj(l).register_forward_hook(lambda m, a, out, l=l: calls[l].append(out.shape[0]))
+               for l in (0, 1)]
+    try:
+        sweep(hm, batch, per_pass=2)  # 4 heads a layer: 2 chunks of 2 per layer
+    finally:
+        for h in handles:
+            h.remove()
+    assert calls[0] == [3, 6, 6]  # clean pass, then the 2 chunks of layer 0 (2 tiles of 3 inputs)
+    assert calls[1] == [3, 6, 6, 6, 6]  # layer 1 also runs in the chunks of layer 0
+
+
+def test_model_is_restored_after_an_error_inside_a_sweep():
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=2, seq=5)
+    before = hm(batch)
+
+    def broken(output, b):
+        raise RuntimeError("metric failed")
+
+    with pytest.raises(RuntimeError, match="metric failed"):
+        sweep(hm, batch, metric=Metric(broken), per_pass=2)
+    assert hm.hooks_installed == 0
+    for block in hm.blocks:
+        assert "forward" not in vars(block)  # no block left replaying a recorded output
+        assert not block._forward_hooks and not block._forward_pre_hooks
+    torch.testing.assert_close(hm(batch), before, atol=0, rtol=0)
+
+
+def test_chunking_rule():
+    g = [((0, h),) for h in range(12)] + [((1, 0), (2, 1)), ((2, 3),), ((1, 4),)]
+    assert chunk_plan(g, 5) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 14], [13]]  # 4+4+4, not 5+5+2
+    assert chunk_plan(g, 12)[0] == list(range(12)) and len(chunk_plan(g, 1)) == len(g)
+    with pytest.raises(ValueError, match="per_pass must be at least 1"):
+        chunk_plan(g, 0)
+    mib = 2**20
+    budget = tile_budget("cpu")
+    assert budget == 8 * mib  # the same on every CPU: chunks do not depend on the machine
+    # the benchmark's GPT-2 case: 16 x 32 tokens x 1536 MLP floats = 3 MiB a copy -> 2 per pass
+    assert groups_per_pass(16 * 32 * 1536 * 4, budget, cap=12) == 2
+    assert groups_per_pass(mib, budget, cap=12) == 8
+    assert groups_per_pass(mib // 64, budget, cap=12) == 12  # capped by the groups a layer has
+    assert groups_per_pass(64 * mib, budget, cap=12) == 1  # never fewer than one
+    with pytest.raises(ValueError, match="must be positive"):
+        groups_per_pass(0, budget, cap=12)
+
+
+def test_sweep_chooses_groups_per_pass():
+    hm = make_model("gpt2")  # tiny: one copy of 3 x 6 tokens is far below the budget
+    batch = random_batch(hm, n=3, seq=6)
+    assert sweep(hm, batch).per_pass == 4  # every head of a layer in one pass
+    assert sweep(hm, batch, max_batch=7).per_pass == 2  # at most 7 inputs: 2 tiles of 3
+    assert sweep(hm, batch, per_pass=3).per_pass == 3
+    with pytest.raises(ValueError, match="per_pass must be a positive int"):
+        sweep(hm, batch, per_pass=0)
+    # a wide MLP: the widest activation, measured in the clean pass, sets the tile
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    wide = HeadModel(GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=4, n_embd=8, n_inner=20_000, vocab_size=61,
+                                                n_positions=64, bos_token_id=0, eos_token_id=0)).eval())
+    big = random_batch(wide, n=8, seq=16)  # 8 x 16 tokens x 20,000 floats = 9.8 MiB a copy: 1 per pass
+    assert sweep(wide, big).per_pass == 1
+    small = random_batch(wide, n=2, seq=16)  # 2.4 MiB a copy: 3 fit in 8 MiB
+    assert sweep(wide, small).per_pass == 3
 
 
 def test_loss_mask_restricts_the_metric():

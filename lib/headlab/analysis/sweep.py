@@ -1,36 +1,44 @@
 """Many ablations in few forward passes.
 
-:func:`sweep` measures the effect of ablating each of many head groups (by
-default every single head) on every input, and returns it **per input**.
+:func:`sweep` measures the effect of ablating each of many head groups (by default
+every single head; pairs within a layer and random groups across layers alike) on
+every input, and returns it **per input**. It equals one forward pass per group
+(:func:`loop_sweep`) to float rounding, and saves three kinds of work:
 
-Two savings make it fast:
-
-* **One gate value per example.** The inputs are tiled once per group in a
-  chunk, and each tile gets its own gate, so one forward pass runs many
-  ablations (:meth:`HeadModel.gated` with a ``(batch, n_layers, n_heads)`` gate).
-* **Clean activations below the ablated layer are shared.** An ablation at
-  layer ``l`` cannot change anything below ``l``, so the inputs run *untiled*
-  through blocks ``0 .. l-1``; a forward pre-hook on each block from ``l`` on
-  tiles every batch-shaped argument (hidden states, attention masks, rotary
-  tables) on the way in. Chunks are formed from groups sorted by their lowest
-  layer, so late-layer ablations skip most of the model.
+* **One gate value per example.** The inputs are tiled once per group of a chunk, each tile
+  with its own gate (:meth:`HeadModel.gated`), so one forward pass runs several ablations.
+* **Nothing below the gate is computed twice.** Removing a head of layer ``l`` changes
+  nothing before that layer's output projection ``W_O``. The clean pass records every
+  block's output; a chunk whose lowest ablated layer is ``l`` replays the recorded
+  outputs of blocks ``0 .. l-1`` instead of running them, runs block ``l``'s attention
+  once on the untiled inputs, and tiles only at the gate (the input of ``W_O``), where
+  the ablations start to differ. ``W_O``'s output is viewed as ``(k, n, pos, d_model)``
+  so that the block's residual add broadcasts the clean stream ``(n, pos, d_model)``
+  over the ``k`` tiles; the block's output is flattened back to ``(k * n, ...)`` for the
+  blocks above, whose batch-shaped arguments (masks) are tiled on the way in.
+* **Tiles sized for the machine.** Element-wise work (GELU, norms, residual adds) is bound
+  by memory: on a CPU a tile far larger than the cache runs it several times slower per row.
+  :func:`groups_per_pass` picks the groups per pass from the widest activation of one copy
+  of the inputs (measured in the clean pass) and a byte budget (:func:`tile_budget`).
 """
 
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterable
+from types import SimpleNamespace
+from typing import Any, Iterable, Iterator
 
 import torch
 
 from headlab.heads.ablation import Ablation, upgrade_arguments
+from headlab.heads.gate import GateEdit
 from headlab.heads.head import Head, parse_head
 from headlab.heads.model import HeadModel
 from headlab.metrics import Metric
 from headlab.schema import check_schema, schema_of
 
-__all__ = ["sweep", "SweepResult", "loop_sweep", "SCHEMA"]
+__all__ = ["sweep", "SweepResult", "loop_sweep", "chunk_plan", "groups_per_pass", "tile_budget", "SCHEMA"]
 
 SCHEMA = schema_of("sweep")
 
@@ -50,6 +58,7 @@ class SweepResult:
         kind: the metric's name (see :class:`~headlab.metrics.Metric`).
         n_layers: the model's number of layers.
         n_heads: the model's number of heads per layer.
+        per_pass: how many groups one forward pass ran (``None`` for a result read from JSON).
     """
 
     groups: list[tuple[Head, ...]]
@@ -59,6 +68,7 @@ class SweepResult:
     kind: str
     n_layers: int
     n_heads: int
+    per_pass: int | None = None
 
     def by_head(self) -> torch.Tensor:
         """Single-head effects as ``(n_layers, n_heads, n_inputs)`` (NaN where a head was not swept)."""
@@ -103,34 +113,169 @@ class SweepResult:
                    data["n_layers"], data["n_heads"])
 
 
-def _tile_like(x, n: int, k: int):
-    """Repeat every tensor whose first dimension is ``n`` ``k`` times along it (recursively)."""
+_CPU_TILE_BYTES = 8 * 2**20  # measured: benchmarks/sweep.py --sections tiles (see tile_budget)
+_CPU_RECORD_BYTES = 2**30  # the clean outputs kept for replay on a CPU, at most
+
+
+def tile_budget(device: torch.device | str) -> int:
+    """The bytes the widest activation of one forward pass of a sweep may take on ``device``.
+
+    On a CPU a fixed 8 MiB, the same on every machine (so a sweep's chunks, and its floats, do
+    not depend on the machine). ``benchmarks/sweep.py --sections tiles`` measured why: on the
+    project's CPU, GPT-2's element-wise work costs several times more per row once a tile
+    outgrows the cache; tiles of about a thousand tokens (6 MiB of MLP activations) beat both
+    one copy of the inputs and all twelve heads of a layer at once. On a CUDA device, a quarter
+    of the free memory (wide tiles keep it busy); 1 GiB on other accelerators.
+    """
+    return _memory(torch.device(device), _CPU_TILE_BYTES)
+
+
+def _memory(device: torch.device, on_cpu: int) -> int:
+    """``on_cpu`` bytes on a CPU, a quarter of the free memory on a CUDA device, 1 GiB on others."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0] // 4
+    return on_cpu if device.type == "cpu" else 2**30
+
+
+def groups_per_pass(copy_bytes: int, budget: int, cap: int) -> int:
+    """How many groups one forward pass runs: as many tiles of ``copy_bytes`` (the widest
+    activation of one copy of the inputs) as fit in ``budget``, between 1 and ``cap``."""
+    if copy_bytes <= 0 or cap < 1:
+        raise ValueError(f"copy_bytes ({copy_bytes}) and cap ({cap}) must be positive")
+    return int(max(1, min(cap, budget // copy_bytes)))
+
+
+def chunk_plan(groups: list[tuple[Head, ...]], per_pass: int) -> list[list[int]]:
+    """Indices of the groups each forward pass runs.
+
+    Groups that share their lowest layer run together (mixing lowest layers would run the
+    lower one's blocks for groups that do not need them), at most ``per_pass`` at a time,
+    split into chunks of near-equal size (12 groups at 5 per pass: 4 + 4 + 4, not 5 + 5 + 2).
+    Lowest layers in increasing order, groups in their given order within a layer.
+    """
+    if per_pass < 1:
+        raise ValueError(f"per_pass must be at least 1, got {per_pass}")
+    by_first: dict[int, list[int]] = {}
+    for i, group in enumerate(groups):
+        by_first.setdefault(min(l for l, _ in group), []).append(i)
+    plan = []
+    for first in sorted(by_first):
+        idx = by_first[first]
+        n_chunks = -(-len(idx) // per_pass)
+        size, extra = divmod(len(idx), n_chunks)
+        start = 0
+        for c in range(n_chunks):
+            stop = start + size + (c < extra)
+            plan.append(idx[start:stop])
+            start = stop
+    return plan
+
+
+def _map(x, fn):
+    """``x`` with ``fn`` applied to every tensor in it (nested tuples, lists and dicts)."""
     if isinstance(x, torch.Tensor):
-        return x.repeat(k, *([1] * (x.dim() - 1))) if x.dim() and x.shape[0] == n else x
+        return fn(x)
     if isinstance(x, tuple):
-        return tuple(_tile_like(v, n, k) for v in x)
+        return tuple(_map(v, fn) for v in x)
     if isinstance(x, list):
-        return [_tile_like(v, n, k) for v in x]
+        return [_map(v, fn) for v in x]
     if isinstance(x, dict):
-        return {key: _tile_like(v, n, k) for key, v in x.items()}
+        return {key: _map(v, fn) for key, v in x.items()}
     return x
 
 
-@contextlib.contextmanager
-def _tiled_from(hm: HeadModel, layer: int, n: int, k: int):
-    """Blocks ``layer..`` see every ``n``-batched argument tiled ``k`` times."""
-    def hook(module, args, kwargs):
-        return _tile_like(args, n, k), _tile_like(kwargs, n, k)
+class _CleanRecord:
+    """The clean pass, recorded: every block's output (to replay, if ``keep``) and the widest
+    activation per token in the top block, in floats (to size the tiles)."""
 
-    handles = []
+    def __init__(self, hm: HeadModel, tokens: int, keep: bool):
+        self.hm, self.tokens, self.keep = hm, tokens, keep
+        self.outputs: dict[int, Any] = {}
+        self.seen = False
+        self.width = 0
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator["_CleanRecord"]:
+        def keep(layer):
+            def hook(module, args, output):
+                self.seen = True
+                if self.keep:
+                    self.outputs[layer] = output
+            return hook
+
+        def width(t: torch.Tensor) -> torch.Tensor:
+            if t.is_floating_point():
+                self.width = max(self.width, t.numel() // self.tokens)
+            return t
+
+        def measure(module, args, output):
+            _map(output, width)
+
+        blocks = self.hm.blocks
+        handles = [b.register_forward_hook(keep(l)) for l, b in enumerate(blocks)]
+        handles += [m.register_forward_hook(measure) for m in blocks[-1].modules()]
+        try:
+            yield self
+        finally:
+            for h in handles:
+                h.remove()
+
+
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def _replaying(hm: HeadModel, outputs: dict[int, Any], below: int):
+    """Blocks ``0 .. below-1`` do not run: each returns its recorded clean output."""
+    saved = []
     try:
-        if k > 1:
-            for block in hm.blocks[layer:]:
-                handles.append(block.register_forward_pre_hook(hook, with_kwargs=True))
+        for layer, block in enumerate(hm.blocks[:below]):
+            saved.append((block, block.__dict__.get("forward", _MISSING)))
+            block.forward = lambda *args, _out=outputs[layer], **kwargs: _out
+        yield
+    finally:
+        for block, forward in saved:
+            if forward is _MISSING:
+                del block.forward
+            else:
+                block.forward = forward
+
+
+@contextlib.contextmanager
+def _tiled_from_gate(hm: HeadModel, first: int, n: int, k: int, gate: GateEdit):
+    """From layer ``first``'s gate on, the ``n`` inputs run as ``k`` tiles (module docstring): ``gate``
+    (that layer's part of the sweep's gate) is applied to the tiled ``z``, after the interface's
+    own gate (every other edit, outer ones included) ran on the untiled one."""
+    tiled: dict[int, tuple] = {}  # each argument tiled once, however many blocks read it
+
+    def tile(x: torch.Tensor) -> torch.Tensor:
+        if not x.dim() or x.shape[0] != n:
+            return x
+        if id(x) not in tiled:  # holding x keeps its id from being reused by another tensor
+            tiled[id(x)] = (x, x.repeat(k, *([1] * (x.dim() - 1))))
+        return tiled[id(x)][1]
+
+    def tile_z(module, args):
+        z = args[0].repeat(k, *([1] * (args[0].dim() - 1)))
+        z = gate.apply(first, z.unflatten(-1, (hm.n_heads, hm.d_head))).flatten(-2)
+        return (z, *args[1:])
+
+    def merge(module, args, output):
+        return _map(output, lambda t: t.flatten(0, 1) if t.dim() > 2 and t.shape[:2] == (k, n) else t)
+
+    def tile_arguments(module, args, kwargs):
+        return _map(args, tile), _map(kwargs, tile)
+
+    proj, blocks = hm.out_proj(first), hm.blocks
+    handles = [proj.register_forward_pre_hook(tile_z), blocks[first].register_forward_hook(merge),
+               proj.register_forward_hook(lambda module, args, output: output.unflatten(0, (k, n)))]
+    handles += [b.register_forward_pre_hook(tile_arguments, with_kwargs=True) for b in blocks[first + 1:]]
+    try:
         yield
     finally:
         for h in handles:
             h.remove()
+        tiled.clear()
 
 
 def _normalise_groups(hm: HeadModel, groups) -> list[tuple[Head, ...]]:
@@ -146,19 +291,9 @@ def _normalise_groups(hm: HeadModel, groups) -> list[tuple[Head, ...]]:
     return out
 
 
-def _chunks(groups: list[tuple[Head, ...]], per_pass: int) -> list[list[int]]:
-    """Indices of groups to run together: groups sharing their lowest layer, at most
-    ``per_pass`` at a time (mixing lowest layers would recompute the shared blocks)."""
-    by_first: dict[int, list[int]] = {}
-    for i, group in enumerate(groups):
-        by_first.setdefault(min(l for l, _ in group), []).append(i)
-    return [idx[j:j + per_pass] for first in sorted(by_first) for idx in [by_first[first]]
-            for j in range(0, len(idx), per_pass)]
-
-
 def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ablation | None = None,
-          metric: Metric | None = None, max_batch: int = 256, progress: bool = False,
-          **legacy: Any) -> SweepResult:
+          metric: Metric | None = None, max_batch: int | None = None, per_pass: int | None = None,
+          progress: bool = False, **legacy: Any) -> SweepResult:
     """Ablate each group of heads in turn and measure the metric on every input.
 
     Args:
@@ -172,39 +307,63 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
             next-token loss for a causal LM and ``1 - cos`` for an encoder), e.g.
             ``Metric("loss", loss_mask=mask)`` or an item metric (any callable
             ``metric(output, batch) -> (rows,)``, see :class:`~headlab.metrics.Metric`).
-        max_batch: the largest tiled batch one forward pass may run.
+        max_batch: the largest tiled batch (in inputs) one forward pass may run (default: no cap).
+        per_pass: how many groups one forward pass runs (default: ``groups_per_pass`` of this
+            module, from the widest activation of one copy of the inputs and ``tile_budget``).
         progress: show a progress bar.
         **legacy: headlab 0.1's ``mode=``, ``reference=``, ``seed=``, ``kind=``, ``loss_mask=``
             (deprecated: they become ``ablation=`` and ``metric=``, with a warning).
     """
     ablation, metric = upgrade_arguments("sweep", legacy, ablation=ablation, metric=metric)
     batch = hm.tokenize(inputs)
-    n = batch["input_ids"].shape[0]
+    n, pos = batch["input_ids"].shape
     groups = _normalise_groups(hm, groups)
-    if max_batch < n:
+    if max_batch is not None and max_batch < n:
         raise ValueError(f"max_batch={max_batch} is smaller than the {n} inputs; raise it or split the inputs")
+    if per_pass is not None and (isinstance(per_pass, bool) or not isinstance(per_pass, int) or per_pass < 1):
+        raise ValueError(f"per_pass must be a positive int (groups per forward pass), got {per_pass!r}")
     layers = sorted({l for g in groups for l, _ in g})
     replacement = ablation.replacements(hm, layers, base_batch=n)
-    name, evaluate = metric.evaluator(hm, batch)
+    itemsize = next(hm.model.parameters()).element_size()
+    stream_bytes = hm.n_layers * n * pos * hm.d_model * itemsize  # every block's clean output
+    record = _CleanRecord(hm, n * pos, keep=stream_bytes <= _memory(hm.device, _CPU_RECORD_BYTES))
     with torch.no_grad():
-        clean = evaluate(hm.forward(batch), 1)
+        with record.recording():
+            name, evaluate = metric.evaluator(hm, batch)  # an encoder's runs the clean pass
+            output = None if record.seen else hm.forward(batch)
+        if output is None:  # the clean output, from the recorded blocks where they were kept
+            with _replaying(hm, record.outputs, hm.n_layers if record.keep else 0):
+                output = hm.forward(batch)
+        clean = evaluate(output, 1)
 
-    chunks = _chunks(groups, max(1, max_batch // n))
+    cap = max(len(c) for c in chunk_plan(groups, len(groups))) if max_batch is None else max_batch // n
+    if per_pass is None:
+        per_pass = groups_per_pass(n * pos * record.width * itemsize, tile_budget(hm.device), cap)
+    per_pass = min(per_pass, cap)
     effects = torch.empty(len(groups), n)
     bar = _progress(len(groups), progress, f"sweep {hm.name}")
-    for chunk in chunks:
+    for chunk in chunk_plan(groups, per_pass):
         k = len(chunk)
         first = min(l for i in chunk for l, _ in groups[i])
-        gate = torch.ones(k * n, hm.n_layers, hm.n_heads, device=hm.device)
+        gate = torch.ones(k, n, hm.n_layers, hm.n_heads, device=hm.device)
         for j, i in enumerate(chunk):
             for layer, head in groups[i]:
-                gate[j * n:(j + 1) * n, layer, head] = 0.0
-        with torch.no_grad(), hm.gated(gate, replacement), _tiled_from(hm, first, n, k):
+                gate[j, :, layer, head] = 0.0
+        below = first if record.keep else 0
+        tiles = contextlib.nullcontext()
+        if k > 1:  # layer `first`'s gate goes with the tiling, after the interface's gate
+            own = torch.ones_like(gate)
+            own[:, :, first] = gate[:, :, first]
+            gate[:, :, first] = 1.0
+            tiles = _tiled_from_gate(hm, first, n, k, GateEdit(own.flatten(0, 1), replacement))
+        with torch.no_grad(), hm.gated(gate.flatten(0, 1), replacement), _replaying(hm, record.outputs, below), \
+                tiles:
             values = evaluate(hm.forward(batch), k)
         effects[chunk] = (values.reshape(k, n) - clean).float().cpu()
         bar.update(k)
     bar.close()
-    return SweepResult(groups, effects, clean.float().cpu(), ablation.mode, name, hm.n_layers, hm.n_heads)
+    return SweepResult(groups, effects, clean.float().cpu(), ablation.mode, name, hm.n_layers, hm.n_heads,
+                       per_pass)
 
 
 def loop_sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ablation | None = None,
@@ -238,12 +397,4 @@ def _progress(total: int, show: bool, desc: str):
     if show:
         from headlab.progress import tqdm  # text lines on the website (HEADLAB_PROGRESS=text)
         return tqdm(total=total, desc=desc)
-
-    class _Quiet:
-        def update(self, _n):
-            pass
-
-        def close(self):
-            pass
-
-    return _Quiet()
+    return SimpleNamespace(update=lambda _n: None, close=lambda: None)
