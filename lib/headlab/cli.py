@@ -257,7 +257,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def add_commands(sub) -> None:
     p = sub.add_parser("heads", help="print a model's head geometry")
     p.add_argument("--model", default=DEFAULT_MODEL, help="model name (default: %(default)s)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_heads)
 
@@ -269,9 +269,10 @@ def add_commands(sub) -> None:
     p.add_argument("--reference", help="texts file for mean/resample (default: the texts themselves)")
     p.add_argument("--metric", default=None, choices=["loss", "cosine", "retrieval"],
                    help="loss (causal LMs), cosine or retrieval (encoders)")
-    p.add_argument("--max-batch", type=positive_int, default=256)
+    p.add_argument("--max-batch", type=positive_int, default=None,
+                   help="cap on the inputs one tiled forward pass may hold (default: the measured tile budget decides)")
     p.add_argument("--top", type=int, default=10, help="print the N largest mean effects")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_sweep)
 
@@ -299,7 +300,7 @@ def _add_atlas(sub) -> None:
                    help="score heads with the fused kernel, without materializing any attention pattern")
     p.add_argument("--seed", type=int, default=0, help="seed of the random repeated sequences")
     p.add_argument("--batch-size", type=positive_int, default=32)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps")
     p.set_defaults(func=_cmd_atlas)
 
 
@@ -322,7 +323,7 @@ def _add_report(sub) -> None:
     p.add_argument("--replicas", nargs="+", default=None, metavar="NAME",
                    help="the same recipe trained with other seeds, for the seeds check (e.g. attn-only-2l-s1 "
                         "attn-only-2l-s2)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_report)
 

@@ -69,7 +69,8 @@ def add_commands(subparsers) -> None:
     p.add_argument("--steps", type=int, default=None,
                    help="optimizer steps (default: the recipe's; the learning-rate schedule stretches to fit)")
     p.add_argument("--out", default=None, help="checkpoint folder (default: runs/NAME)")
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda", "mps"],
+                   help="cpu (default: the shipped checkpoints were trained there), auto, cuda or mps")
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default 1: on a shared machine more threads can be much slower)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
