@@ -215,3 +215,27 @@ def test_cli_errors_are_clear(cli, tmp_path, capsys, monkeypatch):
     assert "more than attn-only-2l's maximum of 64" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown pair scope"):
         checklist(planted_model(), n_texts=4, scope="everything")
+
+
+def _glued(notebook) -> dict:
+    """The values a stored notebook glues (myst-nb), by name."""
+    out = {}
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        for o in cell.get("outputs", []):
+            name = o.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name:
+                out[name] = o["data"]["application/papermill.record/text/plain"]
+    return out
+
+
+def test_chapter_9_quotes_chapter_5s_induction_dependence():
+    """Chapter 9 quotes "removing 0.0 cuts the scores by ..." from the same call on the same
+    sequences as chapter 5 (induction_dependence on the held-out half of the model's own task):
+    the stored numbers of the two chapters are equal (chapter 9 rounds to 4 places)."""
+    from pathlib import Path
+
+    chapters = Path(__file__).resolve().parents[1] / "chapters"
+    ch5 = _glued(chapters / "05_induction" / "05_induction.ipynb")
+    ch9 = _glued(chapters / "09_checklist" / "09_checklist.ipynb")
+    for mine, theirs in (("cut0_lo", "cut_own_lo"), ("cut0_hi", "cut_own_hi")):
+        assert float(ch9[mine]) == round(float(ch5[theirs]), 4), (mine, ch9[mine], ch5[theirs])

@@ -68,8 +68,8 @@ def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str
     if drops:
         ax = fig.add_subplot(spec[3, 0])
         plot_circuit_drops(ax, drops)
-        ax.set_title("candidate pairs, held out, on the text where the induction\nhead was found (✓ verified)",
-                     fontsize=9)
+        ax.set_title("each induction head's strongest pair, held out, on the\ntext where it was found "
+                     "(✓ verified)", fontsize=9)
     save(fig, "circuits")
 
     r = report["redundancy"]
@@ -112,11 +112,16 @@ def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str
 
 
 def circuit_rows(circuits: dict) -> list[dict]:
-    """The candidate pairs of a report's ``circuits`` section, one row each for
-    :func:`headlab.viz.circuits.plot_circuit_drops`: read on the model's own text when the induction
-    head's attention half holds there, else on the random repeats."""
-    rows = []
-    for p in circuits["pairs"]:
+    """The pairs of a report's ``circuits`` section worth drawing, one row each for
+    :func:`headlab.viz.circuits.plot_circuit_drops`: every verified pair, and for an induction head
+    with none, the pair whose previous-token head cuts its score most; each read on the model's own
+    text when the induction head's attention half holds there, else on the random repeats."""
+    rows, seen = [], set()
+    for p in circuits["pairs"]:  # largest share of the score lost first
+        head = tuple(p["induction"])
+        if not (p["verified"] or head not in seen):
+            continue
+        seen.add(head)
         key = "own" if "own text" in p["found_on"] else "random"
         rows.append({"previous_token": p["previous_token"], "induction": p["induction"], "clean": p[key]["clean"],
                      "ablated": p[key]["ablated"], "verified": p["verified"]})
