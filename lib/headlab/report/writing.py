@@ -221,8 +221,8 @@ def render_markdown(report: dict) -> str:
     copying = (f"Induction heads, both halves (copying: the token read is among the write's {ind['copy_k']} largest "
                f"logits for at least {ind['copy_share']:.0%} of the tokens): random tokens {both['random tokens']}; own "
                f"text {both['own text']}." if c["copying_tested"] else
-               "The copying half cannot be tested on this model (no unembedding): the heads below attend like "
-               "induction heads, nothing more is claimed.")
+               "The copying half cannot be tested on this model (no unembedding): a head listed above only attends "
+               "like an induction head, and nothing more is claimed.")
     out += ["## 4. Circuits, with the detector run on the model's own text", "",
             f"Random tokens: {c['inputs']['random tokens']}. Own text: {c['inputs']['own text']}. Induction heads by "
             f"`{roles['induction']['function']}` on each kind (attention half: held-out lift over uniform attention "
@@ -242,7 +242,7 @@ def render_markdown(report: dict) -> str:
                    "own text: clean -> ablated (cut)", "verified"],
                   [[format_head(x["previous_token"]), format_head(x["induction"]), _cut(x["random"]), _cut(x["own"]),
                     "yes" if x["verified"] else "no"] for x in c["pairs"]])
-    figure("circuits", "Previous-token and induction scores on both kinds of text, and the ablation check")
+    figure("circuits", "Previous-token and induction lifts on both kinds of text, and the ablation check")
 
     seeds, tasks = report["seeds"], report["tasks"]
     out += ["## 5. Seeds", ""]
