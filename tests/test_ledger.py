@@ -129,6 +129,18 @@ def test_model_key_and_disagreements_on_known_cases() -> None:
                     {"chapter": "ch09", **vars(Verdict("C7", "minilm", "y", "inconclusive"))}]
     found = {d["claim"]: d for d in disagreements(ledger)}
     assert set(found) == {"C3", "C7"} and found["C3"]["stated"] and not found["C7"]["stated"]
+    # two quantities of one claim on one model (C15: polysemantic heads; features found again) may differ
+    from headlab.verdicts import ClaimRow, Measurement, to_json
+
+    def measured(quantity, effect):
+        row = ClaimRow("C15", "organism, layer 2", quantity, null=0.5, null_label="half", direction="greater",
+                       measurements=(Measurement("all", effect, effect - 0.01, effect + 0.01, 8),))
+        return {"chapter": "ch08", "kind": "measured", **to_json(row)}
+
+    ledger["C15"] = [measured("share of polysemantic heads", 0.5), measured("features found again", 0.9)]
+    assert {d["claim"]: d["stated"] for d in disagreements(ledger)}["C15"] is True
+    ledger["C15"][1] = measured("share of polysemantic heads", 0.9)
+    assert {d["claim"]: d["stated"] for d in disagreements(ledger)}["C15"] is False
 
 
 def test_badges_spell_out_the_verdict() -> None:

@@ -309,11 +309,16 @@ def model_key(model: str) -> str:
     return {"gpt2": "gpt-2", "heads-": "heads-n"}.get(name, name)
 
 
+def _quantity(s: dict) -> str:
+    return s["row"].quantity if s.get("row") is not None else ""
+
+
 def disagreements(ledger: dict[str, list[dict]]) -> list[dict]:
     """Claims judged differently on the same model: one entry per (claim, model) with more than one
     verdict, listing each row's chapter, model text and verdict. ``stated`` is True when the rows
-    describe the model or data differently (the condition that differs is written in them), False
-    when identical descriptions carry different verdicts — a contradiction to fix."""
+    describe the model or data, or the quantity measured, differently (the condition that differs is
+    written in them), False when identical descriptions carry different verdicts — a contradiction to
+    fix."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for claim, rows in ledger.items():
         for entry in rows:
@@ -322,10 +327,10 @@ def disagreements(ledger: dict[str, list[dict]]) -> list[dict]:
     out = []
     for (claim, key), rows in groups.items():
         if len({r["verdict"] for r in rows}) > 1:
-            by_text: dict[str, set[str]] = {}
+            by_text: dict[tuple[str, str], set[str]] = {}
             for r in rows:
-                by_text.setdefault(r["models"], set()).add(r["verdict"])
+                by_text.setdefault((r["models"], _quantity(r)), set()).add(r["verdict"])
             out.append({"claim": claim, "model": key, "stated": all(len(v) == 1 for v in by_text.values()),
-                        "rows": [{"chapter": r["chapter"], "models": r["models"], "verdict": r["verdict"]}
-                                 for r in rows]})
+                        "rows": [{"chapter": r["chapter"], "models": r["models"], "quantity": _quantity(r),
+                                  "verdict": r["verdict"]} for r in rows]})
     return out
