@@ -1,5 +1,6 @@
 """The checklist report: the planted circuit is found and kept, the JSON has its documented keys,
-the Markdown embeds figures that exist, attn-only-2l's induction circuit is found, clear errors."""
+the Markdown embeds figures that exist, attn-only-2l's induction circuit is found with the same
+numbers as the book's one definition of each role, clear errors."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from headlab.models.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_
 from headlab.analysis.importance import Importance
 from headlab.report import JSON_KEYS, THRESHOLDS, checklist, render_markdown, write_report
 from headlab.report import ablation_section, keep_section
-from headlab.report.thresholds import TAIL_MEAN_BELOW, TAIL_WORST_ABOVE
+from headlab.report.thresholds import ROLES, TAIL_MEAN_BELOW, TAIL_WORST_ABOVE
 
 from tiny_models import make_model
 
@@ -34,17 +35,23 @@ def cli():
 
 def test_planted_circuit_is_verified_and_kept(planted_report):
     circuits = planted_report["circuits"]
-    assert [c["head"] for c in circuits["previous_token_candidates"]] == [list(PREVIOUS_TOKEN_HEAD)]
+    # the roles of the book: 0.0 is the one previous-token head, 1.0 the one induction head
+    assert [c["head"] for c in circuits["previous_token_heads"]] == [list(PREVIOUS_TOKEN_HEAD)]
+    assert circuits["previous_token_candidates"][0]["head"] == list(PREVIOUS_TOKEN_HEAD)
     assert [c["head"] for c in circuits["induction_candidates"]] == [list(INDUCTION_HEAD)]
+    assert circuits["copying_tested"]
+    assert circuits["induction_heads"] == {"random tokens": [list(INDUCTION_HEAD)], "own text": [list(INDUCTION_HEAD)]}
     (pair,) = circuits["verified"]
     assert (pair["previous_token"], pair["induction"]) == (list(PREVIOUS_TOKEN_HEAD), list(INDUCTION_HEAD))
     # by construction the induction head finds its key only through the previous-token head
-    # its own text is random tokens with repeats inside each copy (a vocabulary of 20), doubled: both
-    # kinds find the head, the distinct random span more sharply
+    # its own text is random tokens with repeats inside each copy (a vocabulary of 20), doubled, and
+    # only the second copy's queries count: both kinds find the head, the distinct random span more sharply
     for kind, clean in (("random", 0.9), ("own", 0.5)):
         r = pair[kind]
         assert r["clean"] > clean and r["ablated"] < 0.1 and r["passes"]
-        assert r["drop"] == pytest.approx(r["clean"] - r["ablated"], abs=1e-3)
+        assert r["drop"]["value"] == pytest.approx(r["clean"] - r["ablated"], abs=1e-3)
+        assert r["relative_drop"]["low"] >= THRESHOLDS["CIRCUIT_MIN_RELATIVE_DROP"]
+        assert r["relative_drop"]["value"] == pytest.approx(1 - r["ablated"] / r["clean"], abs=1e-3)
     assert pair["found_on"] == ["random tokens", "own text"]
     kept = {tuple(k["head"]): k["reasons"] for k in planted_report["keep"]["heads"]}
     assert PREVIOUS_TOKEN_HEAD in kept and INDUCTION_HEAD in kept
@@ -53,6 +60,7 @@ def test_planted_circuit_is_verified_and_kept(planted_report):
     # the first-token head 0.1 writes nothing: a sharp pattern, no effect, not kept
     assert (0, 1) not in kept
     assert [0, 1] in [row["head"] for row in planted_report["patterns_vs_writes"]["sharp_but_idle"]]
+    assert planted_report["roles"] == ROLES
 
 
 def test_json_has_every_documented_key_and_no_nan(planted_report):
@@ -88,18 +96,44 @@ def test_markdown_embeds_the_figures_it_writes(planted_report, tmp_path):
     assert "| 0.0 | 1.0 |" in text  # the verified pair's row in the circuits table
 
 
-def test_attn_only_2l_finds_a_previous_token_induction_pair():
+def test_attn_only_2l_circuit_is_the_roles_own_numbers():
+    """The report's circuit check on attn-only-2l is the induction role run on chapter 5's inputs:
+    the same heads and the same relative drops as calling the role's functions directly, and the
+    report's orphans are what orphan_heads finds on the same texts, metric and split."""
     import headlab
+    from headlab.analysis.roles.induction import induction_dependence, induction_heads
+    from headlab.analysis.roles.orphan import orphan_heads
+    from headlab.report.inputs import report_inputs
+    from headlab.stats import split_items
+    from headlab.training.recipes import RECIPES
 
-    report = checklist(headlab.load("attn-only-2l"), n_texts=12, scope="top", top_k=4)
-    verified = report["circuits"]["verified"]
-    assert verified, report["circuits"]["pairs"]
-    for pair in verified:
-        assert pair["previous_token"][0] == 0 and pair["induction"][0] == 1
-        assert max(pair[k]["drop"] for k in ("random", "own")) >= THRESHOLDS["CIRCUIT_MIN_DROP"]
+    hm = headlab.load("attn-only-2l")
+    report = checklist(hm, n_texts=12, scope="top", top_k=4)
+    circuits = report["circuits"]
+    verified = circuits["verified"]
+    assert verified, circuits["pairs"]
+    assert {tuple(p["previous_token"]) for p in verified} == {(0, 0)}
+    assert all(p["induction"][0] == 1 for p in verified)
     kept = [tuple(k["head"]) for k in report["keep"]["heads"]]
     assert all(tuple(p["previous_token"]) in kept and tuple(p["induction"]) in kept for p in verified)
     assert report["redundancy"]["scope"] == "top" and report["redundancy"]["n_pairs"] == 6
+
+    tokens = RECIPES["attn-only-2l"].task.eval_data(256).tokens  # chapter 5's sequences of the task
+    own = induction_heads(hm, tokens)
+    assert circuits["induction_heads"]["own text"] == [list(h) for h in own.heads]
+    direct = induction_dependence(hm, tokens, [(0, 0)], own.heads, items=own.split.measure)
+    by_pair = {(tuple(p["previous_token"]), tuple(p["induction"])): p for p in circuits["pairs"]}
+    for head, dep in direct.items():
+        got = by_pair[(0, 0), tuple(head)]["own"]["relative_drop"]
+        assert (got["value"], got["low"], got["high"]) == tuple(round(x, 4) for x in
+                                                                (dep.relative.value, dep.relative.low, dep.relative.high))
+
+    inputs, _, _ = report_inputs(hm, None, 12, 0)
+    found = orphan_heads(hm, inputs, split=split_items(12, seed=0))
+    assert [o["head"] for o in report["patterns_vs_writes"]["orphan_candidates"]] == [list(o.head) for o in
+                                                                                       found.candidates]
+    assert [o["head"] for o in report["patterns_vs_writes"]["orphans_that_matter"]] == [list(o.head) for o in
+                                                                                         found.heads]
 
 
 def test_an_encoder_without_tokenizer_runs_on_random_tokens():
@@ -127,14 +161,19 @@ def test_hidden_in_the_tail_names_the_text_that_makes_a_head_critical():
 
 
 def test_keep_is_the_union_with_reasons():
-    imp = _importance([[[1.0, 1.0], [0.1, 0.1], [0.0, 1.5], [0.0, 0.0], [0.5, 0.5]]])  # 1 layer x 5 heads x 2 texts
-    circuits = {"verified": [{"previous_token": [0, 3], "induction": [0, 1], "random": {"drop": 0.5, "passes": True},
-                              "own": {"drop": 0.2, "passes": False}}]}
+    # 1 layer x 6 heads x 2 texts
+    imp = _importance([[[1.0, 1.0], [0.1, 0.1], [0.0, 1.5], [0.0, 0.0], [0.5, 0.5], [0.3, 0.3]]])
+    cut = {"value": 0.6, "low": 0.5, "high": 0.7, "n": 10}
+    circuits = {"verified": [{"previous_token": [0, 3], "induction": [0, 1],
+                              "random": {"relative_drop": cut, "passes": True}, "own": None}]}
     redundancy = {"backups": [{"removed": [0, 0], "backup": [0, 1], "alone": 0.1, "given_removed": 0.9}]}
-    patterns = {"orphans_that_matter": []}
+    patterns = {"orphans_that_matter": [{"head": [0, 4], "lead": {"value": 0.2, "low": 0.1, "high": 0.3}}]}
     keep = keep_section(imp, circuits, redundancy, patterns)
     reasons = {tuple(k["head"]): k["reasons"] for k in keep["heads"]}
-    assert set(reasons) == {(0, 0), (0, 1), (0, 2), (0, 3)}  # 0.4: mean 0.5, never critical, no role
+    assert set(reasons) == {(0, 0), (0, 1), (0, 2), (0, 3), (0, 4)}
+    assert reasons[(0, 4)] == ["orphan: no named pattern, yet its effect leads the mean head's by 0.2 [0.1, 0.3] on "
+                               "the measurement texts"]  # 0.4: mean 0.5, never critical; kept as an orphan (0.5: not kept)
+    assert reasons[(0, 3)][0].startswith("circuit: removing it cuts induction head 0.1's score by 60% [50%, 70%]")
     assert reasons[(0, 2)][0].startswith("worst case")  # mean 0.75 < 1.0, but 1.5 on one text
     assert [r.split(" ")[0] for r in reasons[(0, 0)]] == ["worst", "backed"]  # the largest mean is always kept
     assert [r.split(":")[0] for r in reasons[(0, 1)]] == ["circuit", "backup"]
@@ -148,6 +187,9 @@ def test_cli_writes_the_report(cli, tmp_path, capsys):
                 "--quiet", "--pairs", "top", "--top-k", "3"]) == 0
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["inputs"]["n_texts"] == 3 and report["inputs"]["texts"][0].startswith("t1 t2")
+    # the orphan rule needs two texts a side: with three it says "not measured" rather than guess
+    assert report["patterns_vs_writes"]["orphan_candidates"] is None
+    assert "Not measured: the rule needs at least 4 texts" in (tmp_path / "r" / "report.md").read_text()
     assert (tmp_path / "r" / "report.md").is_file()
     assert "keep" in capsys.readouterr().out
 
@@ -173,3 +215,27 @@ def test_cli_errors_are_clear(cli, tmp_path, capsys, monkeypatch):
     assert "more than attn-only-2l's maximum of 64" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown pair scope"):
         checklist(planted_model(), n_texts=4, scope="everything")
+
+
+def _glued(notebook) -> dict:
+    """The values a stored notebook glues (myst-nb), by name."""
+    out = {}
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        for o in cell.get("outputs", []):
+            name = o.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name:
+                out[name] = o["data"]["application/papermill.record/text/plain"]
+    return out
+
+
+def test_chapter_9_quotes_chapter_5s_induction_dependence():
+    """Chapter 9 quotes "removing 0.0 cuts the scores by ..." from the same call on the same
+    sequences as chapter 5 (induction_dependence on the held-out half of the model's own task):
+    the stored numbers of the two chapters are equal (chapter 9 rounds to 4 places)."""
+    from pathlib import Path
+
+    chapters = Path(__file__).resolve().parents[1] / "chapters"
+    ch5 = _glued(chapters / "05_induction" / "05_induction.ipynb")
+    ch9 = _glued(chapters / "09_checklist" / "09_checklist.ipynb")
+    for mine, theirs in (("cut0_lo", "cut_own_lo"), ("cut0_hi", "cut_own_hi")):
+        assert float(ch9[mine]) == round(float(ch5[theirs]), 4), (mine, ch9[mine], ch5[theirs])

@@ -62,7 +62,7 @@ def test_the_rule_selects_on_one_half_and_measures_on_the_other(planted, tokens,
     lifts[split.measure, 1, 1] = torch.tensor([0.05, 0.6, 0.1, 0.5], dtype=torch.float64)  # ... spread on the other
     lifts[split.select, 0, 0] = 0.1            # 0.0: fails on the selection half ...
     lifts[split.measure, 0, 0] = 0.9           # ... and is never kept, however well it does later
-    monkeypatch.setattr(role, "induction_lifts", lambda hm, inputs: (lifts, lifts))
+    monkeypatch.setattr(role, "induction_lifts", lambda hm, inputs, queries=None: (lifts, lifts))
     found = induction_heads(planted, tokens, n_resamples=500)
     assert found.selected == ((1, 0), (1, 1))
     assert found.attends == ((1, 0),)
@@ -117,3 +117,45 @@ def test_bad_input_is_refused_with_the_value(planted, tokens):
         induction_heads(planted, tokens, threshold=1.5)
     with pytest.raises(ValueError, match="at least 4 inputs"):
         induction_heads(planted, tokens[:3])
+
+
+def _last_repeat_only(rows) -> torch.Tensor:
+    """Queries: only the last position of each row (a repeated token in every row of ROWS)."""
+    n = 1 + rows[0][0] + rows[0][1]
+    queries = torch.zeros(len(rows), n, dtype=torch.bool)
+    queries[:, -1] = True
+    return queries
+
+
+def test_queries_restrict_the_score_and_its_uniform_baseline(planted, tokens):
+    """Counting only the last query of each row: the planted head still scores 1, uniform
+    attention scores 1 / n there (n keys in view), and the lifts are 1 and 0."""
+    queries = _last_repeat_only(ROWS)
+    n = tokens.shape[1]
+    scores, lifts = induction_lifts(planted, tokens, queries)
+    assert torch.allclose(scores[:, 1, 0], torch.ones(len(ROWS), dtype=torch.float64), atol=1e-5)
+    np.testing.assert_allclose(scores[:, UNIFORM_HEAD[0], UNIFORM_HEAD[1]].numpy(), 1.0 / n, atol=1e-6)
+    np.testing.assert_allclose(lifts[:, UNIFORM_HEAD[0], UNIFORM_HEAD[1]].numpy(), 0.0, atol=1e-6)
+    found = induction_heads(planted, tokens, queries=queries, n_resamples=300)
+    assert found.uniform == pytest.approx(1.0 / n, abs=1e-6)  # not the mean over every repeat
+    assert found.uniform != pytest.approx(np.mean([uniform_induction_score(*r) for r in ROWS]), abs=1e-3)
+    assert found.heads == (INDUCTION_HEAD,)
+    # every query allowed: exactly the unrestricted numbers
+    everywhere = torch.ones_like(queries)
+    np.testing.assert_array_equal(induction_lifts(planted, tokens, everywhere)[1].numpy(),
+                                  induction_lifts(planted, tokens)[1].numpy())
+    dep = induction_dependence(planted, tokens, [PREVIOUS_TOKEN_HEAD], [INDUCTION_HEAD], queries=queries,
+                               items=[1, 3, 5, 7], n_resamples=300)[INDUCTION_HEAD]
+    assert dep.clean.n == 4 and dep.ablated.value == pytest.approx(1.0 / n, abs=1e-3)
+
+
+def test_bad_queries_are_refused(planted, tokens):
+    queries = _last_repeat_only(ROWS)
+    with pytest.raises(ValueError, match="bool mask"):
+        induction_lifts(planted, tokens, queries.long())
+    with pytest.raises(ValueError, match=r"shape \(8, 21\)"):
+        induction_heads(planted, tokens, queries=queries[:, :-1])
+    first_only = torch.zeros_like(queries)
+    first_only[:, 0] = True  # position 0 never repeats a token
+    with pytest.raises(ValueError, match="in queries"):
+        induction_lifts(planted, tokens, first_only)

@@ -24,13 +24,16 @@ The checks, in the book's order:
 3. **Conditioning** (``ablation.hidden_in_the_tail``, ``position``): heads whose mean is below
    ``TAIL_MEAN_BELOW`` x the largest mean while their worst case exceeds ``TAIL_WORST_ABOVE`` x it;
    for a causal LM, every head's effect on the early and on the late half of the positions.
-4. **Detectors on the model's own text** (``circuits``, :mod:`headlab.report.circuits`): the
-   induction detector on ``CIRCUIT_TEXTS`` repeated random sequences and on the model's own kind of
-   text (:mod:`headlab.report.detectors`); candidates reach ``CANDIDATE_LIFT`` on either (at most
-   ``MAX_CANDIDATES`` of each role); a pair
-   (previous-token head P below, induction head I) is *verified* when zero-ablating P lowers I's
-   score, on a kind of text where I was found, by ``CIRCUIT_MIN_DROP`` and by
-   ``CIRCUIT_MIN_RELATIVE_DROP`` of its clean score.
+4. **Detectors on the model's own text** (``circuits``, :mod:`headlab.report.circuits`): the book's
+   one definition of an induction head (:func:`headlab.analysis.roles.induction.induction_heads`:
+   the attention half, a held-out lift over uniform attention, and the copying half through the
+   OV circuit) on ``CIRCUIT_TEXTS`` repeated random sequences and on the model's own kind of text
+   (:mod:`headlab.report.detectors`); previous-token heads by
+   :func:`headlab.analysis.roles.positional.previous_token_heads` on the own text (at most
+   ``MAX_CANDIDATES`` of each role tested); a pair (previous-token head P below, induction head I)
+   is *verified* when zero-ablating P cuts I's score, on the held-out half of a kind of text where
+   I was found, by at least ``CIRCUIT_MIN_RELATIVE_DROP`` of its clean score (lower end of the
+   95% interval of :func:`headlab.analysis.roles.induction.induction_dependence`).
 5. **Seeds** (``seeds``): with ``replicas`` (the same recipe at other seeds), the rank correlation
    of the heads' mean effects and the top heads they share; else "not measured", with why.
 6. **Per-task margins** (``tasks``): for a model of the synthetic language, each head's share of
@@ -44,9 +47,9 @@ Then what the checks feed: **pairs** (``redundancy``: every pair within each lay
 case; pairs whose effect exceeds ``PAIR_MIN_EFFECT`` x the largest single mean are counted, and
 underestimated by more than ``UNDERESTIMATE_MARGIN`` of the sum or not; a backup's effect once its
 partner is gone exceeds ``BACKUP_FACTOR`` x its own and ``BACKUP_MIN_EFFECT`` x the largest single
-mean), **patterns against writes** (``patterns_vs_writes``: entropy, write norm, orphans that
-matter by :func:`headlab.report.roles.orphan_heads` with ``DIFFUSE_ENTROPY``, ``ORPHAN_EFFECT`` and
-``ORPHAN_WRITE_NORM``, sharp but idle heads by ``SHARP_ENTROPY`` and ``IDLE_EFFECT``), **what to keep**
+mean), **patterns against writes** (``patterns_vs_writes``: entropy, write norm, the orphan heads by
+:func:`headlab.analysis.roles.orphan.orphans_from_effects` on the effects of check 1 and the
+selection split, sharp but idle heads by ``SHARP_ENTROPY`` and ``IDLE_EFFECT``), **what to keep**
 (``keep``: worst case, verified circuits, backups, orphans that matter) and **distillation**
 (``distillation``: the measured cost of each layer's mean pattern and the advice written from it,
 or "not measured" with the reason: the report never advises what it did not measure).
@@ -55,8 +58,10 @@ JSON (``report.json``, schema ``"headlab.report/2"``; a head is ``[layer, head]`
 ``n_layers`` lists of ``n_heads`` numbers), the keys of :data:`JSON_KEYS`:
 
 * top level: ``schema``, ``model``, ``kind`` (``"causal LM"``/``"encoder"``), ``n_layers``,
-  ``n_heads``, ``seed``, ``thresholds``, ``roles`` (where the induction and orphan definitions come
-  from), ``seconds``, ``inputs``, ``metric``, one key per section (``ablation``, ``selection``,
+  ``n_heads``, ``seed``, ``thresholds``, ``roles`` (for each role the report names -- ``induction``,
+  ``previous_token``, ``orphan`` -- the function of :mod:`headlab.analysis.roles` that defines it,
+  with that definition's thresholds and split: :data:`headlab.report.thresholds.ROLES`),
+  ``seconds``, ``inputs``, ``metric``, one key per section (``ablation``, ``selection``,
   ``position``, ``circuits``, ``seeds``, ``tasks``, ``modes``, ``redundancy``,
   ``patterns_vs_writes``, ``keep``, ``distillation``), ``figures`` (a figure's name -> its file in
   ``DIR``: effects, circuits, redundancy, patterns, labels, keep, once :func:`write_report` has
@@ -68,17 +73,21 @@ JSON (``report.json``, schema ``"headlab.report/2"``; a head is ``[layer, head]`
   ``top_by_worst``, ``top_by_quantile``, ``hidden_in_the_tail``, and ``spearman_mean_worst``;
 * ``selection``: ``measured``, ``seed``, ``n_select``, ``n_measure``, ``top`` (in-sample and held-out
   means), ``mean_shrinkage``, ``top_k_agreement``, ``top_k``, ``spearman_halves``;
-* ``circuits``: ``inputs`` (one sentence per kind of text), grids ``previous_token``,
-  ``previous_token_lift``, ``induction``, ``induction_lift`` (random tokens), ``induction_own``,
-  ``induction_own_lift`` (own text), ``uniform``, ``previous_token_candidates``,
-  ``induction_candidates`` (with ``found_on``), ``found_on_one_kind_only``, ``pairs`` (clean and
-  ablated score on each kind), ``verified``;
+* ``circuits``: ``inputs`` (one sentence per kind of text), ``copying_tested``, ``uniform``
+  (uniform attention's induction score on each kind), grids ``induction_lift`` (random tokens),
+  ``induction_own_lift`` (own text; held-out lifts), ``copying`` (the copying share, or null),
+  ``induction_heads`` and ``borderline`` (per kind), ``induction_candidates`` (with ``found_on``),
+  ``found_on_one_kind_only``, ``previous_token_lift`` (grid, selection half),
+  ``previous_token_threshold``, ``previous_token_heads``, ``previous_token_candidates``,
+  ``pairs`` (clean and ablated score, drop and relative drop with intervals, on each kind where
+  the induction head was found; null elsewhere), ``verified``;
 * ``modes``: ``heads``, ``zero`` (their zero-ablation means), ``second_metric``, ``conditions``;
 * ``redundancy``: ``scope``, ``n_pairs``, ``pairs``, ``counted``, ``fraction_underestimated``,
   ``fraction_clearly_underestimated``, ``median_ratio``, ``top_interactions``, ``backups``;
 * ``patterns_vs_writes``: grids ``entropy``, ``write_norm``, ``abs_effect``, ``labels``,
-  ``strength``; ``spearman_entropy_effect``, ``spearman_write_norm_effect``,
-  ``orphans_that_matter``, ``sharp_but_idle``;
+  ``strength``, ``named`` (a family names the head); ``spearman_entropy_effect``,
+  ``spearman_write_norm_effect``, ``name_threshold``, ``orphan_candidates`` (effect, lead over
+  the mean head and rank, with intervals), ``orphans_that_matter``, ``sharp_but_idle``;
 * ``keep``: ``heads`` (with reasons), ``n_keep``, ``mean_ranking_would_drop``;
 * a section that could not be measured on this model is ``{"measured": false, "why": ...}``.
 """
@@ -89,9 +98,9 @@ from headlab.report.checks import ablation_section, checklist, keep_section, pat
 from headlab.report.circuits import circuits_section
 from headlab.report.inputs import report_inputs
 from headlab.report.summary import CHECKS, checklist_table
-from headlab.report.thresholds import JSON_KEYS, N_TEXTS, PAIR_TOP_K, SCHEMA, THRESHOLDS
+from headlab.report.thresholds import JSON_KEYS, N_TEXTS, PAIR_TOP_K, ROLES, SCHEMA, THRESHOLDS
 from headlab.report.writing import draw_figures, format_value, render_markdown, write_report
 
 __all__ = ["checklist", "report_inputs", "write_report", "render_markdown", "draw_figures", "format_value",
            "ablation_section", "circuits_section", "redundancy_section", "patterns_section", "keep_section",
-           "checklist_table", "CHECKS", "THRESHOLDS", "JSON_KEYS", "SCHEMA", "N_TEXTS", "PAIR_TOP_K"]
+           "checklist_table", "CHECKS", "THRESHOLDS", "ROLES", "JSON_KEYS", "SCHEMA", "N_TEXTS", "PAIR_TOP_K"]

@@ -10,6 +10,7 @@ checklist table in :mod:`headlab.report.summary`. Thresholds: :mod:`headlab.repo
 
 from __future__ import annotations
 
+import copy
 import sys
 import time
 from itertools import combinations
@@ -18,8 +19,11 @@ from typing import Any
 import torch
 
 from headlab import stats
-from headlab.analysis.detect import DIFFUSE_ENTROPY, ORPHAN_EFFECT, PATTERN_SCORES, head_scores, label_heads
+from headlab.analysis.detect import PATTERN_SCORES, head_scores, label_heads
+from headlab.analysis.detect.calibration import calibrated_thresholds, decoy_lifts
 from headlab.analysis.importance import Importance, PairEffects, backup_heads, spearman
+from headlab.analysis.roles.induction import InductionHeads
+from headlab.analysis.roles.orphan import named_heads, orphans_from_effects
 from headlab.analysis.sweep import sweep
 from headlab.heads.ablation import upgrade_arguments
 from headlab.heads.head import Head, format_head
@@ -28,13 +32,12 @@ from headlab.report.circuits import circuits_section
 from headlab.report.distillation import distillation_section
 from headlab.report.inputs import report_inputs
 from headlab.report.robustness import modes_section, position_section, selection_section
-from headlab.report.roles import ROLE_SOURCES, orphan_heads
 from headlab.report.seeds import seeds_section
 from headlab.report.summary import checklist_table
 from headlab.report.tasks import tasks_section
 from headlab.report.thresholds import (
     BACKUP_FACTOR, BACKUP_MIN_EFFECT, HIGH_QUANTILE, IDLE_EFFECT, MAX_LAYER_PAIRS, METRIC_DEFINITIONS,
-    ORPHAN_WRITE_NORM, PAIR_MIN_EFFECT, PAIR_TOP_K, SCHEMA, SHARP_ENTROPY, TAIL_MEAN_BELOW, TAIL_WORST_ABOVE,
+    PAIR_MIN_EFFECT, PAIR_TOP_K, ROLES, SCHEMA, SHARP_ENTROPY, TAIL_MEAN_BELOW, TAIL_WORST_ABOVE,
     THRESHOLDS, TOP_K, UNDERESTIMATE_MARGIN,
 )
 
@@ -157,17 +160,22 @@ def redundancy_section(hm, inputs, imp: Importance, metric: Metric | None = None
     }
 
 
-def patterns_section(hm, inputs, imp: Importance, induction: torch.Tensor, induction_uniform: float) -> dict:
-    """``patterns_vs_writes``: attention entropy and write norms beside the ablation effect; orphans
-    that matter (:func:`headlab.report.roles.orphan_heads`), and sharp but idle heads.
+def patterns_section(hm, inputs, imp: Importance, induction: InductionHeads, seed: int = 0) -> dict:
+    """``patterns_vs_writes``: attention entropy and write norms beside the ablation effect; the
+    orphan heads by the book's definition, and sharp but idle heads.
+
+    Orphans: :func:`headlab.analysis.roles.orphan.orphans_from_effects` on the effects of check 1
+    (``imp``: the zero-ablation sweep :func:`headlab.analysis.roles.orphan.orphan_heads` would run
+    again), the heads named by :func:`~headlab.analysis.roles.orphan.named_heads` on the selection
+    texts at the decoy-calibrated lift, on the selection check's split (``seed``).
 
     Args:
         hm: the model.
         inputs: the inputs ``imp`` was measured on.
         imp: every head's effect on every input.
-        induction: ``(n_layers, n_heads)`` induction score on the model's own text (from
-            :func:`headlab.report.circuits.circuits_section`), which the labels read.
-        induction_uniform: the same score for uniform attention.
+        induction: the induction role on the model's own text (from
+            :func:`headlab.report.circuits.circuits_section`), whose held-out lifts the labels read.
+        seed: the split of the texts into a selection and a measurement half.
     """
     wanted = [s for s in PATTERN_SCORES if s not in ("induction", "rare_token")] + ["write_norm"]
     scores = head_scores(hm, inputs, scores=wanted)
@@ -175,27 +183,43 @@ def patterns_section(hm, inputs, imp: Importance, induction: torch.Tensor, induc
     effect = imp.effects.abs().mean(dim=-1)  # (n_layers, n_heads): mean |effect| over texts
     means = {n: m for n, m in scores.means().items() if n in PATTERN_SCORES}
     uniform = {n: torch.full_like(m, scores.uniform_mean(n)) for n, m in means.items()}
-    # induction is scored on the model's own kind of text, with its copies (check 4)
-    means["induction"] = induction.float()
-    uniform["induction"] = torch.full_like(means["induction"], induction_uniform)
+    # induction: the role's held-out lift on the model's own kind of text (a lift already: uniform 0)
+    means["induction"] = torch.tensor([[induction.lift[(l, h)].value for h in range(hm.n_heads)]
+                                       for l in range(hm.n_layers)], dtype=torch.float64)
+    uniform["induction"] = torch.zeros_like(means["induction"])
     labels = label_heads(means, effect, uniform=uniform)
     average = float(effect.mean())
+    n_texts = imp.effects.shape[-1]
+    found = named = name_lift = None
+    if n_texts >= 4:  # two texts a side: a selection half and a measurement half with an interval
+        split = stats.split_items(n_texts, seed=seed)
+        name_lift = calibrated_thresholds(decoy_lifts(hm, inputs), split.select).lift
+        named = named_heads(scores, name_lift, split.select)
+        found = orphans_from_effects(imp.effects.numpy(), named, split, lift_threshold=name_lift,
+                                     metric=str(imp.kind), mode=imp.mode, seed=seed)
 
     def row(l: int, h: int) -> dict:
         return {"head": _head((l, h)), "entropy": _r(entropy[l, h], 4), "write_norm": _r(write[l, h], 4),
                 "abs_effect": _r(effect[l, h])}
 
+    def orphan(o) -> dict:
+        return {**row(*o.head), "select_ratio": _r(o.select_ratio, 4),
+                "effect": {"value": _r(o.effect.value), "low": _r(o.effect.low), "high": _r(o.effect.high)},
+                "lead": {"value": _r(o.lead.value), "low": _r(o.lead.low), "high": _r(o.lead.high)},
+                "rank": o.rank, "rank_low": o.rank_low, "rank_high": o.rank_high, "is_orphan": o.is_orphan}
+
     heads = [(l, h) for l in range(hm.n_layers) for h in range(hm.n_heads)]
-    orphans = [row(l, h) for l, h in orphan_heads(entropy, effect, write, diffuse=DIFFUSE_ENTROPY,
-                                                  effect_factor=ORPHAN_EFFECT, write_factor=ORPHAN_WRITE_NORM)]
     idle = [row(l, h) for l, h in heads if entropy[l, h] <= SHARP_ENTROPY and effect[l, h] < IDLE_EFFECT * average]
     return {
         "entropy": _grid(entropy, 4), "write_norm": _grid(write, 4), "abs_effect": _grid(effect),
         "labels": labels.labels, "strength": _grid(labels.strength, 4),
         "spearman_entropy_effect": _rank_correlation(entropy, effect),
         "spearman_write_norm_effect": _rank_correlation(write, effect),
-        "orphans_that_matter": sorted(orphans, key=lambda r: -r["abs_effect"]),
-        "sharp_but_idle": sorted(idle, key=lambda r: r["entropy"]),
+        "named": None if named is None else named.tolist(),
+        "name_threshold": None if name_lift is None else _r(name_lift, 4),
+        "orphan_candidates": None if found is None else [orphan(o) for o in found.candidates],  # None: not measured
+        "orphans_that_matter": [] if found is None else [orphan(o) for o in found.heads],
+        "sharp_but_idle": sorted(idle, key=lambda r: (r["entropy"], r["head"])),
     }
 
 
@@ -216,18 +240,20 @@ def keep_section(imp: Importance, circuits: dict, redundancy: dict, patterns: di
                             f"({peak:.3g})")
     for pair in circuits["verified"]:
         p, i = pair["previous_token"], pair["induction"]
-        drop = max(pair[k]["drop"] for k in ("random", "own") if pair[k]["passes"])
-        add(p, f"circuit: previous-token head for induction head {format_head(i)} (drop {drop:.2f})")
-        add(i, f"circuit: induction head fed by {format_head(p)} (drop {drop:.2f})")
+        kind, cut = max(((k, pair[k]["relative_drop"]) for k in ("random", "own") if pair[k] and pair[k]["passes"]),
+                        key=lambda kc: kc[1]["value"])
+        where = "own text" if kind == "own" else "random tokens"
+        add(p, f"circuit: removing it cuts induction head {format_head(i)}'s score by {cut['value']:.0%} "
+               f"[{cut['low']:.0%}, {cut['high']:.0%}] ({where})")
+        add(i, f"circuit: induction head fed by {format_head(p)}")
     for b in redundancy["backups"]:
         a, k = b["removed"], b["backup"]
         add(k, f"backup: matters once {format_head(a)} is removed ({b['alone']:.3g} alone, {b['given_removed']:.3g})")
         add(a, f"backed up by {format_head(k)}")
-    average = float(imp.effects.abs().mean())
     for o in patterns["orphans_that_matter"]:
-        if average > 0 and o["abs_effect"] >= ORPHAN_EFFECT * average:
-            add(o["head"], f"orphan: diffuse pattern (entropy {o['entropy']:.2f}) yet mean |effect| "
-                           f"{o['abs_effect'] / average:.1f} x the average head")
+        lead = o["lead"]
+        add(o["head"], f"orphan: no named pattern, yet its effect leads the mean head's by {lead['value']:.3g} "
+                       f"[{lead['low']:.3g}, {lead['high']:.3g}] on the measurement texts")
     keep = sorted(reasons)
     by_mean = set(imp.ranking("mean")[:len(keep)])
     return {
@@ -294,8 +320,7 @@ def checklist(hm, texts=None, *, n_texts: int | None = None, seed: int = 0, scop
     redundancy = redundancy_section(hm, inputs, imp, metric, scope, top_k, progress)
     lap("redundancy")
     step("6/6 patterns vs writes, what to keep, distillation")
-    uniform = circuits["uniform"]["own"]
-    patterns = patterns_section(hm, inputs, imp, induction["own text"], uniform)
+    patterns = patterns_section(hm, inputs, imp, induction["own text"], seed)
     keep = keep_section(imp, circuits, redundancy, patterns)
     distillation = distillation_section(hm, inputs, seed) if hm.causal else {
         "measured": False, "why": f"{hm.name} is an encoder: the distillation test reads a next-token loss",
@@ -306,7 +331,7 @@ def checklist(hm, texts=None, *, n_texts: int | None = None, seed: int = 0, scop
     report = {
         "schema": SCHEMA, "model": hm.name, "kind": "causal LM" if hm.causal else "encoder",
         "n_layers": hm.n_layers, "n_heads": hm.n_heads, "seed": seed, "thresholds": dict(THRESHOLDS),
-        "roles": dict(ROLE_SOURCES), "seconds": seconds,
+        "roles": copy.deepcopy(ROLES), "seconds": seconds,
         "inputs": {"source": source, "n_texts": len(shown), "texts": shown},
         "metric": {"kind": metric, "mode": result.mode,
                    "definition": METRIC_DEFINITIONS.get(metric, "a custom metric, ablated minus clean, per text"),

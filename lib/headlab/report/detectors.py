@@ -1,26 +1,27 @@
-"""An induction detector on two kinds of text: repeated random tokens, and the model's own text.
+"""The two kinds of text the checklist's circuit check runs the induction role on.
 
 The classic test of an induction head (Elhage et al. 2021; Olsson et al. 2022) repeats a
-sequence of random tokens and measures how much a head, at the second copy of a token, attends
-to the token that followed its first copy. A model trained on a language may never have seen
+sequence of random tokens and asks whether a head, at the second copy of a token, attends to
+the token that followed its first copy. A model trained on a language may never have seen
 random tokens, and its copying heads can stay silent on them: chapter 3 showed that the
 organism's copy head scores near uniform on random repeats and points at the earlier copy on
-the organism's own repeated sentences. So the checklist scores the same quantity on both kinds
-of text:
+the organism's own repeated sentences. So the checklist applies the book's one definition of an
+induction head (:func:`headlab.analysis.roles.induction.induction_heads`) to both kinds of text:
 
 * :func:`random_repeats`: ``n`` sequences of ``length`` distinct random tokens repeated once
-  (:func:`headlab.report.inputs.repeated_sequences`); the target of a query in the second copy
-  is the key after the first copy of its token;
-* :func:`own_text_repeats`: for an attention-only organism, sequences of its own training
-  task (random tokens with one span repeated, :class:`headlab.data.spans.RepeatedSpans`); for a
-  model of the book's synthetic language, windows of that language and its own copies (a sentence repeated later in a document; the target is the
-  ``copy->source`` relation of :func:`headlab.analysis.detect.predictive.copy_relation_set`);
-  for any other model, its own texts (the report's inputs) each followed by the same tokens
-  again, special tokens kept at the ends.
+  (:func:`headlab.report.inputs.repeated_sequences`);
+* :func:`own_text_repeats`: for an attention-only organism, the evaluation batch of its own
+  training task (``OWN_TASK_SEQUENCES`` sequences of random tokens with one span repeated,
+  :meth:`headlab.data.spans.RepeatedSpans.eval_data`, the sequences chapter 5 measures on); for
+  a model of the book's synthetic language, windows of that language that hold a sentence it
+  repeats, counting only the queries inside the copies (the ``copy->source`` relation of
+  :func:`headlab.analysis.detect.predictive.copy_relation_set`); for any other model, its own
+  texts (the report's inputs) each followed by the same tokens again, counting only the queries
+  of the second copy.
 
-:func:`target_weight` is the detector: for each input and head, the mean attention weight
-that the queries with a target put on it, beside the weight uniform attention would put
-there (the baseline; the lift over it is :func:`headlab.analysis.detect.lift`).
+Each is a :class:`TargetSet`: the inputs, the key an induction head should read at each query,
+and :attr:`TargetSet.queries`, the queries the role counts (None: every repeated token, the
+role's own rule).
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ import torch
 
 from headlab.analysis.atlas import synthetic_language
 
-__all__ = ["TargetSet", "random_repeats", "own_text_repeats", "target_weight", "OWN_TEXT_WINDOWS",
-           "OWN_TEXT_CTX"]
+__all__ = ["TargetSet", "random_repeats", "own_text_repeats", "OWN_TEXT_WINDOWS", "OWN_TEXT_CTX",
+           "OWN_TASK_SEQUENCES"]
 
-OWN_TEXT_WINDOWS = 48   # windows of the synthetic language for the own-text detector
-OWN_TEXT_CTX = 64       # tokens per window (the atlas's window)
+OWN_TEXT_WINDOWS = 48     # windows of the synthetic language drawn for the own-text check
+OWN_TEXT_CTX = 64         # tokens per window (the atlas's window)
+OWN_TASK_SEQUENCES = 256  # a span-task organism's own text: its evaluation batch (chapter 5's)
 
 
 @dataclass(frozen=True)
@@ -48,12 +50,15 @@ class TargetSet:
             (a query with no True has no target and does not count).
         source: what the inputs are, in one sentence.
         kind: ``"random tokens"`` or ``"own text"``.
+        every_repeat: True when the targets are those of every repeated token (the induction
+            role's own rule), so that no query needs to be left out.
     """
 
     batch: dict
     targets: torch.Tensor
     source: str
     kind: str
+    every_repeat: bool = False
 
     def __post_init__(self) -> None:
         ids = self.batch["input_ids"]
@@ -65,7 +70,17 @@ class TargetSet:
 
     @property
     def n_inputs(self) -> int:
+        """How many inputs."""
         return int(self.batch["input_ids"].shape[0])
+
+    @property
+    def queries(self) -> torch.Tensor | None:
+        """The queries the induction role counts, for its ``queries`` argument: None when the
+        targets are every repeated token's, else ``(n_inputs, pos)`` bool, True at a real query
+        with a target."""
+        if self.every_repeat:
+            return None
+        return self.targets.any(-1) & self.batch["attention_mask"].bool().cpu()
 
     def subset(self, rows) -> "TargetSet":
         """The same set restricted to the inputs ``rows`` (e.g. one half of a split)."""
@@ -73,7 +88,7 @@ class TargetSet:
         if rows.numel() == 0:
             raise ValueError("a subset needs at least one input")
         return TargetSet({k: v[rows] for k, v in self.batch.items()}, self.targets[rows],
-                         f"{self.source} ({rows.numel()} of them)", self.kind)
+                         f"{self.source} ({rows.numel()} of them)", self.kind, self.every_repeat)
 
 
 def _previous_occurrence_targets(ids: torch.Tensor, real: torch.Tensor, first_query: torch.Tensor) -> torch.Tensor:
@@ -102,7 +117,7 @@ def random_repeats(hm, n: int, length: int, seed: int) -> TargetSet:
     ids, real = batch["input_ids"], batch["attention_mask"].bool()
     targets = _previous_occurrence_targets(ids, real, torch.zeros(len(ids), dtype=torch.long))
     return TargetSet(batch, targets, f"{len(ids)} sequences of random tokens, each repeated once (seed {seed})",
-                     "random tokens")
+                     "random tokens", every_repeat=True)
 
 
 def own_text_repeats(hm, texts=None, seed: int = 0) -> TargetSet:
@@ -112,18 +127,19 @@ def own_text_repeats(hm, texts=None, seed: int = 0) -> TargetSet:
         hm: the model.
         texts: the texts to repeat (a list of strings or a batch) for a model with neither a
             span task nor the synthetic language; ignored otherwise.
-        seed: the draw of the training task's sequences or of the language's documents.
+        seed: the draw of the language's documents (the training task's evaluation batch is
+            fixed).
     """
     from headlab.report.inputs import span_task
 
     spans = span_task(hm)
     if spans is not None:
-        ids = spans.sample(OWN_TEXT_WINDOWS, torch.Generator().manual_seed(seed)).tokens
+        ids = spans.eval_data(OWN_TASK_SEQUENCES).tokens
         real = torch.ones_like(ids, dtype=torch.bool)
         targets = _previous_occurrence_targets(ids, real, torch.zeros(len(ids), dtype=torch.long))
         return TargetSet({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, targets,
-                         f"{len(ids)} sequences of the model's training task (random tokens with one span "
-                         f"repeated, seed {seed})", "own text")
+                         f"the {len(ids)} evaluation sequences of the model's training task (random tokens with "
+                         f"one span repeated)", "own text", every_repeat=True)
     lang = synthetic_language(hm)
     if lang is not None:
         from headlab.analysis.detect.predictive import COPY_SOURCE, copy_relation_set
@@ -132,10 +148,12 @@ def own_text_repeats(hm, texts=None, seed: int = 0) -> TargetSet:
         windows = pack(lang.sample(4 * OWN_TEXT_WINDOWS, seed=seed), n_ctx=OWN_TEXT_CTX, drop_last=True)
         windows = windows[:OWN_TEXT_WINDOWS]
         rs = copy_relation_set(windows, hm.tokenizer)
-        batch = {"input_ids": rs.input_ids, "attention_mask": rs.attention_mask}
-        return TargetSet(batch, rs.relations[COPY_SOURCE].bool(),
-                         f"{len(windows)} windows of the synthetic language, with the sentences it repeats "
-                         f"(Language.sample, seed {seed})", "own text")
+        targets = rs.relations[COPY_SOURCE].bool()
+        rows = torch.nonzero(targets.flatten(1).any(-1)).flatten()  # windows that hold a repeated sentence
+        batch = {"input_ids": rs.input_ids[rows], "attention_mask": rs.attention_mask[rows]}
+        return TargetSet(batch, targets[rows],
+                         f"{len(rows)} windows of the synthetic language that hold a sentence it repeats, the "
+                         f"queries inside the copies (Language.sample, seed {seed})", "own text")
     if texts is None:
         raise ValueError(f"{hm.name} does not read the synthetic language: give its own texts to repeat")
     batch = {k: v.cpu() for k, v in hm.tokenize(texts).items()}
@@ -165,40 +183,3 @@ def own_text_repeats(hm, texts=None, seed: int = 0) -> TargetSet:
     how = " (cut to half the model's context first)" if cut else ""
     return TargetSet({"input_ids": ids, "attention_mask": mask}, targets,
                      f"{len(rows)} of the model's own texts, each followed by the same tokens again{how}", "own text")
-
-
-@torch.no_grad()
-def target_weight(hm, ts: TargetSet, batch_size: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
-    """The induction detector on ``ts``.
-
-    Returns:
-        ``(weight, uniform)``: ``weight`` ``(n_inputs, n_layers, n_heads)``, the mean over the
-        queries that have a target of the attention weight on their target keys (NaN for an
-        input with no such query); ``uniform`` ``(n_inputs,)``, the same mean for uniform
-        attention over the keys each query may see.
-    """
-    ids, mask = ts.batch["input_ids"], ts.batch["attention_mask"]
-    n, pos = ids.shape
-    eligible = ts.targets.any(-1) & mask.bool()  # (n, q)
-    counts = eligible.sum(-1).clamp(min=1).float()  # (n,)
-    keys = torch.arange(pos)
-    visible = mask.bool()[:, None, :].expand(n, pos, pos)
-    if hm.causal:
-        visible = visible & (keys[None, None, :] <= keys[None, :, None])
-    share = (ts.targets & visible).sum(-1).float() / visible.sum(-1).clamp(min=1).float()  # (n, q)
-    uniform = (share * eligible).sum(-1) / counts
-    out = torch.empty(n, hm.n_layers, hm.n_heads)
-    for start in range(0, n, batch_size):
-        stop = min(n, start + batch_size)
-        part = {"input_ids": ids[start:stop], "attention_mask": mask[start:stop]}
-        _, cache = hm.run_with_cache(part, names=("pattern",))
-        tgt = ts.targets[start:stop].float()[:, None]  # (b, 1, q, k)
-        el = eligible[start:stop].float()[:, None]  # (b, 1, q)
-        for layer in range(hm.n_layers):
-            pattern = cache.pattern(layer).float().cpu()  # (b, head, q_pos, k_pos)
-            on_target = (pattern * tgt).sum(-1)  # (b, head, q_pos)
-            out[start:stop, layer] = (on_target * el).sum(-1) / counts[start:stop, None]
-    none = ~eligible.any(-1)
-    out[none] = float("nan")
-    uniform[none] = float("nan")
-    return out, uniform

@@ -62,9 +62,16 @@ def checklist_table(report: dict) -> list[dict]:
         tail += f"; position: {pos['why']}"
     rows.append(_row("conditioning", True, tail))
     found = {k: [x for x in c["induction_candidates"] if k in x["found_on"]] for k in ("random tokens", "own text")}
-    own = (f"induction candidates on random tokens: {_heads(found['random tokens'])}; on the model's own text: "
-           f"{_heads(found['own text'])}; found on one kind only: {_heads(c['found_on_one_kind_only'])}; "
-           f"verified circuits: {len(c['verified'])}")
+    both = {k: ", ".join(format_head(h) for h in c["induction_heads"][k]) or "none" for k in found}
+    own = (f"attention half of the induction role on random tokens: {_heads(found['random tokens'])}; on the "
+           f"model's own text: {_heads(found['own text'])}; found on one kind only: "
+           f"{_heads(c['found_on_one_kind_only'])}; ")
+    if c["copying_tested"]:
+        own += (f"induction heads (both halves) on random tokens: {both['random tokens']}; on the own text: "
+                f"{both['own text']}; ")
+    else:
+        own += "the copying half cannot be tested (no unembedding); "
+    own += f"verified previous-token -> induction circuits: {len(c['verified'])}"
     rows.append(_row("own text", True, own))
     if seeds["measured"]:
         text = "; ".join(f"{r['model']}: rank correlation {r['spearman_by_head']}, {r['top_k_shared']} of the top "

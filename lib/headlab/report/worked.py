@@ -1,11 +1,11 @@
-"""The checklist applied to one claim about one head: the measurements chapter 9's worked example
-makes on each model, each a few lines here so that the chapter stays glue.
+"""The checklist applied to one claim about one head: the measurements of chapter 9's worked example
+that the roles of :mod:`headlab.analysis.roles` do not already make (which heads are induction
+heads, and how much of their score a removed head takes, are
+:func:`headlab.analysis.roles.induction.induction_heads` and
+:func:`~headlab.analysis.roles.induction.induction_dependence`):
 
-* :func:`held_out_head`: the head a detector picks on one half of the inputs, scored on the other
-  half against the uniform-attention baseline (:func:`headlab.stats.select_and_measure`);
-* :func:`detector_drop`: how much removing a head (zero, mean or resample ablation) lowers another
-  head's detector score, per input, with a paired interval;
-* :func:`repeat_loss_rise`: how much removing it raises the next-token loss at the queries that
+* :func:`ablation_for`: zero, mean or resample ablation, with a set of inputs as the reference;
+* :func:`repeat_loss_rise`: how much removing a head raises the next-token loss at the queries that
   have an induction target (the tokens induction predicts), per input, with a paired interval.
 """
 
@@ -16,50 +16,15 @@ import torch
 from headlab import stats
 from headlab.heads.ablation import Ablation
 from headlab.metrics import next_token_loss
-from headlab.report.detectors import TargetSet, target_weight
+from headlab.report.detectors import TargetSet
 
-__all__ = ["held_out_head", "detector_drop", "repeat_loss_rise", "ablation_for"]
-
-
-def held_out_head(weights: torch.Tensor, uniform: torch.Tensor, split: stats.Split,
-                  layers=None) -> tuple[tuple[int, int], stats.Selection]:
-    """The head with the largest mean detector score on ``split.select``, measured on ``split.measure``.
-
-    Args:
-        weights: ``(n_inputs, n_layers, n_heads)`` detector scores (:func:`target_weight`).
-        uniform: ``(n_inputs,)`` uniform attention's score on the same inputs (the baseline).
-        split: from :func:`headlab.stats.split_items` over the inputs.
-        layers: the layers to choose from (default: all).
-
-    Returns:
-        ``((layer, head), selection)``; ``selection.lead`` is the held-out lead over uniform attention.
-    """
-    n, n_layers, n_heads = weights.shape
-    layers = list(range(n_layers)) if layers is None else list(layers)
-    if torch.isnan(weights).any() or torch.isnan(uniform).any():
-        raise ValueError("every input needs a detector score: drop inputs with no induction target first")
-    scores = weights[:, layers].reshape(n, -1).T.double().numpy()  # (candidates, inputs)
-    sel = stats.select_and_measure(scores, split, baseline=uniform.double().numpy())
-    layer, head = divmod(sel.candidate, n_heads)
-    return (layers[layer], head), sel
+__all__ = ["repeat_loss_rise", "ablation_for"]
 
 
 def ablation_for(mode: str, ts: TargetSet, seed: int = 0) -> Ablation:
     """The ablation of ``mode`` (``"zero"``, ``"mean"`` or ``"resample"``), with ``ts``'s own inputs as
     the reference of mean and resample ablation."""
     return Ablation() if mode == "zero" else Ablation(mode, reference=ts.batch, seed=seed)
-
-
-def detector_drop(hm, ts: TargetSet, head: tuple[int, int], removed: tuple[int, int], mode: str = "zero",
-                  seed: int = 0) -> stats.Estimate:
-    """Mean over inputs of ``head``'s detector score clean minus with ``removed`` ablated (``mode``),
-    with a paired bootstrap interval over the inputs."""
-    clean, _ = target_weight(hm, ts)
-    with hm.ablate([removed], ablation=ablation_for(mode, ts, seed)):
-        ablated, _ = target_weight(hm, ts)
-    layer, h = head
-    return stats.paired_difference(clean[:, layer, h].double().numpy(), ablated[:, layer, h].double().numpy(),
-                                   seed=seed)
 
 
 @torch.no_grad()

@@ -60,14 +60,16 @@ def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str
     drops = circuit_rows(c)
     fig = _figure(grid_w + 0.8, 3 * (grid_h + 0.5) + (3.2 if drops else 0.0))
     spec = fig.add_gridspec(4 if drops else 3, 1, height_ratios=[grid_h + 0.5] * 3 + ([3.2] if drops else []))
-    for row, (key, title) in enumerate((("previous_token", "previous-token score (random repeats)"),
-                                        ("induction", "induction score, random tokens repeated"),
-                                        ("induction_own", "induction score, the model's own text"))):
-        plot_head_grid(fig.add_subplot(spec[row, 0]), c[key], title=title, vmin=0, vmax=1, annotate=numbers)
+    for row, (key, title) in enumerate((("previous_token_lift", "previous-token lift (own text, selection half)"),
+                                        ("induction_lift", "induction lift, random tokens repeated (held out)"),
+                                        ("induction_own_lift", "induction lift, the model's own text (held out)"))):
+        grid = np.array([[np.nan if x is None else x for x in r] for r in c[key]], dtype=float)
+        plot_head_grid(fig.add_subplot(spec[row, 0]), grid, title=title, vmin=0, vmax=1, annotate=numbers)
     if drops:
         ax = fig.add_subplot(spec[3, 0])
         plot_circuit_drops(ax, drops)
-        ax.set_title("candidate pairs, on the text where the induction\nhead was found (✓ verified)", fontsize=9)
+        ax.set_title("each induction head's strongest pair, held out, on the\ntext where it was found "
+                     "(✓ verified)", fontsize=9)
     save(fig, "circuits")
 
     r = report["redundancy"]
@@ -110,15 +112,29 @@ def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str
 
 
 def circuit_rows(circuits: dict) -> list[dict]:
-    """The candidate pairs of a report's ``circuits`` section, one row each for
-    :func:`headlab.viz.circuits.plot_circuit_drops`: read on the model's own text when the induction
-    head was found there, else on the random repeats."""
-    rows = []
-    for p in circuits["pairs"]:
+    """The pairs of a report's ``circuits`` section worth drawing, one row each for
+    :func:`headlab.viz.circuits.plot_circuit_drops`: every verified pair, and for an induction head
+    with none, the pair whose previous-token head cuts its score most; each read on the model's own
+    text when the induction head's attention half holds there, else on the random repeats."""
+    rows, seen = [], set()
+    for p in circuits["pairs"]:  # largest share of the score lost first
+        head = tuple(p["induction"])
+        if not (p["verified"] or head not in seen):
+            continue
+        seen.add(head)
         key = "own" if "own text" in p["found_on"] else "random"
         rows.append({"previous_token": p["previous_token"], "induction": p["induction"], "clean": p[key]["clean"],
                      "ablated": p[key]["ablated"], "verified": p["verified"]})
     return rows
+
+
+def _cut(x) -> str:
+    """``"0.490 -> 0.210 (57% [52%, 61%])"`` for one kind of a circuit pair, or ``"-"`` when not measured."""
+    if x is None:
+        return "-"
+    d = x["relative_drop"]
+    return (f"{format_value(x['clean'], '.3f')} -> {format_value(x['ablated'], '.3f')} "
+            f"({format_value(d['value'], '.0%')} [{format_value(d['low'], '.0%')}, {format_value(d['high'], '.0%')}])")
 
 
 def _cell(text) -> str:
@@ -199,23 +215,34 @@ def render_markdown(report: dict) -> str:
     else:
         out += [f"Position: not measured ({pos['why']}).", ""]
 
+    roles = report["roles"]
+    ind = roles["induction"]["thresholds"]
+    both = {k: ", ".join(format_head(h) for h in c["induction_heads"][k]) or "none" for k in ("random tokens", "own text")}
+    copying = (f"Induction heads, both halves (copying: the token read is among the write's {ind['copy_k']} largest "
+               f"logits for at least {ind['copy_share']:.0%} of the tokens): random tokens {both['random tokens']}; own "
+               f"text {both['own text']}." if c["copying_tested"] else
+               "The copying half cannot be tested on this model (no unembedding): a head listed above only attends "
+               "like an induction head, and nothing more is claimed.")
     out += ["## 4. Circuits, with the detector run on the model's own text", "",
-            f"Random tokens: {c['inputs']['random tokens']}. Own text: {c['inputs']['own text']}. Candidates: lift "
-            f"over uniform attention >= {t['CANDIDATE_LIFT']:g} on either kind (at most {t['MAX_CANDIDATES']}). A pair "
-            f"is verified when ablating the previous-token head lowers the induction head's score, on a kind of text "
-            f"where it was found, by >= {t['CIRCUIT_MIN_DROP']:g} and by >= {t['CIRCUIT_MIN_RELATIVE_DROP']:.0%}.", "",
-            "Induction candidates: " + (", ".join(
+            f"Random tokens: {c['inputs']['random tokens']}. Own text: {c['inputs']['own text']}. Induction heads by "
+            f"`{roles['induction']['function']}` on each kind (attention half: held-out lift over uniform attention "
+            f">= {ind['lift']:g}; at most {t['MAX_CANDIDATES']} candidates). Previous-token heads by "
+            f"`{roles['previous_token']['function']}` (lift threshold "
+            f"{format_value(c['previous_token_threshold']['threshold'], '.3g')}; the heads tested as feeders beat the "
+            f"decoy null). A pair is verified when removing the previous-token head "
+            f"(`{roles['induction']['dependence']}`, zero ablation, held-out half) cuts the induction head's score, on "
+            f"a kind of text where it was found, by at least {t['CIRCUIT_MIN_RELATIVE_DROP']:.0%} (lower end of the "
+            f"95% interval).", "",
+            "Attention half: " + (", ".join(
                 f"{format_head(x['head'])} (found on {' and '.join(x['found_on'])})"
                 for x in c["induction_candidates"]) or "none") + ". Found on one kind only: "
             + (", ".join(f"{format_head(x['head'])} ({x['found_on']})" for x in c["found_on_one_kind_only"]) or "none")
-            + ".", ""]
-    out += _table(["previous-token head", "induction head", "random: clean -> ablated", "own text: clean -> ablated",
-                   "verified"],
-                  [[format_head(x["previous_token"]), format_head(x["induction"]),
-                    f"{format_value(x['random']['clean'], '.3f')} -> {format_value(x['random']['ablated'], '.3f')}",
-                    f"{format_value(x['own']['clean'], '.3f')} -> {format_value(x['own']['ablated'], '.3f')}",
+            + ". " + copying, ""]
+    out += _table(["previous-token head", "induction head", "random: clean -> ablated (cut)",
+                   "own text: clean -> ablated (cut)", "verified"],
+                  [[format_head(x["previous_token"]), format_head(x["induction"]), _cut(x["random"]), _cut(x["own"]),
                     "yes" if x["verified"] else "no"] for x in c["pairs"]])
-    figure("circuits", "Previous-token and induction scores on both kinds of text, and the ablation check")
+    figure("circuits", "Previous-token and induction lifts on both kinds of text, and the ablation check")
 
     seeds, tasks = report["seeds"], report["tasks"]
     out += ["## 5. Seeds", ""]
@@ -262,15 +289,26 @@ def render_markdown(report: dict) -> str:
 
     out += ["## Patterns against writes", "",
             f"Rank correlation with the mean |effect|: attention entropy {format_value(p['spearman_entropy_effect'], '.3f')}, "
-            f"write norm {format_value(p['spearman_write_norm_effect'], '.3f')}. Orphans: {report['roles']['orphan']}.", "",
-            f"**Orphans that matter** (entropy >= {t['DIFFUSE_ENTROPY']:g}, and mean |effect| >= "
-            f"{t['ORPHAN_EFFECT']:g} x the average head or write norm >= {t['ORPHAN_WRITE_NORM']:g} x the median head's):", ""]
+            f"write norm {format_value(p['spearman_write_norm_effect'], '.3f')}.", "",
+            f"**Orphans that matter**, by `{report['roles']['orphan']['function']}`: no family of the catalogue reaches "
+            f"the lift {format_value(p['name_threshold'], '.3g')} (the decoy-calibrated threshold) on the selection "
+            f"texts, the selection effect is at least {report['roles']['orphan']['thresholds']['effect']:g} x the mean "
+            f"head's, and on the measurement texts the lead over the mean head has a 95% interval above 0. "
+            + ("Not measured: the rule needs at least 4 texts (two a side)." if p["orphan_candidates"] is None else
+               f"{len(p['orphan_candidates'])} candidates, {len(p['orphans_that_matter'])} orphans:"), ""]
 
     def head_rows(rows):
         return [[format_head(x["head"]), format_value(x["entropy"], ".3f"), format_value(x["write_norm"], ".3f"),
                  format_value(x["abs_effect"])] for x in rows]
 
-    out += _table(["head", "entropy", "write norm", "mean abs effect"], head_rows(p["orphans_that_matter"]))
+    out += _table(["candidate", "selection effect / mean head", "measured effect", "lead over the mean head", "rank",
+                   "orphan"],
+                  [[format_head(x["head"]), format_value(x["select_ratio"], ".2f"),
+                    f"{format_value(x['effect']['value'])} [{format_value(x['effect']['low'])}, "
+                    f"{format_value(x['effect']['high'])}]",
+                    f"{format_value(x['lead']['value'], '+.4f')} [{format_value(x['lead']['low'], '+.4f')}, "
+                    f"{format_value(x['lead']['high'], '+.4f')}]", f"{x['rank']} [{x['rank_low']}, {x['rank_high']}]",
+                    "yes" if x["is_orphan"] else "no"] for x in p["orphan_candidates"] or []])
     out += [f"**Sharp but idle** (entropy <= {t['SHARP_ENTROPY']:g}, mean |effect| < {t['IDLE_EFFECT']:g} x the "
             "average head): a crisp pattern is no proof of importance.", ""]
     out += _table(["head", "entropy", "write norm", "mean abs effect"], head_rows(p["sharp_but_idle"]))

@@ -10,8 +10,11 @@ it and ``headlab.report`` can judge it:
 * :mod:`~headlab.analysis.roles.syntactic` -- subject and antecedent heads, against ground truth
   and the best fixed offset or nearest-mention baseline;
 * :mod:`~headlab.analysis.roles.orphan` -- orphan heads: no named pattern, a measured effect
-  above the mean head's on the metric given.
+  above the mean head's on the metric given;
+* :mod:`~headlab.analysis.roles.induction` -- induction heads, both halves (the attention
+  pattern, as a held-out lift over uniform attention, and the copying through the OV circuit),
+  and how much of their score removing another head takes.
 
 Import a role from its module, e.g. ``from headlab.analysis.roles.orphan import orphan_heads``.
-(The induction role, both halves of the circuit, is chapter 5's and is not written yet.)
+The checklist report (:mod:`headlab.report`) calls these same functions.
 """

@@ -21,6 +21,11 @@ an induction head only when both are measured:
   :func:`headlab.stats.split_items` (``seed``): heads are **selected** on one half (mean lift at
   least ``INDUCTION_LIFT``) and **measured** on the other (the mean lift with its 95% BCa
   bootstrap interval over inputs).
+* Which queries count: every query whose token occurred earlier (at ``j < i - 1``). On text where
+  common tokens recur by chance (a word such as *the*), a caller may count only the queries
+  inside a real repeat -- the second copy of a repeated sentence, of a text given twice -- by
+  passing ``queries``; the target, the baseline and the threshold stay the same, and the
+  uniform baseline is computed on the same queries.
 * The attention half holds for a head selected on the first half whose held-out interval lies
   at or above ``INDUCTION_LIFT``; a selected head whose interval reaches below it is reported as
   *borderline*, never silently kept or dropped.
@@ -44,8 +49,9 @@ from scipy import stats as sps
 
 from headlab import stats
 from headlab.analysis.detect import (
-    NotApplicable, induction_score, lift, ov_copying_score, uniform_pattern, unembedding,
+    NotApplicable, induction_score, lift, ov_copying_score, previous_occurrence, uniform_pattern, unembedding,
 )
+from headlab.analysis.detect.base import mean_over
 from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head, format_head
 from headlab.stats.results import Estimate
@@ -58,25 +64,52 @@ COPY_K = 5             # copying half: the token read is among the head's 5 larg
 COPY_SHARE = 0.5       # ... for at least half of the vocabulary (lower end of the exact 95% interval)
 
 
-def induction_lifts(hm, inputs) -> tuple[torch.Tensor, torch.Tensor]:
+def _check_queries(queries, ids: torch.Tensor) -> torch.Tensor | None:
+    if queries is None:
+        return None
+    q = torch.as_tensor(queries)
+    if q.dtype != torch.bool:
+        raise ValueError(f"queries must be a bool mask (n_inputs, pos), True where a query counts; got dtype {q.dtype}")
+    if tuple(q.shape) != tuple(ids.shape):
+        raise ValueError(f"queries must have the inputs' shape {tuple(ids.shape)} (n_inputs, pos); got {tuple(q.shape)}")
+    return q.cpu()
+
+
+def _score(pattern: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor, queries: torch.Tensor | None) -> torch.Tensor:
+    """:func:`headlab.analysis.detect.induction_score`, counting only ``queries`` when given."""
+    if queries is None:
+        return induction_score(pattern, ids, mask)
+    real = mask.bool()
+    tokens = torch.where(real, ids, -1 - torch.arange(ids.shape[1]).expand_as(ids))  # padding matches nothing
+    prev = previous_occurrence(tokens)  # (n_inputs, q_pos)
+    index = (prev + 1).clamp(min=0)[:, None, :, None].expand(-1, pattern.shape[1], -1, 1)
+    weights = pattern.gather(-1, index).squeeze(-1)  # (n_inputs, head, q_pos)
+    return mean_over(weights, real & (prev >= 0) & queries, "raise",
+                     "query that is both repeated (a token seen earlier at j < i - 1) and in queries")
+
+
+def induction_lifts(hm, inputs, queries=None) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-input induction scores and lifts of every head.
 
     Args:
         hm: a :class:`~headlab.heads.model.HeadModel`.
         inputs: texts or a batch in which every input has a recurring token.
+        queries: optional ``(n_inputs, pos)`` bool mask of the inputs' tokenized positions: only
+            these queries count (see the module docstring); default every repeated token.
 
     Returns:
         ``(scores, lifts)``, each ``(n_inputs, n_layers, n_heads)`` float64; ``lifts`` is the
         lift over uniform causal attention (an encoder: over uniform attention on every key) on
-        the same input.
+        the same input and queries.
     """
     batch = hm.tokenize(inputs)
     with torch.no_grad():
         _, cache = hm.run_with_cache(batch, names=("pattern",))
     ids, mask = cache.input_ids.cpu(), cache.attention_mask.cpu()
+    queries = _check_queries(queries, ids)
     uniform = uniform_pattern(mask, causal=hm.causal)
-    base = induction_score(uniform, ids, mask)[:, 0].double()  # (n_inputs,)
-    scores = torch.stack([induction_score(cache.pattern(l).float().cpu(), ids, mask).double()
+    base = _score(uniform, ids, mask, queries)[:, 0].double()  # (n_inputs,)
+    scores = torch.stack([_score(cache.pattern(l).float().cpu(), ids, mask, queries).double()
                           for l in range(hm.n_layers)], dim=1)  # (n_inputs, n_layers, n_heads)
     return scores, lift(scores, base[:, None, None])
 
@@ -160,7 +193,7 @@ class InductionHeads:
         }
 
 
-def induction_heads(hm, inputs, *, threshold: float = INDUCTION_LIFT, copy_k: int = COPY_K,
+def induction_heads(hm, inputs, *, queries=None, threshold: float = INDUCTION_LIFT, copy_k: int = COPY_K,
                     copy_share: float = COPY_SHARE, seed: int = 0, level: float = 0.95,
                     n_resamples: int = 2000) -> InductionHeads:
     """The induction heads of ``hm`` on ``inputs``, by the rule of :mod:`headlab.analysis.roles.induction`.
@@ -168,6 +201,7 @@ def induction_heads(hm, inputs, *, threshold: float = INDUCTION_LIFT, copy_k: in
     Args:
         hm: the model.
         inputs: texts or a batch with recurring tokens, at least four inputs (two per half).
+        queries: only these queries count (``(n_inputs, pos)`` bool, see the module docstring).
         threshold: the lift the attention half needs (``INDUCTION_LIFT``).
         copy_k: how high the token read must rank among the write's logits (``COPY_K``).
         copy_share: the share of tokens for which it must (``COPY_SHARE``).
@@ -182,7 +216,7 @@ def induction_heads(hm, inputs, *, threshold: float = INDUCTION_LIFT, copy_k: in
         raise ValueError(f"threshold is a lift in (0, 1); got {threshold!r}")
     if not 0.0 < copy_share <= 1.0:
         raise ValueError(f"copy_share is a share of tokens in (0, 1]; got {copy_share!r}")
-    _, lifts = induction_lifts(hm, inputs)
+    _, lifts = induction_lifts(hm, inputs, queries)
     n = lifts.shape[0]
     if n < 4:
         raise ValueError(f"induction_heads needs at least 4 inputs (a selection and a measurement half of "
@@ -206,8 +240,9 @@ def induction_heads(hm, inputs, *, threshold: float = INDUCTION_LIFT, copy_k: in
     copies = tuple(h for h in heads if tested and copying[h].low >= copy_share)
     d_vocab = unembedding(hm).W_U.shape[1] if tested else None
     batch = hm.tokenize(inputs)
-    uniform = uniform_pattern(batch["attention_mask"].cpu(), causal=hm.causal)
-    base = float(induction_score(uniform, batch["input_ids"].cpu(), batch["attention_mask"].cpu())[:, 0].mean())
+    ids, mask = batch["input_ids"].cpu(), batch["attention_mask"].cpu()
+    uniform = uniform_pattern(mask, causal=hm.causal)
+    base = float(_score(uniform, ids, mask, _check_queries(queries, ids))[:, 0].mean())
     return InductionHeads(
         model=hm.name, heads=tuple(h for h in attends if h in copies), attends=attends, borderline=borderline,
         copies=copies, selected=tuple(selected), lift=held, copying=copying, uniform=base,
@@ -258,7 +293,7 @@ def _relative_drop(clean: np.ndarray, ablated: np.ndarray, level: float, n_resam
 
 
 def induction_dependence(hm, inputs, removed: Sequence[Head], heads: Sequence[Head], *,
-                         items: Sequence[int] | None = None, ablation: Ablation | None = None,
+                         items: Sequence[int] | None = None, queries=None, ablation: Ablation | None = None,
                          level: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> dict[Head, Dependence]:
     """How much each of ``heads`` loses of its induction score when ``removed`` are ablated.
 
@@ -277,6 +312,8 @@ def induction_dependence(hm, inputs, removed: Sequence[Head], heads: Sequence[He
             a layer above every removed head.
         items: only these inputs (e.g. ``InductionHeads.split.measure``, the half the heads were
             not selected on); default all.
+        queries: only these queries count (``(n_inputs, pos)`` bool over all the inputs, before
+            ``items`` picks some; see the module docstring).
         ablation: zero (default), mean or resample ablation.
         level: confidence level.
         n_resamples: bootstrap resamples.
@@ -295,14 +332,16 @@ def induction_dependence(hm, inputs, removed: Sequence[Head], heads: Sequence[He
         raise ValueError(f"head {format_head(late[0])} is not above every removed head: an ablation only reaches "
                          "the layers after it, so its score cannot change")
     batch = hm.tokenize(inputs)
+    queries = _check_queries(queries, batch["input_ids"])
     if items is not None:
         idx = torch.as_tensor(list(items), dtype=torch.long)
         if idx.numel() < 2:
             raise ValueError(f"items must name at least two inputs; got {idx.numel()}")
         batch = {k: v[idx] for k, v in batch.items()}
-    clean, _ = induction_lifts(hm, batch)
+        queries = None if queries is None else queries[idx.cpu()]
+    clean, _ = induction_lifts(hm, batch, queries)
     with hm.ablate(removed, ablation=ablation):
-        ablated, _ = induction_lifts(hm, batch)
+        ablated, _ = induction_lifts(hm, batch, queries)
     out = {}
     for head in heads:
         c = clean[:, head.layer, head.head].numpy()
