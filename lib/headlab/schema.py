@@ -12,7 +12,7 @@ kind   written by                                               schema
 ====== ======================================================== ====================
 atlas  ``headlab.analysis.atlas.compute_atlas`` (``atlas`` CLI) ``headlab.atlas/1``
 sweep  :meth:`headlab.analysis.sweep.SweepResult.to_json`       ``headlab.sweep/1``
-report ``headlab.report.checklist`` (``report`` CLI)            ``headlab.report/2``
+report ``headlab.report.checklist`` (``report`` CLI)            ``headlab.report/3``
 claims ``headlab.ledger.report`` (``results/claims/*.json``)    ``headlab.claims/2``
 ====== ======================================================== ====================
 
@@ -27,7 +27,7 @@ from typing import Any
 
 __all__ = ["SCHEMAS", "SchemaError", "schema_of", "check_schema"]
 
-SCHEMAS: dict[str, int] = {"atlas": 1, "sweep": 1, "report": 2, "claims": 2}
+SCHEMAS: dict[str, int] = {"atlas": 1, "sweep": 1, "report": 3, "claims": 2}
 
 _PATTERN = re.compile(r"^headlab\.([a-z_]+)/(\d+)$")
 

@@ -54,7 +54,7 @@ selection split, sharp but idle heads by ``SHARP_ENTROPY`` and ``IDLE_EFFECT``),
 (``distillation``: the measured cost of each layer's mean pattern and the advice written from it,
 or "not measured" with the reason: the report never advises what it did not measure).
 
-JSON (``report.json``, schema ``"headlab.report/2"``; a head is ``[layer, head]``, a grid is
+JSON (``report.json``, schema ``"headlab.report/3"``; a head is ``[layer, head]``, a grid is
 ``n_layers`` lists of ``n_heads`` numbers), the keys of :data:`JSON_KEYS`:
 
 * top level: ``schema``, ``model``, ``kind`` (``"causal LM"``/``"encoder"``), ``n_layers``,

@@ -12,7 +12,7 @@ from headlab.schema import schema_of
 
 __all__ = ["SCHEMA", "THRESHOLDS", "ROLES", "JSON_KEYS", "METRIC_DEFINITIONS", "top_count"]
 
-SCHEMA = schema_of("report")  # "headlab.report/2"
+SCHEMA = schema_of("report")  # "headlab.report/3"
 N_TEXTS = 48                 # default texts: this many, evenly spread over the model's default set
 HIGH_QUANTILE = 0.9          # the high quantile reported beside mean and worst case
 TOP_K = 8                    # heads listed per ranking (compared: top_count(n), at most a quarter of them)
