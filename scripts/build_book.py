@@ -206,7 +206,9 @@ def run_jupyter_book(out: Path, hide_solutions: bool) -> None:
             "the cause is printed above."
         )
     # Sphinx neither deletes stale output files nor copies html_extra_path when no page
-    # changed: make the vendored folder exactly this build's.
+    # changed: drop the pages of documents no longer in the book, and make the vendored
+    # folder exactly this build's.
+    _remove_stale_pages(produced)
     vendored = produced / "_static" / "vendored"
     shutil.rmtree(vendored, ignore_errors=True)
     shutil.copytree(VENDOR_SITE / "_static" / "vendored", vendored)
@@ -214,6 +216,40 @@ def run_jupyter_book(out: Path, hide_solutions: bool) -> None:
         if out.exists():
             shutil.rmtree(out)
         shutil.copytree(produced, out)
+
+
+SPHINX_PAGES = {"index", "genindex", "search", "py-modindex"}
+
+
+def toc_documents(toc: Path = ROOT / "_toc.yml") -> set[str]:
+    """The documents of the table of contents (paths without extension), the root included."""
+    import yaml
+
+    def walk(node) -> set[str]:  # noqa: ANN001
+        found = set()
+        if isinstance(node, dict):
+            for key in ("root", "file"):
+                if isinstance(node.get(key), str):
+                    found.add(node[key])
+            for value in node.values():
+                found |= walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                found |= walk(item)
+        return found
+
+    return walk(yaml.safe_load(toc.read_text(encoding="utf-8")))
+
+
+def _remove_stale_pages(site: Path) -> None:
+    """Delete the HTML pages of documents that left the table of contents (renamed chapters)."""
+    keep = toc_documents() | SPHINX_PAGES
+    for page in site.rglob("*.html"):
+        rel = page.relative_to(site)
+        if rel.parts[0].startswith("_") or rel.with_suffix("").as_posix() in keep:
+            continue
+        print(f"build_book: removing stale page {rel} (its document is not in _toc.yml)")
+        page.unlink()
 
 
 def check_site(out: Path) -> None:

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import CHAPTERS, chapter_notebooks
 
-from headlab.ledger import CLAIMS, SCHEMA, Verdict, claims_dir, markdown_table, summary
+from headlab.ledger import (CLAIMS, SCHEMA, Verdict, badge, chapter_link, claims_dir, counts_markdown, disagreements,
+                            load_all, markdown_table, model_key, summary)
 
 CLAIMS_DIR = claims_dir()
 LEDGER = CHAPTERS / "10_ledger" / "10_ledger.ipynb"
@@ -94,15 +95,52 @@ def _ledger_text() -> str:
 def test_the_ledger_lists_every_claim_and_every_recorded_row() -> None:
     text = _ledger_text()
     for claim, statement in CLAIMS.items():
-        assert f"| **{claim}** {statement} |" in text, f"the ledger's stored table does not list {claim}"
+        assert f"**[{claim}](claim-{claim.lower()})** {statement}" in text, f"the ledger's stored table does not list {claim}"
     stale = "re-execute chapters/10_ledger/10_ledger.ipynb with scripts/execute_notebooks.py"
     for path in _claim_files():
         for row in json.loads(path.read_text(encoding="utf-8"))["rows"]:
-            note = f" — {row['note']}" if row["note"] else ""
-            assert f"| *{row['verdict']}*{note} | {row['measured']} |" in text, f"{path.name} row {row['claim']} is missing: {stale}"
+            s = summary(row)
+            assert badge(s["verdict"], s["typed"]) in text and f"| {s['measured']} |" in text, (
+                f"{path.name} row {s['claim']} is missing: {stale}")
     measured = {row["claim"] for path in _claim_files() for row in json.loads(path.read_text(encoding="utf-8"))["rows"]}
     for claim in sorted(set(CLAIMS) - measured):
-        assert f"| **{claim}** {CLAIMS[claim]} | not measured yet | — | — | — |" in text, f"{claim}: {stale}"
+        assert f"{CLAIMS[claim]} | not measured yet | — |" in text, f"{claim}: {stale}"
+    assert counts_markdown(load_all()) in text, f"the verdict counts at the top are stale: {stale}"
+
+
+def test_the_same_claim_on_the_same_model_has_one_verdict_or_a_stated_condition() -> None:
+    """Issue 20: two chapters may judge one claim on one model differently only when their rows say
+    what differs (the data, the constructions); identical descriptions with two verdicts contradict."""
+    contradictions = [d for d in disagreements(load_all()) if not d["stated"]]
+    assert not contradictions, "the same claim on the same model, described the same way, carries two verdicts:\n" + \
+        "\n".join(f"  {d['claim']} on {d['model']}: {d['rows']}" for d in contradictions)
+
+
+def test_model_key_and_disagreements_on_known_cases() -> None:
+    assert model_key("MiniLM, English set, held out") == "minilm"
+    assert model_key("organism-small-s0..2 (three seeds)") == "organism-small"
+    assert model_key("the organism, 3 seeds; attn-only-2l") == "organism"  # the first model named
+    assert model_key("2-layer GPTs on the synthetic language") == "other"
+    ledger = {c: [] for c in CLAIMS}
+    ledger["C3"] = [{"chapter": "ch03", **vars(Verdict("C3", "minilm", "prev 0.9", "holds"))},
+                    {"chapter": "ch09", **vars(Verdict("C3", "MiniLM", "prev 0.3", "inconclusive"))},
+                    {"chapter": "ch09", **vars(Verdict("C3", "organism", "prev 0.3", "inconclusive"))}]
+    ledger["C7"] = [{"chapter": "ch03", **vars(Verdict("C7", "minilm", "x", "holds"))},
+                    {"chapter": "ch09", **vars(Verdict("C7", "minilm", "y", "inconclusive"))}]
+    found = {d["claim"]: d for d in disagreements(ledger)}
+    assert set(found) == {"C3", "C7"} and found["C3"]["stated"] and not found["C7"]["stated"]
+
+
+def test_badges_spell_out_the_verdict() -> None:
+    for kind in ("holds", "holds with conditions", "inconclusive", "does not hold here"):
+        assert f">{kind}</span>" in badge(kind)
+    assert "typed by hand" in badge("holds", typed=True)
+    with pytest.raises(ValueError, match="'maybe'"):
+        badge("maybe")
+    assert chapter_link("ch04", "  - file: chapters/04_x/x\n") == "{doc}`/chapters/04_x/x`"
+    assert chapter_link("ch11", "") == "chapter 11"
+    with pytest.raises(ValueError, match="'four'"):
+        chapter_link("four")
 
 
 def _run_ledger(repo: Path, monkeypatch, capsys) -> tuple[str, str]:
@@ -133,7 +171,7 @@ def _repo(tmp_path: Path, toc: str, files: dict[str, list[Verdict]]) -> Path:
 def test_the_ledger_works_with_no_chapter(tmp_path, monkeypatch, capsys) -> None:
     out, table = _run_ledger(_repo(tmp_path, "root: intro\n", {}), monkeypatch, capsys)
     assert "0 chapters have recorded verdicts: none yet" in out
-    assert "0 verdicts on 0 of 20 claims" in out
+    assert "0 verdicts on 0 of 20 claims" in table
     assert table.count("not measured yet") == len(CLAIMS)
 
 
@@ -143,8 +181,8 @@ def test_the_ledger_links_only_pages_in_the_toc(tmp_path, monkeypatch, capsys) -
             "ch11": [Verdict("C3", "minilm", "prev 0.3", "does not hold here", "only one head"),
                      Verdict("C8", "minilm", "Gini 0.6", "holds with conditions")]}
     out, table = _run_ledger(_repo(tmp_path, toc, rows), monkeypatch, capsys)
-    assert "| *holds* | prev 0.9 | organism | 3 · {doc}`/chapters/03_heads/heads` |" in table
-    assert "| *does not hold here* — only one head | prev 0.3 | minilm | chapter 11 |" in table
-    assert "3 verdicts on 2 of 20 claims" in out
-    assert "claims with different verdicts in different places: C3" in out
+    assert "<small>organism · {doc}`/chapters/03_heads/heads`</small> | " + badge("holds", typed=True) + " | prev 0.9 |" in table
+    assert "<small>minilm · chapter 11</small> | " + badge("does not hold here", typed=True) + "<br>only one head" in table
+    assert "3 verdicts on 2 of 20 claims" in table
+    assert "no claim is judged differently on the same model" in out
     assert table.count("not measured yet") == len(CLAIMS) - 2

@@ -49,6 +49,34 @@ SITE = ROOT / "_build" / "html"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_SELECTOR = '.jupyter-widgets, [class^="widget-"], [class*=" widget-"]'
+NARROW = 390  # a phone's width: the page may scroll inside a code box, never as a whole
+CODE_SCROLL_SHARE = 0.05  # at most this share of the site's code blocks may scroll sideways at 1280 px
+# Words of the book's making that a reader must never meet: the harness's markers, and "seed(s)"
+# used for the book's sources (in the book a seed is only ever a random seed).
+JARGON = re.compile(r"NBVAL_|nbval-check|\bseed (?:text|document)s?\b|\bthe seeds['’] |\bthe seeds (?:claim|say|warn|state)"
+                    r"|\bsays? the seeds?\b|\bthe seed text\b|\bthe memo\b", re.I)
+
+# Read in the page after it has rendered: which boxes scroll sideways, the article's figures
+# (alt text and caption), and the article's visible text.
+LAYOUT_SCRIPT = """() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const scrolls = el => el.scrollWidth > el.clientWidth + 1;
+  const first = el => (el.innerText || '').split('\\n').find(l => l.length > 76) || (el.innerText || '').slice(0, 80);
+  const outputs = Array.from(article.querySelectorAll('div.cell_output pre, div.output pre'))
+    .filter(el => !el.closest('.widget-output'));
+  const code = Array.from(article.querySelectorAll('div.highlight pre'))
+    .filter(el => !el.closest('div.cell_output'));
+  const figures = Array.from(article.querySelectorAll('img'))
+    .filter(img => (img.getAttribute('src') || '').includes('_images/')).map(img => {
+    const fig = img.closest('figure');
+    const cap = fig ? fig.querySelector('figcaption') : null;
+    return {src: (img.getAttribute('src') || '').slice(-60), alt: img.getAttribute('alt') || '',
+            caption: cap ? cap.innerText.trim().slice(0, 80) : ''};
+  });
+  return {outputs: outputs.length, outputs_scrolling: outputs.filter(scrolls).map(first),
+          code: code.length, code_scrolling: code.filter(scrolls).map(first),
+          figures: figures, text: article.innerText};
+}"""
 
 
 def _need_browser() -> None:
@@ -123,6 +151,8 @@ class PageResult:
     output_models_with_outputs: int = 0
     rendered_output_widgets: int = 0
     screenshot: str = ""
+    layout: dict = field(default_factory=dict)
+    narrow_overflow: int = 0  # px the page is wider than a 390-px screen
 
 
 def _pages(site: Path) -> list[Path]:
@@ -233,6 +263,7 @@ def _visit_all(site: Path) -> list[PageResult]:
                     """() => Array.from(document.querySelectorAll('.widget-output'))
                         .filter(el => el.querySelector('img, pre, .jp-OutputArea-child')).length"""
                 )
+                result.layout = page.evaluate(LAYOUT_SCRIPT)
                 shot = SCREENSHOTS / (rel.replace("/", "__").removesuffix(".html") + ".png")
                 page.screenshot(path=str(shot), full_page=True)
                 result.screenshot = str(shot.relative_to(ROOT))
@@ -241,6 +272,14 @@ def _visit_all(site: Path) -> list[PageResult]:
                     e for e in _RecordingHandler.errors if e.split(": ", 1)[1] not in "".join(result.failed_requests)
                 )
                 _RecordingHandler.errors.clear()
+            narrow = browser.new_context(viewport={"width": NARROW, "height": 800})
+            narrow.route("**/*", route)
+            for result in results:
+                page = narrow.new_page()
+                page.goto(base + result.path, wait_until="load", timeout=60_000)
+                result.narrow_overflow = page.evaluate(
+                    f"() => Math.max(0, document.documentElement.scrollWidth - {NARROW})")
+                page.close()
             browser.close()
     finally:
         server.shutdown()
@@ -384,6 +423,64 @@ def test_widgets_render(site_visit: list[PageResult]) -> None:
         if r.rendered_output_widgets < r.output_models_with_outputs
     ]
     assert not empty_outputs, "Output widgets render empty:\n" + "\n".join(empty_outputs)
+
+
+def _fig_problems(fig: dict) -> list[str]:
+    alt, problems = fig["alt"].strip(), []
+    if len(alt) < 12 or re.search(r"(^|/)[\w.-]+\.(png|svg|jpe?g)$|_images/|^image$|^png$", alt, re.I):
+        problems.append(f"alt text {alt!r} says nothing about the figure")
+    if not fig["caption"]:
+        problems.append("no caption")
+    return problems
+
+
+def test_no_output_is_cut_off(site_visit: list[PageResult], record_property) -> None:  # noqa: ANN001
+    """At 1280 px no cell output scrolls sideways: a number past the edge is a number unread."""
+    total = sum(r.layout.get("outputs", 0) for r in site_visit)
+    cut = [f"{r.path}: {line!r}" for r in site_visit for line in r.layout.get("outputs_scrolling", [])]
+    record_property("summary", f"site layout: {len(cut)} of {total} cell outputs scroll sideways at 1280 px")
+    assert not cut, f"{len(cut)} of {total} cell outputs scroll sideways at 1280 px (print to the " \
+                    "column, 76 characters):\n" + "\n".join(cut)
+
+
+def test_code_fits_the_column(site_visit: list[PageResult], record_property) -> None:  # noqa: ANN001
+    total = sum(r.layout.get("code", 0) for r in site_visit)
+    wide = [f"{r.path}: {line!r}" for r in site_visit for line in r.layout.get("code_scrolling", [])]
+    record_property("summary", f"site layout: {len(wide)} of {total} code blocks scroll sideways at 1280 px "
+                               f"(at most {CODE_SCROLL_SHARE:.0%} may)")
+    assert total and len(wide) <= CODE_SCROLL_SHARE * total, (
+        f"{len(wide)} of {total} code blocks scroll sideways at 1280 px (at most {CODE_SCROLL_SHARE:.0%}); "
+        "format them to 76 characters:\n" + "\n".join(wide))
+
+
+def test_narrow_screens_keep_the_layout(site_visit: list[PageResult]) -> None:
+    wide = [f"{r.path}: {r.narrow_overflow} px wider than the screen" for r in site_visit if r.narrow_overflow > 1]
+    assert not wide, f"pages wider than a {NARROW}-px screen (something breaks the layout):\n" + "\n".join(wide)
+
+
+def test_no_plumbing_or_private_jargon(site_visit: list[PageResult]) -> None:
+    found = []
+    for r in site_visit:
+        for m in JARGON.finditer(r.layout.get("text", "")):
+            text = r.layout["text"]
+            found.append(f"{r.path}: …{text[max(0, m.start() - 40):m.end() + 40]!r}…")
+    assert not found, "test plumbing or the book's private words in the rendered text:\n" + "\n".join(found)
+
+
+def test_every_figure_has_alt_text_and_a_caption(site_visit: list[PageResult], record_property) -> None:  # noqa: ANN001
+    figures = [(r.path, f) for r in site_visit for f in r.layout.get("figures", [])]
+    bad = [f"{path}: {fig['src']}: {'; '.join(_fig_problems(fig))}" for path, fig in figures if _fig_problems(fig)]
+    record_property("summary", f"site figures: {len(figures) - len(bad)} of {len(figures)} have alt text and a caption")
+    assert not bad, f"{len(bad)} of {len(figures)} figures lack a caption or meaningful alt text:\n" + "\n".join(bad)
+
+
+def test_layout_checks_see_what_they_check() -> None:
+    """The jargon pattern and the figure rule flag what they must (and pass what they must)."""
+    assert JARGON.search("as the seed text says") and JARGON.search("# NBVAL_CHECK_OUTPUT")
+    assert not JARGON.search("three training seeds of the organism") and not JARGON.search("seed 0 and seed 1")
+    assert _fig_problems({"alt": "_images/ab12.png", "caption": ""}) == [
+        "alt text '_images/ab12.png' says nothing about the figure", "no caption"]
+    assert not _fig_problems({"alt": "Loss curves of four models", "caption": "Figure 1. Loss"})
 
 
 def _page_text(page: Path) -> str:

@@ -16,18 +16,21 @@ with the table its chapter shows.
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
 import warnings
 from dataclasses import asdict, dataclass
+import re
 from pathlib import Path
 
 from headlab.schema import check_schema, schema_of
 from headlab.verdicts import KINDS, ClaimRow, from_json, judge, to_json
 
 __all__ = ["CLAIMS", "VERDICTS", "Verdict", "report", "markdown_table", "load_all", "summary", "measured_text",
-           "claims_dir", "book_root", "SCHEMA"]
+           "claims_dir", "book_root", "SCHEMA", "badge", "verdict_counts", "counts_markdown", "ledger_markdown",
+           "chapter_link", "model_key", "disagreements"]
 
 SCHEMA = schema_of("claims")  # <claims dir>/<chapter>.json: {"schema", "chapter", "rows"}
 WRITE_ENV = "HEADLAB_WRITE_CLAIMS"  # set by the book build: report() writes the chapter's rows
@@ -218,4 +221,111 @@ def load_all(folder: str | Path | None = None) -> dict[str, list[dict]]:
             row = row if "kind" in row else {"kind": "typed", **row}  # headlab.claims/1 rows were all typed
             summary(row)  # validates: a typed row's fields, or a measured row's numbers and verdict
             out[row["claim"]].append({"chapter": data["chapter"], **row})
+    return out
+
+
+# ---------------------------------------------------------------------------- the ledger page
+
+BADGE_CLASS = {"holds": "verdict-holds", "holds with conditions": "verdict-conditions",
+               "inconclusive": "verdict-inconclusive", "does not hold here": "verdict-fails"}
+
+
+def badge(verdict: str, typed: bool = False) -> str:
+    """A verdict as an HTML badge, coloured by kind *and* spelled out (the site's ``_static/book.css``
+    styles the ``verdict-*`` classes), e.g. ``<span class="verdict verdict-holds">holds</span>``."""
+    if verdict not in BADGE_CLASS:
+        raise ValueError(f"verdict must be one of {VERDICTS}, not {verdict!r}")
+    label = verdict + (" (typed by hand)" if typed else "")
+    return f'<span class="verdict {BADGE_CLASS[verdict]}">{html.escape(label)}</span>'
+
+
+def verdict_counts(ledger: dict[str, list[dict]]) -> dict[str, int]:
+    """How many rows of :func:`load_all`'s ledger carry each verdict, in the order of :data:`VERDICTS`."""
+    counts = {kind: 0 for kind in VERDICTS}
+    for rows in ledger.values():
+        for row in rows:
+            counts[summary(row)["verdict"]] += 1
+    return counts
+
+
+def counts_markdown(ledger: dict[str, list[dict]]) -> str:
+    """The ledger's headline: rows, claims measured, and one badge per verdict with its count."""
+    counts = verdict_counts(ledger)
+    measured = sum(1 for rows in ledger.values() if rows)
+    parts = " ".join(f"{badge(kind)} {n}" for kind, n in counts.items())
+    return (f"**{sum(counts.values())} verdicts on {measured} of {len(CLAIMS)} claims:** {parts}")
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def ledger_markdown(ledger: dict[str, list[dict]], where=None) -> str:  # noqa: ANN001 (a callable)
+    """The ledger as one three-column Markdown table that fits a book's column: the claim (linked to
+    its entry on the claims page, with the models and the chapter on a second line), the verdict as
+    a badge with the rule's conditions, and the number with its interval, n, seeds and null.
+
+    ``where(chapter_id)`` turns ``"ch04"`` into what the second line shows (e.g. a link to the
+    chapter's page); by default the id itself. A claim with no row reads "not measured yet".
+    """
+    where = where or (lambda chapter: chapter)
+    lines = ["| claim | verdict | measured |", "|---|---|---|"]
+    for claim, statement in CLAIMS.items():
+        head = f"**[{claim}](claim-{claim.lower()})** {_cell(statement)}"
+        if not ledger.get(claim):
+            lines.append(f"| {head} | not measured yet | — |")
+        for entry in ledger.get(claim, []):
+            s = summary(entry)
+            note = f"<br>{_cell(s['note'])}" if s["note"] else ""
+            lines.append(f"| {head}<br><small>{_cell(s['models'])} · {where(entry.get('chapter') or '')}</small> "
+                         f"| {badge(s['verdict'], s['typed'])}{note} | {_cell(s['measured'])} |")
+    return "\n".join(lines)
+
+
+def chapter_link(chapter: str, toc: str = "") -> str:
+    """``"ch04"`` as the ledger shows it: a link to the chapter's page (``{doc}`` role, titled by the
+    page) when ``toc`` (the text of ``_toc.yml``) lists it, else "chapter 4" (Colab, an installed
+    package, or a chapter that is not in the book)."""
+    number = chapter.removeprefix("ch")
+    if not number.isdigit():
+        raise ValueError(f"a chapter id looks like 'ch04', got {chapter!r}")
+    found = re.search(rf"file:\s*(chapters/{number}_\S+)", toc)
+    return f"{{doc}}`/{found.group(1)}`" if found else f"chapter {int(number)}"
+
+
+# The models the book measures, most specific first: what a row's free-text "model" is about.
+_MODEL_NAMES = ("organism-small", "attn-only-1l", "attn-only-2l", "tiny-attn-2l", "two-relations", "heads-",
+                "organism", "minilm", "gpt-2", "gpt2", "pythia", "bert", "llama")
+
+
+def model_key(model: str) -> str:
+    """The model a row's ``model`` text names (``"MiniLM, English set, held out"`` → ``"minilm"``),
+    so that rows on the same model can be compared across chapters; ``"other"`` if none is named."""
+    text = model.lower()
+    hits = [(text.find(name), -len(name), name) for name in _MODEL_NAMES if name in text]
+    if not hits:
+        return "other"
+    name = min(hits)[2]
+    return {"gpt2": "gpt-2", "heads-": "heads-n"}.get(name, name)
+
+
+def disagreements(ledger: dict[str, list[dict]]) -> list[dict]:
+    """Claims judged differently on the same model: one entry per (claim, model) with more than one
+    verdict, listing each row's chapter, model text and verdict. ``stated`` is True when the rows
+    describe the model or data differently (the condition that differs is written in them), False
+    when identical descriptions carry different verdicts — a contradiction to fix."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for claim, rows in ledger.items():
+        for entry in rows:
+            s = summary(entry)
+            groups.setdefault((claim, model_key(s["models"])), []).append(s)
+    out = []
+    for (claim, key), rows in groups.items():
+        if len({r["verdict"] for r in rows}) > 1:
+            by_text: dict[str, set[str]] = {}
+            for r in rows:
+                by_text.setdefault(r["models"], set()).add(r["verdict"])
+            out.append({"claim": claim, "model": key, "stated": all(len(v) == 1 for v in by_text.values()),
+                        "rows": [{"chapter": r["chapter"], "models": r["models"], "verdict": r["verdict"]}
+                                 for r in rows]})
     return out
