@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
     parser.add_argument("--models", nargs="+", default=list(ORGANISMS), help="organisms of the organism parts")
+    parser.add_argument("--minilm-sentences", type=int, default=None,
+                        help="MiniLM part: only the first N English sentences (default: all)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--merge", nargs="+", type=Path, metavar="FILE",
                         help="merge results files of split runs (e.g. one seed each) into --out and stop")
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     command = "python scripts/what_breaks.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
-    sizes = dataclasses.replace(WhatBreaksSizes(), models=tuple(args.models))
+    sizes = dataclasses.replace(WhatBreaksSizes(), models=tuple(args.models), minilm_sentences=args.minilm_sentences)
     try:
         run_what_breaks(args.parts, out=args.out, sizes=sizes, command=command.strip())
     except ValueError as err:

@@ -57,14 +57,18 @@ def window_sums(curve, weights: dict[str, list[int]]) -> dict[str, list[list[flo
 
 def curve_tables(record: dict, curve: str, higher_is_better: dict[str, bool], counts) -> dict:
     """The stored curve ``curve`` of one model's ``record`` as
-    :class:`headlab.analysis.failure.WindowTable` values, one per metric."""
+    :class:`headlab.analysis.failure.WindowTable` values, one per metric of ``higher_is_better``
+    (metric -> whether higher values are better)."""
     from headlab.analysis.failure import WindowTable
 
     if curve not in record["curves"]:
         raise ValueError(f"no curve {curve!r}; stored: {', '.join(record['curves'])}")
     sums = record["curves"][curve]["sums"]
+    unknown = [m for m in higher_is_better if m not in sums]
+    if unknown:
+        raise ValueError(f"no metric {unknown[0]!r} in curve {curve!r}; stored: {', '.join(sums)}")
     return {m: WindowTable(tuple(counts), sums[m], record["items_per_window"][m], higher_is_better[m])
-            for m in sums}
+            for m in higher_is_better}
 
 
 def curve_means(record: dict, curve: str) -> dict[str, list[float]]:
