@@ -280,6 +280,7 @@ def c4_row(per_seed: dict[int, dict[str, Estimate]], n_windows: int) -> ClaimRow
     paired lead (:func:`headlab.stats.paired_difference`)."""
     ms = [Measurement.from_estimate(est, c, seed) for seed, by in per_seed.items() for c, est in by.items()]
     first = next(iter(next(iter(per_seed.values()))))
-    return ClaimRow("C4", f"organism (seeds {', '.join(map(str, per_seed))}), {n_windows} windows, held-out half",
+    return ClaimRow("C4", f"organism (seeds {', '.join(map(str, per_seed))}), per construction separating subject "
+                    f"and verb, {n_windows} windows, held-out half",
                     "subject head's accuracy minus the best fixed offset's", 0.0, "best fixed offset", "greater",
                     tuple(ms), headline=_headline(ms, first))
