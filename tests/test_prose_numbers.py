@@ -15,7 +15,7 @@ from conftest import CHAPTERS, ROOT, chapter_notebooks
 import prose_numbers as pn
 
 # Notebooks with no typed number when this test was written; any other is still to fix.
-CLEAN = {"how_to_use", "10_ledger"}
+CLEAN = {"how_to_use", "10_ledger", "07_what_breaks"}
 
 NOTEBOOKS = chapter_notebooks()
 TO_FIX = sorted(p.parent.name for p in NOTEBOOKS if p.stem not in CLEAN)

@@ -207,6 +207,7 @@ def run_what_breaks(parts=PARTS, out: str | Path | None = OUT, sizes: WhatBreaks
     results = json.loads(out.read_text()) if out is not None and out.is_file() else {}
     results.update({"command": command, "torch_version": torch.__version__,
                     "python_version": platform.python_version()})
+    results["commands"] = [*results.get("commands", []), command]  # every run that wrote into this file
 
     def write() -> None:
         if out is not None:
