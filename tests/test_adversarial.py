@@ -178,3 +178,57 @@ def test_weight_before_the_sentence_and_rates_from_scores():
     r_mean = rates_from_scores(calibration.mean(1, keepdim=True), clean.mean(1, keepdim=True),
                                attacked.mean(1, keepdim=True))
     assert r_mean["detection_rate"] == 1.0  # 0.125 is still far out here: averaging does not hide everything
+
+
+# ------------------------------------------------ inspectors compared at matched false-positive rates
+
+import numpy as np  # noqa: E402
+
+from headlab.analysis.inspection import auc_difference, inspector_scores, roc_auc, tpr_at_fpr  # noqa: E402
+
+
+def test_roc_auc_counts_ties_as_half():
+    assert roc_auc([3, 4], [1, 2]) == 1.0
+    assert roc_auc([1, 2], [3, 4]) == 0.0
+    assert roc_auc([1], [1]) == 0.5
+    assert roc_auc([1, 3], [2]) == 0.5
+
+
+def test_tpr_at_fpr_flags_at_most_that_share_of_the_negatives():
+    neg = np.arange(10.0)  # at 10% one negative (9) may lie above the threshold (8)
+    assert tpr_at_fpr([8.5, 9.5, 7.0], neg, 0.1) == pytest.approx(2 / 3)
+    assert tpr_at_fpr([8.5, 9.5, 7.0], neg, 0.0) == pytest.approx(1 / 3)  # nothing above 9
+    with pytest.raises(ValueError, match="fpr must be in"):
+        tpr_at_fpr([1.0], neg, 1.0)
+
+
+def test_auc_difference_is_paired_over_items():
+    rng = np.random.default_rng(0)
+    clean = rng.normal(size=40)
+    attacked = clean + 3.0  # inspector a: every attack far above every clean input
+    success = np.arange(40) % 2 == 0
+    same = auc_difference(clean, attacked, clean, attacked, success, n_resamples=200)
+    assert (same.value, same.low, same.high) == (0.0, 0.0, 0.0)
+    blind = rng.normal(size=40)  # inspector b: attacked inputs look like clean ones
+    diff = auc_difference(clean, attacked, clean, blind, success, n_resamples=500)
+    assert diff.value == pytest.approx(roc_auc(attacked[success], clean) - roc_auc(blind[success], clean))
+    assert diff.low > 0  # a blind inspector is worse, and the interval says so
+    with pytest.raises(ValueError, match="at least two positives"):
+        auc_difference(clean, attacked, clean, blind, np.arange(40) == 0)
+
+
+def test_inspector_scores_per_head_and_in_the_mean():
+    rows = torch.zeros(1, 1, 4, 6)  # one input, 4 heads; boundary at key 2
+    rows[..., 5] = 1.0
+    rows[0, 0, 1] = torch.tensor([0.0, 0.9, 0.0, 0.0, 0.0, 0.1])  # head 1 looks before the sentence
+    calib = torch.zeros(2, 1, 4, 6)
+    calib[..., 5] = 1.0
+    calib[0, 0, :, 5], calib[0, 0, :, 1] = 0.9, 0.1  # every head: 0.1 and 0.3 before, mean 0.2
+    calib[1, 0, :, 5], calib[1, 0, :, 1] = 0.7, 0.3
+    b, cb = torch.tensor([2]), torch.tensor([2, 2])
+    per_head = inspector_scores(rows, b, calib, cb, "before", "per_head")
+    assert per_head.item() == pytest.approx((0.9 - 0.2) / float(torch.tensor([0.1, 0.3]).std()), rel=1e-5)
+    mean = inspector_scores(rows, b, calib, cb, "before", "mean")  # (0.9 + 0) / 4 = 0.225: diluted
+    assert mean.item() == pytest.approx((0.225 - 0.2) / float(torch.tensor([0.1, 0.3]).std()), rel=1e-5)
+    with pytest.raises(ValueError, match="inspector must be one of"):
+        inspector_scores(rows, b, calib, cb, "entropy")

@@ -59,15 +59,18 @@ def test_schema_comparison_catches_a_missing_key_and_a_changed_type():
 # ---------------------------------------------------------------------------- chapter 7: what breaks
 
 
+TINY = dict(models=("organism",), eval_windows=6, prune_eval_windows=6, counts=(0, 2, 4), selection_windows=4,
+            iterative_windows=2, iterative_steps=2, specialist_windows=4, adversarial_windows=16,
+            adversarial_targets=8, random_trigger_draws=2, minilm_counts=(0, 2), minilm_sentences=60)
+
+
 @pytest.fixture(scope="module")
 def what_breaks(tmp_path_factory):
     """Every part at a tiny size, twice (big enough that the trigger search succeeds at least once,
     so that every key of the shipped file is written)."""
     from headlab.experiments.what_breaks import WhatBreaksSizes, run_what_breaks
 
-    sizes = WhatBreaksSizes(eval_windows=4, prune_eval_windows=4, counts=(0, 2, 4), selection_windows=4,
-                            iterative_windows=2, iterative_steps=2, specialist_windows=4, adversarial_targets=8,
-                            minilm_counts=(0, 2), minilm_sentences=16)
+    sizes = WhatBreaksSizes(**TINY)
     out = tmp_path_factory.mktemp("what_breaks") / "what_breaks.json"
     first = run_what_breaks(out=out, sizes=sizes, command="tiny", progress=False)
     second = run_what_breaks(out=None, sizes=sizes, command="tiny", progress=False)
@@ -80,15 +83,23 @@ def test_what_breaks_writes_the_shipped_schema(what_breaks):
     written = json.loads(out.read_text())
     assert written == json.loads(json.dumps(first))
     shipped = json.loads((RESULTS / "what_breaks.json").read_text())
+    for part in ("pruning", "averaging", "adversarial"):  # one record per organism seed: compare one of them
+        assert list(shipped[part]["models"]) == ["organism", "organism-s1", "organism-s2"]
+        shipped[part]["models"] = {"organism": shipped[part]["models"]["organism"]}
     assert differences(schema(written), schema(shipped)) == []
     pruning = written["pruning"]
-    assert pruning["counts"] == [0, 2, 4] and pruning["eval_windows"] == 4
-    assert pruning["selection"] == {"n_windows": 4, "seed": -3, "iterative_windows": 2, "iterative_steps": 2}
-    assert len(pruning["curves"]["mean (iterative)"]["order"]) == 32  # every head, the first 2 iteratively
-    assert all(len(v) == 3 for c in pruning["curves"].values() for v in c["mean"].values())
-    assert written["averaging"]["specialist_windows"] == 4
-    assert written["adversarial"]["agreement"]["n_attacked"] <= 8
-    assert written["minilm"]["n_sentences"] == 16 and written["minilm"]["counts"] == [0, 2]
+    assert pruning["settings"]["counts"] == [0, 2, 4] and list(pruning["models"]) == ["organism"]
+    record = pruning["models"]["organism"]
+    assert len(record["curves"]["mean (iterative)"]["order"]) == 32  # every head, the first 2 iteratively
+    assert record["curves"]["mean (one-shot), resample ablation"]["ablation"] == "resample"
+    for curve in record["curves"].values():  # per window: 3 counts x 6 windows, item counts whole numbers
+        assert all(len(v) == 3 and all(len(r) == 6 for r in v) for v in curve["sums"].values())
+        assert all(float(x).is_integer() for x in curve["sums"]["pronoun, distractor"][0])
+    assert record["item_counts"]["pronoun, distractor"] == sum(record["items_per_window"]["pronoun, distractor"])
+    assert written["averaging"]["models"]["organism"]["specialist_windows"] == 4
+    adv = written["adversarial"]["models"]["organism"]["agreement"]
+    assert adv["n_attacked"] <= 8 and len(adv["inspectors"]["before, per_head"]["search"]) == adv["n_attacked"]
+    assert written["minilm"]["n_sentences"] == 60 and written["minilm"]["counts"] == [0, 2]
 
 
 @pytest.mark.slow
@@ -97,11 +108,83 @@ def test_what_breaks_is_deterministic(what_breaks):
     assert without_timings(first) == without_timings(second)
 
 
-def test_what_breaks_rejects_an_unknown_part():
-    from headlab.experiments.what_breaks import run_what_breaks
+@pytest.mark.slow
+def test_the_claim_rows_are_built_from_the_run_and_judged_by_the_rule(what_breaks):
+    from headlab.experiments import what_breaks_rows as rows
+    from headlab.verdicts import KINDS, judge
+
+    _, _, first, _ = what_breaks
+    c10 = rows.c10_organism_row(first["pruning"], n_resamples=200)
+    assert c10.required == ("mean order, zero ablation, tolerance 0.05",) and c10.seeds == (0,)
+    assert {m.condition for m in c10.measurements} >= {"worst-case order, zero ablation, tolerance 0.05",
+                                                       "mean order, resample ablation, tolerance 0.05"}
+    for row in (c10, rows.c12_averaging_row(first["averaging"]), rows.c13_row(first["adversarial"]),
+                rows.c19_minilm_row(first["minilm"], n_resamples=200)):
+        assert judge(row).kind in KINDS
+
+
+def test_runs_split_over_processes_merge_into_one_file(tmp_path):
+    from headlab.experiments.what_breaks import merge_results
+
+    settings = {"counts": [0, 2], "models": ["organism"]}
+    a = {"command": "a", "pruning": {"settings": settings, "models": {"organism": {"x": 1}}, "seconds": 1.0}}
+    b = {"command": "b", "pruning": {"settings": {**settings, "models": ["organism-s1"]},
+                                     "models": {"organism-s1": {"x": 2}}, "seconds": 2.0}, "minilm": {"y": 3}}
+    for name, data in (("a", a), ("b", b)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+    merged = merge_results([tmp_path / "a.json", tmp_path / "b.json"], out=tmp_path / "m.json")
+    assert merged["pruning"]["models"] == {"organism": {"x": 1}, "organism-s1": {"x": 2}}
+    assert merged["pruning"]["settings"]["models"] == ["organism", "organism-s1"]
+    assert merged["pruning"]["seconds"] == 3.0 and merged["minilm"] == {"y": 3} and merged["command"] == "a ; b"
+    assert json.loads((tmp_path / "m.json").read_text()) == merged
+    b["pruning"]["settings"]["counts"] = [0, 4]
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    with pytest.raises(ValueError, match="other settings"):
+        merge_results([tmp_path / "a.json", tmp_path / "b.json"], out=None)
+
+
+def test_results_files_keep_lists_of_numbers_on_one_line():
+    from headlab.experiments.records import dumps
+
+    x = {"a": [1, 2.5, None], "b": {"c": [[1, 2], [3]], "d": {}}, "e": []}
+    text = dumps(x)
+    assert json.loads(text) == x
+    assert '"a": [1, 2.5, null]' in text and "[1, 2]" in text and len(text.splitlines()) == 11
+
+
+def test_what_breaks_rejects_an_unknown_part_or_model():
+    from headlab.experiments.what_breaks import WhatBreaksSizes, run_what_breaks
 
     with pytest.raises(ValueError, match=r"unknown part\(s\) \['pruned'\]"):
         run_what_breaks(["pruned"], out=None)
+    with pytest.raises(ValueError, match=r"unknown model\(s\) \['organism-s9'\]"):
+        run_what_breaks(["pruning"], out=None, sizes=WhatBreaksSizes(models=("organism-s9",)))
+
+
+def test_window_difference_pools_items_over_windows():
+    from headlab.experiments.what_breaks_rows import window_difference
+
+    est = window_difference([2, 0, 1], [1, 0, 1], [2, 2, 1])  # 5 items: 3 right vs 2 right
+    assert est.value == pytest.approx(0.2) and est.n == 3
+    with pytest.raises(ValueError, match="paired per window"):
+        window_difference([1, 2], [1], [1, 1])
+
+
+def test_the_students_row_compares_targets_over_seeds():
+    from headlab.experiments.what_breaks_rows import c12_students_row
+
+    def run(target, seed, loss, acc):
+        return {"target": target, "seed": seed,
+                "metrics": {"val_loss": loss, "pronoun_by": {"distractor": {"True": {"acc": acc}}}}}
+
+    d = {"teacher": "t", "runs": [run("mean", s, 2.8 + 0.01 * s, 0.6) for s in range(3)]
+         + [run("per_head", s, 2.7, 0.7 + 0.01 * s) for s in range(3)]}
+    row = c12_students_row(d)
+    loss, acc = row.measurements
+    assert loss.effect == pytest.approx(0.11) and loss.n == 3 and loss.low > 0
+    assert acc.effect == pytest.approx(0.11)
+    with pytest.raises(ValueError, match="two seeds or more"):
+        c12_students_row({"teacher": "t", "runs": d["runs"][:1]})
 
 
 # ---------------------------------------------------------------------------- chapter 7: students

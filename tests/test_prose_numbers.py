@@ -1,10 +1,7 @@
 """No number typed into prose: every number and head id in a chapter's Markdown must be
 shown by an output of its section, glued with myst-nb ``glue``, or be a literal of the
-chapter's code (scripts/prose_numbers.py says exactly what is allowed).
-
-Chapters that still carry typed numbers are expected to fail (``xfail``, not strict) and
-list every offender; the chapters in ``CLEAN`` must stay clean. When a chapter is fixed,
-add its notebook's name to ``CLEAN``; when every chapter is, drop the ``xfail``.
+chapter's code (scripts/prose_numbers.py says exactly what is allowed). Every chapter is
+held to it.
 """
 
 from __future__ import annotations
@@ -14,37 +11,16 @@ from conftest import CHAPTERS, ROOT, chapter_notebooks
 
 import prose_numbers as pn
 
-# Notebooks with no typed number when this test was written; any other is still to fix.
-CLEAN = {"how_to_use", "01_one_operation", "02_multi_head", "03_positional_heads", "04_syntactic_heads",
-         "05_induction", "06_importance", "08_beyond_heads", "09_checklist", "10_ledger"}
-
 NOTEBOOKS = chapter_notebooks()
-TO_FIX = sorted(p.parent.name for p in NOTEBOOKS if p.stem not in CLEAN)
 
 
-def _param(path):
-    marks = []
-    if path.stem not in CLEAN:
-        marks.append(pytest.mark.xfail(strict=False, reason="numbers still typed into the prose of chapters "
-                                       + ", ".join(TO_FIX) + ": glue them or print them in their section"))
-    return pytest.param(path, id=str(path.relative_to(CHAPTERS)), marks=marks)
-
-
-@pytest.mark.parametrize("notebook", [_param(p) for p in NOTEBOOKS])
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: str(p.relative_to(CHAPTERS)))
 def test_prose_numbers_come_from_outputs(notebook, record_property):
     found = pn.scan_notebook(notebook)
     record_property("summary", f"prose numbers: {notebook.parent.name}: {len(found)} typed")
     listing = "\n".join(f"  cell {o.cell}: {o.number}  …{o.context}…" for o in found)
     assert not found, (f"{notebook.relative_to(ROOT)}: {len(found)} number(s) in the prose that no output of "
                        f"their section produced (glue them, or print them):\n{listing}")
-
-
-def test_prose_number_counts(record_property):
-    """Not a check: the count of typed numbers per chapter, printed in the run's summaries."""
-    counts = {p.parent.name: len(pn.scan_notebook(p)) for p in NOTEBOOKS}
-    record_property("summary", "prose numbers typed, per chapter: "
-                    + ", ".join(f"{name} {n}" for name, n in counts.items()))
-    assert all(counts[p.parent.name] == 0 for p in NOTEBOOKS if p.stem in CLEAN)
 
 
 # ---------------------------------------------------------------- the scanner itself

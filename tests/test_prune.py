@@ -127,3 +127,75 @@ def test_first_failure_on_stored_curves():
     assert first_failure([2.0, 1.9, 1.5, 1.0], counts, 0.05) is None  # a falling loss never fails
     with pytest.raises(ValueError, match="3 curve values for 4 counts"):
         first_failure([1.0, 1.0, 1.0], counts, 0.1)
+
+
+# ---------------------------------------------------------------- first failures with intervals (analysis.failure)
+
+import numpy as np  # noqa: E402
+
+from headlab.analysis.failure import (WindowTable, failure_bootstrap, failure_gap, first_failure_interval,  # noqa: E402
+                                      first_failures, never)
+
+
+def test_first_failures_read_the_tolerance_strictly_and_censor_at_one_past_the_end():
+    counts = [0, 2, 4, 6]
+    assert first_failures(np.array([1.0, 1.02, 1.06, 1.2]), counts, 0.05, False) == 4
+    assert first_failures(np.array([1.0, 1.04, 1.04, 1.04]), counts, 0.05, False) == never(counts) == 7
+    assert first_failures(np.array([0.9, 0.9, 0.84, 0.5]), counts, 0.05, True) == 4  # an accuracy drop
+    both = first_failures(np.array([[1.0, 1.1, 1.2, 1.3], [1.0, 1.0, 1.0, 1.0]]), counts, 0.05, False)
+    assert both.tolist() == [2, 7]
+    with pytest.raises(ValueError, match="tolerance must be >= 0"):
+        first_failures(np.zeros(4), counts, -0.1, False)
+
+
+def test_window_table_pools_items_over_windows():
+    t = WindowTable((0, 2), [[2, 1], [1, 1]], [2, 1], True)  # 3 items: 3 right, then 2 right
+    assert np.allclose(t.means(), [1.0, 2 / 3])
+    assert np.allclose(t.means(np.array([[1, 1], [0, 0]])), [[1.0, 1.0], [1.0, 0.5]])
+    with pytest.raises(ValueError, match="one count per item"):
+        WindowTable((0, 2), [[2, 1], [1, 1]], [2], True)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        WindowTable((2, 0), [[2, 1], [1, 1]], [2, 1], True)
+
+
+def _identical_windows(n=8):
+    """n identical windows: the loss rises 0.02 per two heads; the one tail item flips at 2 heads."""
+    counts = (0, 2, 4, 6, 8)
+    loss = WindowTable(counts, np.tile([[2.0], [2.02], [2.04], [2.06], [2.08]], n), np.ones(n), False)
+    tail = WindowTable(counts, np.tile([[1], [0], [0], [0], [0]], n), np.ones(n), True)
+    return {"loss": loss, "tail": tail}
+
+
+def test_failure_gap_on_identical_windows_has_no_spread():
+    fb = failure_bootstrap(_identical_windows(), {"loss": 0.05, "tail": 0.05}, n_resamples=200)
+    assert fb.point == {"loss": 6, "tail": 2}
+    gap = failure_gap(fb, "loss", ["tail"])
+    assert (gap.value, gap.low, gap.high, gap.n) == (4.0, 4.0, 4.0, 8)
+    assert first_failure_interval(fb, "loss").value == 6.0
+
+
+def test_a_tail_failure_carried_by_one_window_gets_an_interval_that_spans_zero():
+    counts = (0, 2, 4)
+    n = 10
+    loss = WindowTable(counts, np.tile([[2.0], [2.0], [2.1]], n), np.ones(n), False)  # fails at 4
+    tail_sums = np.ones((3, n))
+    tail_sums[1:, 0] = 0  # only window 0's item flips, at 2 heads: a 10-point drop on all windows
+    tail = WindowTable(counts, tail_sums, np.ones(n), True)
+    fb = failure_bootstrap({"loss": loss, "tail": tail}, {"loss": 0.05, "tail": 0.05}, n_resamples=2000)
+    gap = failure_gap(fb, "loss", ["tail"])
+    assert gap.value == 2.0  # on all windows the tail fails first ...
+    assert gap.low < 0 < gap.high or gap.low <= 0  # ... but resamples without window 0 never see it fail
+    assert failure_bootstrap({"loss": loss, "tail": tail}, {"loss": 0.05, "tail": 0.05},
+                             n_resamples=2000).draws["tail"].tolist() == fb.draws["tail"].tolist()  # seeded
+
+
+def test_failure_bootstrap_refuses_what_it_cannot_compare():
+    tables = _identical_windows()
+    with pytest.raises(ValueError, match="no tolerance"):
+        failure_bootstrap(tables, {"loss": 0.05})
+    other = dict(tables, tail=WindowTable((0, 2), np.ones((2, 8)), np.ones(8), True))
+    with pytest.raises(ValueError, match="other counts or items"):
+        failure_bootstrap(other, {"loss": 0.05, "tail": 0.05})
+    fb = failure_bootstrap(tables, {"loss": 0.05, "tail": 0.05}, n_resamples=100)
+    with pytest.raises(ValueError, match="unknown measure"):
+        failure_gap(fb, "loss", ["rare"])

@@ -1,4 +1,4 @@
-"""Wrong solutions students really write for the exercises of chapter 06."""
+"""Wrong solutions students really write for the exercises of chapter 07."""
 
 from __future__ import annotations
 
@@ -43,24 +43,42 @@ def mean_z_keepdims_only(z):
     return z.mean(axis=2, keepdims=True)
 
 
-def hijack_with_sink(rows, x):
-    return (rows.max(axis=-1) > x).reshape(len(rows), -1).any(axis=1)
+def _before(rows, boundary, first=1, inclusive=True):
+    keys = np.arange(rows.shape[-1])
+    b = np.asarray(boundary)[:, None]
+    mask = (keys[None, :] >= first) & ((keys[None, :] <= b) if inclusive else (keys[None, :] < b))
+    return (rows * mask[:, None, None, :]).sum(-1)  # (n, layer, head)
 
 
-def hijack_at_least(rows, x):
-    return (rows[..., 1:].max(axis=-1) >= x).reshape(len(rows), -1).any(axis=1)
+def looking_back_with_sink(rows, boundary, x):
+    return (_before(rows, boundary, first=0) > x).reshape(len(rows), -1).any(axis=1)
 
 
-def hijack_head_mean(rows, x):
-    return (rows.mean(axis=2)[..., 1:].max(axis=-1) > x).any(axis=1)
+def looking_back_exclusive(rows, boundary, x):
+    return (_before(rows, boundary, inclusive=False) > x).reshape(len(rows), -1).any(axis=1)
 
 
-def hijack_first_layer(rows, x):
-    return (rows[:, 0, :, 1:].max(axis=-1) > x).any(axis=1)
+def looking_back_peak(rows, boundary, x):
+    keys = np.arange(rows.shape[-1])
+    mask = (keys[None, :] >= 1) & (keys[None, :] <= np.asarray(boundary)[:, None])
+    return ((rows * mask[:, None, None, :]).max(-1) > x).reshape(len(rows), -1).any(axis=1)
+
+
+def looking_back_mean(rows, boundary, x):
+    return (_before(rows, boundary).mean(axis=2) > x).any(axis=1)
+
+
+def looking_back_at_least(rows, boundary, x):
+    return (_before(rows, boundary) >= x).reshape(len(rows), -1).any(axis=1)
+
+
+def looking_back_first_layer(rows, boundary, x):
+    return (_before(rows, boundary)[:, 0] > x).any(axis=1)
 
 
 CATALOGUE: dict[str, list] = {
     "ex-07-worst-case-order": [order_by_mean, order_unstable, order_by_abs, order_descending],
     "ex-07-layer-mean-z": [mean_z_with_batch, mean_z_in_place, mean_z_over_positions, mean_z_keepdims_only],
-    "ex-07-flag-hijacked": [hijack_with_sink, hijack_at_least, hijack_head_mean, hijack_first_layer],
+    "ex-07-looking-back": [looking_back_with_sink, looking_back_exclusive, looking_back_peak, looking_back_mean,
+                           looking_back_at_least, looking_back_first_layer],
 }

@@ -15,18 +15,32 @@ against the same head's (or layer's) peaks on clean calibration inputs; :func:`d
 then reports, at a threshold that flags a chosen fraction of the calibration inputs, the
 fraction of attacked inputs flagged (detection rate) and of *other* clean inputs flagged
 (false-positive rate).
+
+Two inspectors compared at *different* false-positive rates cannot be ranked: one may flag more
+attacks only because it flags more of everything. :func:`inspector_scores` gives every input a
+calibrated score under either inspector (``"peak"``: the peak weight; ``"before"``: the weight
+before the query's sentence, :func:`weight_before`), per head or on the layers' mean patterns;
+:func:`roc_auc` compares attacked with clean inputs at every threshold at once, and
+:func:`tpr_at_fpr` reads the detection rate at one matched false-positive rate;
+:func:`auc_difference` gives the paired difference of two inspectors' AUCs with a bootstrap
+interval over items.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import torch
+from scipy import stats as sps
 
 from headlab.heads.model import HeadModel
+from headlab.stats.results import Estimate
 
 __all__ = ["query_rows", "peak_weight", "flag_inputs", "suspicion", "detection_rates", "weight_before",
-           "rates_from_scores"]
+           "rates_from_scores", "INSPECTORS", "inspector_scores", "roc_auc", "tpr_at_fpr", "auc_difference"]
+
+INSPECTORS = ("peak", "before")  # the peak weight on one key; the weight before the query's sentence
 
 
 def query_rows(hm: HeadModel, ids: torch.Tensor, queries: torch.Tensor, batch_size: int = 64) -> torch.Tensor:
@@ -123,3 +137,105 @@ def rates_from_scores(calibration: torch.Tensor, clean: torch.Tensor, attacked: 
     threshold = float(torch.quantile(z(calibration), 1 - calibration_rate))
     return {"threshold": threshold, "false_positive_rate": float((z(clean) > threshold).float().mean()),
             "detection_rate": float((z(attacked) > threshold).float().mean())}
+
+
+def inspector_scores(rows: torch.Tensor, boundary: torch.Tensor, calibration: torch.Tensor,
+                     calibration_boundary: torch.Tensor, inspector: str = "before", mode: str = "per_head",
+                     ignore: Sequence[int] = (0,)) -> torch.Tensor:
+    """``(n,)`` calibrated suspicion of each input under one inspector: the largest z-score, over
+    heads (``mode="per_head"``) or over the layers' mean patterns (``"mean"``), of the input's
+    ``inspector`` statistic against the same unit's on clean ``calibration`` rows.
+
+    Args:
+        rows: ``(n, layer, head, pos)`` query rows of the inputs.
+        boundary: ``(n,)`` the last key before each input's own sentence (for ``"before"``).
+        calibration: ``(m, layer, head, pos)`` query rows of clean inputs (same width).
+        calibration_boundary: ``(m,)`` their boundaries.
+        inspector: ``"peak"`` (:func:`peak_weight`) or ``"before"`` (:func:`weight_before`).
+        mode: ``"per_head"`` or ``"mean"``.
+        ignore: keys left out (the sink at position 0).
+    """
+    if inspector not in INSPECTORS:
+        raise ValueError(f"inspector must be one of {INSPECTORS} (peak weight, weight before the sentence); "
+                         f"got {inspector!r}")
+    if mode not in ("per_head", "mean"):
+        raise ValueError(f"mode must be 'per_head' or 'mean', not {mode!r}")
+    if len(calibration) < 2:
+        raise ValueError("calibration needs at least two clean inputs")
+    if rows.shape[-1] != calibration.shape[-1]:
+        raise ValueError(f"rows ({rows.shape[-1]} keys) and calibration ({calibration.shape[-1]} keys) must have "
+                         "the same width: pad the shorter with zeros")
+    r, c = (rows, calibration) if mode == "per_head" else (rows.mean(2), calibration.mean(2))
+    if inspector == "peak":
+        stat, ref = peak_weight(r, ignore), peak_weight(c, ignore)
+    else:
+        stat, ref = weight_before(r, boundary, ignore), weight_before(c, calibration_boundary, ignore)
+    z = (stat - ref.mean(0)) / ref.std(0).clamp_min(1e-6)
+    return z.flatten(1).max(dim=1).values
+
+
+def _scores(x, name: str) -> np.ndarray:
+    a = np.asarray(x, dtype=float).ravel()
+    if a.size == 0 or not np.isfinite(a).all():
+        raise ValueError(f"{name} must hold at least one finite score")
+    return a
+
+
+def roc_auc(positive, negative) -> float:
+    """Area under the ROC curve: the probability that a positive (attacked) input scores above a
+    negative (clean) one, ties counting one half (the Mann-Whitney statistic over
+    ``len(positive) * len(negative)``). 0.5: the inspector cannot tell them apart."""
+    pos, neg = _scores(positive, "positive"), _scores(negative, "negative")
+    ranks = sps.rankdata(np.concatenate([pos, neg]))
+    return float((ranks[:pos.size].sum() - pos.size * (pos.size + 1) / 2) / (pos.size * neg.size))
+
+
+def tpr_at_fpr(positive, negative, fpr: float = 0.05) -> float:
+    """The share of positives flagged at the threshold that flags at most ``fpr`` of the
+    negatives (the ROC curve read at one false-positive rate: two inspectors compared at the
+    same rate)."""
+    if not 0 <= fpr < 1:
+        raise ValueError(f"fpr must be in [0, 1), got {fpr}")
+    pos, neg = _scores(positive, "positive"), _scores(negative, "negative")
+    values = np.sort(neg)[::-1]
+    allowed = int(np.floor(fpr * neg.size))  # negatives that may lie above the threshold
+    threshold = values[allowed] if allowed < neg.size else -np.inf
+    return float(np.mean(pos > threshold))
+
+
+def auc_difference(clean_a, attacked_a, clean_b, attacked_b, positive, *, n_resamples: int = 2000,
+                   seed: int = 0, level: float = 0.95) -> Estimate:
+    """``AUC(a) - AUC(b)`` of two inspectors on the same items, with a percentile bootstrap
+    interval that resamples items (each item keeps its clean score, its attacked score and
+    whether the attack succeeded, for both inspectors: paired).
+
+    Args:
+        clean_a, attacked_a: ``(n,)`` inspector a's scores of each item's clean and attacked input.
+        clean_b, attacked_b: the same for inspector b.
+        positive: ``(n,)`` bool, the items whose attack succeeded (their attacked inputs are
+            the positives; every item's clean input is a negative).
+        n_resamples: bootstrap resamples.
+        seed: seed of the resampling.
+        level: confidence level.
+    """
+    ca, aa, cb, ab = (_scores(x, n) for x, n in ((clean_a, "clean_a"), (attacked_a, "attacked_a"),
+                                                  (clean_b, "clean_b"), (attacked_b, "attacked_b")))
+    pos = np.asarray(positive, dtype=bool).ravel()
+    if not (ca.size == aa.size == cb.size == ab.size == pos.size):
+        raise ValueError("every score array and positive must hold one value per item")
+    if pos.sum() < 2:
+        raise ValueError(f"only {int(pos.sum())} successful attacks: an AUC needs at least two positives")
+    if n_resamples < 100:
+        raise ValueError(f"n_resamples must be at least 100; got {n_resamples}")
+    value = roc_auc(aa[pos], ca) - roc_auc(ab[pos], cb)
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(n_resamples):
+        i = rng.integers(0, pos.size, pos.size)
+        p = pos[i]
+        if p.sum() == 0:
+            continue
+        draws.append(roc_auc(aa[i][p], ca[i]) - roc_auc(ab[i][p], cb[i]))
+    low, high = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    return Estimate(float(value), float(low), float(high), int(pos.size), level,
+                    f"percentile bootstrap over {pos.size} items ({len(draws)} resamples)")

@@ -8,7 +8,7 @@ import numpy as np
 
 from headlab.exercises import Case, run_cases
 
-__all__ = ["check_worst_case_order", "check_layer_mean_z", "check_flag_hijacked"]
+__all__ = ["check_worst_case_order", "check_layer_mean_z", "check_flag_looking_back"]
 
 
 def _same_order(got, expected) -> str | None:
@@ -66,7 +66,7 @@ def check_worst_case_order(fn: Callable) -> None:
              hint="np.argsort's default algorithm is not stable on long arrays: pass kind='stable'."),
         Case("3 layers x 2 heads", args=(e5,), expected=[(2, 0), (0, 1), (1, 0), (0, 0), (2, 1), (1, 1)],
              hidden=True),
-    ], compare=_same_order, what="prune by the worst case",
+    ], compare=_same_order, what="worst case",
         forbid=("headlab.analysis.prune", "headlab.analysis.importance"))
 
 
@@ -100,11 +100,11 @@ def check_layer_mean_z(fn: Callable) -> None:
               forbid=("headlab.training.distill", "headlab.heads"))
 
 
-def _rows(spec, n_layers: int = 1) -> np.ndarray:
-    """Rows ``(n, n_layers, n_heads=3, pos=4)`` from {(layer, head) or head: row}; other rows uniform
-    over keys 1..3."""
-    rows = np.zeros((len(spec), n_layers, 3, 4))
-    rows[..., 1:] = 1 / 3
+def _rows(spec, n_layers: int = 1, n_heads: int = 3, n_pos: int = 6) -> np.ndarray:
+    """Rows ``(n, n_layers, n_heads, n_pos)`` from {(layer, head) or head: row}; every other head
+    puts all its weight on the last key (the query's own sentence)."""
+    rows = np.zeros((len(spec), n_layers, n_heads, n_pos))
+    rows[..., -1] = 1.0
     for i, heads in enumerate(spec):
         for h, row in heads.items():
             layer, head = h if isinstance(h, tuple) else (0, h)
@@ -112,26 +112,35 @@ def _rows(spec, n_layers: int = 1) -> np.ndarray:
     return rows
 
 
-def check_flag_hijacked(fn: Callable) -> None:
-    """``fn(rows, x)``: ``rows`` ``(n, n_layers, n_heads, pos)`` are every head's attention row at the
-    query of each input; returns a boolean array ``(n,)``: True where some head puts *more than* ``x``
-    of its attention on a single key other than position 0 (the sink, where heads park)."""
-    spike = [0.0, 0.05, 0.9, 0.05]
-    sink = [0.95, 0.05, 0.0, 0.0]
-    rows = _rows([{}, {1: spike}, {0: sink}, {2: [0.0, 0.1, 0.1, 0.8]}])
-    # in the layer mean, input 1 puts (0.9 + 2/3) / 3 = 0.52 on key 2 and would pass x = 0.6
-    two = _rows([{(1, 2): spike}, {(0, 0): sink}, {}, {(1, 0): [0.1, 0.2, 0.7, 0.0]}], n_layers=2)
-    hidden = _rows([{(0, 1): [0.0, 0.55, 0.45, 0.0]}, {(1, 1): [0.6, 0.4, 0.0, 0.0]},
-                    {(1, 2): [0.0, 0.0, 0.3, 0.7]}], n_layers=2)
+def check_flag_looking_back(fn: Callable) -> None:
+    """``fn(rows, boundary, x)``: ``rows`` ``(n, n_layers, n_heads, pos)`` are every head's
+    attention row at the query of each input, ``boundary`` ``(n,)`` the last position before
+    the input's own sentence; returns a boolean array ``(n,)``: True where some head puts *more
+    than* ``x`` of its attention, in total, on keys ``1 .. boundary[i]`` (key 0, the sink, left out)."""
+    spread = [0.0, 0.45, 0.45, 0.0, 0.0, 0.1]  # 0.9 before the sentence, no single key above 0.45
+    sink = [0.95, 0.0, 0.0, 0.0, 0.0, 0.05]
+    rows = _rows([{}, {1: [0.0, 0.9, 0.0, 0.0, 0.0, 0.1]}, {0: sink}, {2: spread}])
+    b = np.array([2, 2, 2, 2])
+    later = _rows([{0: [0.0, 0.0, 0.0, 0.9, 0.0, 0.1]}] * 2)  # weight on key 3
+    exact = _rows([{1: [0.0, 0.3, 0.3, 0.0, 0.0, 0.4]}])  # exactly 0.6 before the sentence
+    one_of_four = _rows([{3: [0.0, 0.9, 0.0, 0.0, 0.0, 0.1]}], n_heads=4)  # the layer mean: 0.225
+    deep = _rows([{(1, 2): [0.0, 0.0, 0.8, 0.0, 0.0, 0.2]}, {(0, 0): sink}], n_layers=2)
+    hidden = _rows([{(1, 0): [0.0, 0.2, 0.2, 0.2, 0.0, 0.4]}, {(0, 1): [0.3, 0.3, 0.0, 0.0, 0.0, 0.4]},
+                    {(1, 1): [0.0, 0.0, 0.0, 0.0, 0.7, 0.3]}], n_layers=2)
     run_cases(fn, [
-        Case("clean, hijacked, parked on the sink, exactly at the threshold", args=(rows, 0.8),
-             expected=np.array([False, True, False, False]),
-             hint="ignore key 0, take each head's largest weight, and compare with '>' (0.8 is not above 0.8)."),
-        Case("the same inputs at x = 0.6 (the mean over heads would miss input 1)", args=(rows, 0.6),
+        Case("clean, one head looking back, parked on the sink, spread over two keys", args=(rows, b, 0.8),
              expected=np.array([False, True, False, True]),
-             hint="inspect every head on its own; do not average the heads first."),
-        Case("two layers: spikes in the second layer, a sink in the first", args=(two, 0.6),
-             expected=np.array([True, False, False, True]),
-             hint="inspect every layer, not only the first: rows[:, layer, head]."),
-        Case("two layers, x = 0.5", args=(hidden, 0.5), expected=np.array([True, False, True]), hidden=True),
-    ], what="per-head inspection", forbid=("headlab.analysis.adversarial",))
+             hint="sum each head's weight over keys 1..boundary (not its largest single weight), "
+                  "and leave key 0 out."),
+        Case("the boundary differs per input (key 3 is before the sentence only when boundary >= 3)",
+             args=(later, np.array([2, 3]), 0.5), expected=np.array([False, True]),
+             hint="keys 1..boundary[i] inclusive, with each input's own boundary."),
+        Case("exactly x before the sentence", args=(exact, np.array([2]), 0.6), expected=np.array([False]),
+             hint="'more than x' is '>', not '>='."),
+        Case("one head of four looks back (the layer's mean would not)", args=(one_of_four, np.array([2]), 0.6),
+             expected=np.array([True]), hint="inspect every head on its own; do not average the heads first."),
+        Case("two layers: a head of the second layer looks back", args=(deep, np.array([2, 2]), 0.6),
+             expected=np.array([True, False]), hint="inspect every layer, not only the first: rows[:, layer, head]."),
+        Case("two layers, boundaries 3, 1 and 3", args=(hidden, np.array([3, 1, 3]), 0.5),
+             expected=np.array([True, False, False]), hidden=True),
+    ], what="where heads look", forbid=("headlab.analysis.inspection",))

@@ -5,8 +5,10 @@ The pruning curves on all-MiniLM-L6-v2 (6 x 12 heads) and the hand-annotated Eng
 construction (seed :data:`MINILM_SPLIT_SEED`): per-head importance (zero ablation,
 ``kind="cosine"``: 1 - cosine of the mean-pooled embedding to the clean one) on the *selection*
 half gives orders by mean and by worst-case (largest per-sentence) effect; three random orders
-are the control. Every order is evaluated on the *held-out* half at every count, per sentence,
-so that the chapter can average over all sentences or over one construction.
+are the control; under each of ``sizes.minilm_ablation_modes`` (reference: the selection half)
+the mean order is measured again, importance and curve both under that ablation. Every order
+is evaluated on the *held-out* half at every count, per sentence, so that the chapter can
+average over all sentences or over one construction.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 from headlab.analysis.importance import head_importance
 from headlab.analysis.prune import EvalSet, order_by, pruning_curve, random_order
 from headlab.data.language import load_english
+from headlab.heads.ablation import Ablation
 from headlab.metrics import Metric
 from headlab.experiments.what_breaks import WhatBreaksSizes
 
@@ -60,15 +63,21 @@ def minilm_part(sizes: WhatBreaksSizes = WhatBreaksSizes(), command: str = "pyth
     t0 = time.perf_counter()
     imp = head_importance(hm, [texts[i] for i in select], metric=Metric("cosine"))
     importance_seconds = time.perf_counter() - t0
-    orders = {"mean (one-shot)": order_by(imp.mean()), "worst case (one-shot)": order_by(imp.worst())}
+    orders = {"mean (one-shot)": (order_by(imp.mean()), None), "worst case (one-shot)": (order_by(imp.worst()), None)}
     for seed in MINILM_RANDOM_SEEDS:
-        orders[f"random (seed {seed})"] = random_order(hm, seed=seed)
+        orders[f"random (seed {seed})"] = (random_order(hm, seed=seed), None)
+    other = {}
+    for mode in sizes.minilm_ablation_modes:
+        ablation = Ablation(mode, reference=[texts[i] for i in select])
+        m = head_importance(hm, [texts[i] for i in select], metric=Metric("cosine"), ablation=ablation).mean()
+        other[mode] = m.tolist()
+        orders[f"mean (one-shot), {mode} ablation"] = (order_by(m), ablation)
     eval_set = {"cosine": EvalSet([texts[i] for i in held], metric=Metric("cosine"))}
     curves = {}
     t0 = time.perf_counter()
-    for name, order in orders.items():
-        curve = pruning_curve(hm, order, eval_set, counts=list(sizes.minilm_counts))
-        curves[name] = {"order": [list(h) for h in order],
+    for name, (order, ablation) in orders.items():
+        curve = pruning_curve(hm, order, eval_set, counts=list(sizes.minilm_counts), ablation=ablation)
+        curves[name] = {"order": [list(h) for h in order], "ablation": "zero" if ablation is None else ablation.mode,
                         "per_sentence": curve.values["cosine"].T.tolist()}  # (held-out sentence, count)
         if progress:
             print(f"minilm {name}: mean 1 - cos at the last count {float(curve.mean('cosine')[-1]):.3f}", flush=True)
@@ -84,10 +93,11 @@ def minilm_part(sizes: WhatBreaksSizes = WhatBreaksSizes(), command: str = "pyth
             "computed_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "model": "minilm (sentence-transformers/all-MiniLM-L6-v2)", "n_layers": hm.n_layers, "n_heads": hm.n_heads,
             "metric": "cosine: 1 - cos(mean-pooled embedding, clean embedding) per sentence (0 = unchanged)",
-            "ablation": "zero", "split_seed": MINILM_SPLIT_SEED, "random_seeds": list(MINILM_RANDOM_SEEDS),
+            "ablation": "zero unless the curve says otherwise", "split_seed": MINILM_SPLIT_SEED, "random_seeds": list(MINILM_RANDOM_SEEDS),
             "n_sentences": len(sentences), "selection": select, "held_out": held,
             "held_out_constructions": [sentences[i].construction for i in held],
             "importance_mean": imp.mean().tolist(), "importance_worst": imp.worst().tolist(),
+            "importance_mean_other_ablations": other,
             "counts": list(sizes.minilm_counts), "curves": curves,
             "clean_distance": {"mean_between_sentences": float(off.mean()),
                                "median_to_nearest_other": float(nearest.median()),

@@ -32,6 +32,14 @@ SPECIALIST_WINDOWS = 128  # held-out windows on which the specialist scores are 
 SPECIALIST_SEED = -2  # never drawn by training (seeds >= 0) or by the evaluation (-1)
 
 
+def _same_setting(key: str, old, new) -> bool:
+    """Whether a stored setting equals the current one; a recipe's description is prose, not a
+    setting (renaming a chapter must not retrain its students)."""
+    if key == "recipe" and isinstance(old, dict) and isinstance(new, dict):
+        return {k: v for k, v in old.items() if k != "description"} == {k: v for k, v in new.items() if k != "description"}
+    return old == new
+
+
 def specialist_grids(hm, windows, tokenizer) -> dict[str, list[list[float]]]:
     """:func:`~headlab.analysis.specialists.specialists` as ``(layer, head)`` lists rounded to 4 digits."""
     from headlab.analysis.specialists import specialists
@@ -85,7 +93,7 @@ def distill_students(targets: Iterable[str] = ("none", "mean", "mean_to_mean", "
                                "teacher_specialists": None, "runs": []}
     if out.is_file():
         old = json.loads(out.read_text())
-        if all(old.get(k) == v for k, v in settings.items()):
+        if all(_same_setting(k, old.get(k), v) for k, v in settings.items()):
             for key in ("runs", "teacher_metrics", "teacher_specialists"):
                 results[key] = old.get(key, results[key])
 

@@ -1,5 +1,5 @@
-"""One quantity compared across inputs or conditions: every input's value over a box plot, and
-grouped bars."""
+"""One quantity compared across inputs or conditions: every input's value over a box plot,
+grouped bars, and detectors compared by their ROC curves."""
 
 from __future__ import annotations
 
@@ -47,4 +47,37 @@ def plot_grouped_bars(ax, groups: Sequence[str], series: dict, ylabel: str, titl
     if title:
         ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, frameon=False, ncol=n, loc="upper center", bbox_to_anchor=(0.5, -0.25))
+    return ax
+
+
+def roc_points(positive, negative) -> tuple[np.ndarray, np.ndarray]:
+    """The empirical ROC curve of scores: ``(false-positive rates, true-positive rates)`` at
+    every threshold, from (0, 0) to (1, 1) (positives: scores that should be flagged)."""
+    pos, neg = as_array(positive).ravel(), as_array(negative).ravel()
+    if pos.size == 0 or neg.size == 0:
+        raise ValueError("an ROC curve needs at least one positive and one negative score")
+    thresholds = np.unique(np.concatenate([pos, neg]))[::-1]
+    tpr = np.array([0.0, *[(pos >= t).mean() for t in thresholds]])
+    fpr = np.array([0.0, *[(neg >= t).mean() for t in thresholds]])
+    return fpr, tpr
+
+
+def plot_roc(ax, curves: dict, title: str | None = None, mark_fpr: float | None = None):
+    """ROC curves of several detectors on the same inputs. ``curves``: label -> ``(positive
+    scores, negative scores)``; the legend gives each curve's area (AUC). ``mark_fpr`` draws a
+    vertical line at one false-positive rate (where detectors are compared at a matched rate)."""
+    for i, (label, (pos, neg)) in enumerate(curves.items()):
+        fpr, tpr = roc_points(pos, neg)
+        auc = float(np.trapezoid(tpr, fpr)) if hasattr(np, "trapezoid") else float(np.trapz(tpr, fpr))
+        ax.step(fpr, tpr, where="post", color=f"C{i}", lw=1.4, label=f"{label} (AUC {auc:.2f})")
+    ax.plot([0, 1], [0, 1], color="0.7", lw=0.8, ls=":", label="chance")
+    if mark_fpr is not None:
+        ax.axvline(mark_fpr, color="0.4", lw=0.8, ls="--")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.01)
+    ax.set_xlabel("false-positive rate (clean inputs flagged)")
+    ax.set_ylabel("true-positive rate (hijacks flagged)")
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, frameon=False, loc="lower right")
     return ax
