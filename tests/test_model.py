@@ -613,3 +613,38 @@ def test_inputs_longer_than_the_model_are_refused_unless_truncation_is_asked(nam
     assert hm.tokenize(ids, truncate=True)["input_ids"].shape == (1, limit)
     padded = {"input_ids": ids, "attention_mask": torch.cat([torch.ones(1, 3), torch.zeros(1, limit + 2)], 1).long()}
     assert hm.tokenize(padded)["input_ids"].shape == (1, limit)  # only padding beyond the limit: cut, no loss
+
+
+def test_replayed_layers_excuse_only_those_layers_and_only_inside_the_block():
+    """The sweep replays blocks below the first gated layer from a clean record made under the same
+    open contexts; the dispatcher excuses exactly those layers, and only inside ``replayed``."""
+    from headlab.analysis.sweep import loop_sweep, sweep
+
+    hm = make_model("headlab")
+    batch = random_batch(hm)
+    groups = [[(1, 0)], [(1, 1)], [(1, 2)]]
+    with torch.no_grad(), hm.ablate([(0, 0)]):  # an outer ablation at layer 0, block 0 replayed inside
+        fast = sweep(hm, batch, groups=groups).effects
+        slow = loop_sweep(hm, batch, groups=groups).effects  # one full forward per group
+    torch.testing.assert_close(fast, slow, rtol=1e-4, atol=1e-5)
+    assert hm.dispatcher.idle
+    block = hm.blocks[0]
+    n, pos = batch["input_ids"].shape
+    out = torch.zeros(n, pos, hm.d_model)
+    block.forward = lambda *args, **kwargs: out  # layer 0 skipped: its hook never runs
+    try:
+        with pytest.raises(AblationNotApplied, match=r"layer\(s\) \[0\]"):
+            with torch.no_grad(), hm.ablate([(0, 0), (1, 0)]):
+                hm(batch)
+        with torch.no_grad(), hm.ablate([(0, 0), (1, 0)]), hm.dispatcher.replayed([0]):
+            hm(batch)  # excused for layer 0 only
+        with pytest.raises(AblationNotApplied, match=r"layer\(s\) \[0\]"):
+            with torch.no_grad(), hm.ablate([(0, 0)]):
+                with hm.dispatcher.replayed([0]):
+                    pass
+                hm(batch)  # outside the block: no excuse
+    finally:
+        del block.forward
+    with pytest.raises(ValueError, match=r"replayed layers \[7\] are not layers"):
+        with hm.dispatcher.replayed([7]):
+            pass

@@ -232,7 +232,8 @@ def _replaying(hm: HeadModel, outputs: dict[int, Any], below: int):
         for layer, block in enumerate(hm.blocks[:below]):
             saved.append((block, block.__dict__.get("forward", _MISSING)))
             block.forward = lambda *args, _out=outputs[layer], **kwargs: _out
-        yield
+        with hm.dispatcher.replayed(range(below)):  # recorded under the contexts open now
+            yield
     finally:
         for block, forward in saved:
             if forward is _MISSING:

@@ -89,6 +89,7 @@ class _ThreadState(threading.local):
         self.forwards = 0  # forwards of the model this thread ran with a context open
         self.eager = 0  # forwards of the model in progress that passed the model's own hook
         self.frames: list[dict[int, tuple[Check, dict[int, int]]]] = []
+        self.replayed: frozenset[int] = frozenset()  # layers whose outputs are replayed, not run
 
 
 class Dispatcher:
@@ -237,7 +238,8 @@ class Dispatcher:
         for key, (check, before) in frame.items():
             if key not in active:
                 continue
-            missing = sorted(l for l in check.layers if check.reached.get(l, 0) == before.get(l, 0))
+            missing = sorted(l for l in check.layers
+                             if l not in state.replayed and check.reached.get(l, 0) == before.get(l, 0))
             if missing:
                 raise AblationNotApplied(
                     f"a forward pass of {self.name} ran inside {check.what} but never reached the hook of "
@@ -305,6 +307,25 @@ class Dispatcher:
             for remove in self._gates:
                 remove()
             self._gates = []
+
+    @contextlib.contextmanager
+    def replayed(self, layers: Sequence[int]) -> Iterator[None]:
+        """Forwards of the calling thread in this block do not run ``layers``: their blocks return
+        outputs recorded by an earlier forward *under the same open contexts* (the sweep's clean
+        record), so those contexts already acted there and the checks do not ask for those
+        layers' hooks again. Only the caller that recorded the outputs can promise this."""
+        layers = frozenset(int(l) for l in layers)
+        bad = sorted(l for l in layers if not 0 <= l < len(self.out_projs))
+        if bad:
+            raise ValueError(f"replayed layers {bad} are not layers of {self.name} "
+                             f"(0..{len(self.out_projs) - 1})")
+        state = self._local
+        saved = state.replayed
+        state.replayed = saved | layers
+        try:
+            yield
+        finally:
+            state.replayed = saved
 
     @contextlib.contextmanager
     def suspended(self) -> Iterator[None]:
