@@ -18,7 +18,9 @@ from headlab.analysis.detect.calibration import (
 )
 from headlab.analysis.roles.orphan import named_heads, orphan_heads, orphans_from_effects
 from headlab.analysis.roles.positional import first_token_heads, previous_token_heads
-from headlab.analysis.roles.syntactic import OFFSET, english_split, relation_head, relation_outcomes
+from headlab.analysis.roles.syntactic import (
+    OFFSET, SUBJECT_OR_ANTECEDENT, english_split, relation_head, relation_outcomes, subject_or_antecedent_set,
+)
 from headlab.data.spans import repeated_tokens
 from headlab.exercises.fixtures import hand_pattern
 from headlab.models.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model
@@ -190,6 +192,55 @@ def test_outcomes_measure_a_fixed_head_on_a_subgroup(planted) -> None:
     assert r.accuracy.value < 0.5
     with pytest.raises(ValueError, match="no relation"):
         relation_outcomes(hm, rs, "nothing")
+
+
+def test_a_head_chosen_elsewhere_is_measured_like_a_chosen_one(planted) -> None:
+    hm, batch = planted
+    out = relation_outcomes(hm, _relations(batch), "to previous")
+    split = split_items(len(batch["input_ids"]))
+    own = out.choose_and_measure(split, n_resamples=999)
+    again = out.measure_chosen(own.head, split, n_resamples=999)  # the same head: the same numbers
+    assert (again.head, again.offset, again.strongest, again.n_items) == (own.head, own.offset, own.strongest,
+                                                                         own.n_items)
+    assert again.accuracy == own.accuracy and again.lead == own.lead
+    assert again.select_accuracy == own.select_accuracy == 1.0
+    early = out.query < 20  # another head on a subgroup: offset chosen there, head scored there
+    other = out.measure_chosen(INDUCTION_HEAD, split, early, n_resamples=999)
+    keep = early & np.isin(out.text, split.select)
+    assert other.head == INDUCTION_HEAD and other.offset == -1
+    assert other.select_accuracy == pytest.approx(out.hits[keep, 1, 0].mean())
+    assert other.n_items == int((early & np.isin(out.text, split.measure)).sum())
+    with pytest.raises(ValueError, match=r"head \(2, 0\) is not a head"):
+        out.measure_chosen((2, 0), split)
+
+
+def test_the_wider_subject_relation_adds_only_a_pronoun_subjects_antecedent() -> None:
+    from headlab.analysis.detect.predictive import BEFORE_VERB_SUBJECT, predictive_relation_set
+    from headlab.data.language import agreement_items
+    from headlab.training.recipes import RECIPES
+
+    task = RECIPES["organism"].task
+    docs = task.eval_data(8).windows
+    rs = predictive_relation_set(docs, task.tokenizer())
+    wide = subject_or_antecedent_set(rs, docs)
+    gold, more = rs.relations[BEFORE_VERB_SUBJECT], wide.relations[SUBJECT_OR_ANTECEDENT]
+    assert list(wide.relations) == [SUBJECT_OR_ANTECEDENT] and wide.baselines == {} and wide.offsets == rs.offsets
+    assert torch.equal(gold.any(-1), more.any(-1)) and bool((more | ~gold).all())  # same queries, targets kept
+    added = 0
+    for i in agreement_items(docs):
+        ante = docs[i.doc].antecedent[i.subject_pos]
+        extra = more[i.doc, i.pos] & ~gold[i.doc, i.pos]
+        if ante >= 0:
+            assert docs[i.doc].pos_tag[i.subject_pos] == "PRON"  # only a pronoun subject has an antecedent
+            assert torch.nonzero(extra).flatten().tolist() == [ante]
+            added += 1
+        else:
+            assert not bool(extra.any())
+    assert added > 0 and int((more & ~gold).sum()) == added
+    with pytest.raises(ValueError, match="8 documents for a set of 4"):
+        subject_or_antecedent_set(rs.subset(range(4)), docs)
+    with pytest.raises(ValueError, match="no 'before verb->subject' relation"):
+        subject_or_antecedent_set(wide, docs)
 
 
 def test_english_split_reads_the_fixed_field() -> None:

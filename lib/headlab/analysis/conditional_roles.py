@@ -1,53 +1,37 @@
 """A head's role as a statement about a distribution: "the subject head", construction by construction.
 
-Chapter 7 asks whether the organism's subject head points at the subject in every construction,
-against the best *fixed offset* ("the subject is always k tokens back"), a positional rule that
-needs no content. Both are read from the position before each agreeing verb (where a causal
-model must already know the subject's number). The head is chosen on one half of the windows
-and measured on the other (:func:`headlab.stats.split_items` over windows); the offset of each
-construction is chosen on the same selection half.
+Chapter 7 asks whether the organism's subject head points at the subject in every construction.
+Every rule here is the book's one definition (:mod:`headlab.analysis.roles.syntactic`): the
+pointing rule, the selection split (heads and the best fixed offset chosen on the selection
+windows, everything reported on the others) and the strongest baseline (the best fixed offset or
+the nearest noun or pronoun, whichever is more accurate on the selection windows). What this
+module adds is chapter 7's condition and its table:
 
-:func:`subject_head` is the one place that decides which head is "the subject head"; the rest
-of the module only measures it.
+* the subject head is chosen on the constructions where words can stand between a noun subject
+  and its verb (:data:`SEPARATED`), since where the subject is the token before the verb
+  (:data:`ADJACENT`) any head that attends to its own position "finds" it;
+* that one head is then measured on each construction (``"+attr"`` when an attractor
+  intervenes) with :meth:`~headlab.analysis.roles.syntactic.RelationOutcomes.measure_chosen`,
+  the offset and the strongest baseline chosen per construction on the selection windows;
+* and again with a pronoun subject's antecedent counted as a hit
+  (:func:`~headlab.analysis.roles.syntactic.subject_or_antecedent_set`).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-from headlab.heads.model import HeadModel
+from headlab.analysis.roles.syntactic import (
+    SUBJECT_OR_ANTECEDENT, RelationHead, relation_outcomes, subject_or_antecedent_set,
+)
+from headlab.stats import Split
 
-__all__ = ["SEPARATED", "ADJACENT", "PointingTable", "pointing_table", "subject_head", "construction_of",
-           "offset_baseline"]
+__all__ = ["SEPARATED", "ADJACENT", "ConstructionRoles", "construction_of", "subject_head_by_construction"]
 
 SEPARATED = ("pp", "subj_rel", "obj_rel")  # words can stand between a noun subject and its verb
 ADJACENT = ("simple", "pron_subj", "pron_obj")  # the subject is the token right before the verb
-
-
-@dataclass(frozen=True)
-class PointingTable:
-    """Where every head points from the position before each agreeing verb.
-
-    Attributes:
-        points: ``(n_items, n_layers, n_heads)`` bool, the head's largest weight is on the subject.
-        on_antecedent: ``(n_items, n_layers, n_heads)`` bool, it is on the antecedent of a
-            pronoun subject (False for noun subjects).
-        offset: ``(n_items,)`` the subject's position minus the query's (0: the query token is
-            the subject).
-        construction: ``(n_items,)`` the construction, with ``"+attr"`` when an attractor
-            intervenes.
-        window: ``(n_items,)`` the window each item comes from.
-    """
-
-    points: np.ndarray
-    on_antecedent: np.ndarray
-    offset: np.ndarray
-    construction: np.ndarray
-    window: np.ndarray
 
 
 def construction_of(item) -> str:
@@ -55,48 +39,78 @@ def construction_of(item) -> str:
     return item.construction + ("+attr" if item.attractor else "")
 
 
-def pointing_table(hm: HeadModel, data) -> PointingTable:
-    """Every head's pointing at the subject (and at a pronoun subject's antecedent) for the
-    agreement items of ``data`` (a :class:`headlab.data.windows.LanguageEval`)."""
-    items = list(data.agreement)
-    if not items:
-        raise ValueError("no agreement items in these windows")
-    antecedent = {(p.doc, p.pronoun_pos): p.antecedent_pos for p in data.pronoun}
-    doc = torch.tensor([i.doc for i in items])
-    pos = torch.tensor([i.pos for i in items])
-    subject = torch.tensor([i.subject_pos for i in items])
-    ante = torch.tensor([antecedent.get((i.doc, i.subject_pos), -1) if i.construction == "pron_subj" else -1
-                         for i in items])
-    with torch.no_grad():
-        _, cache = hm.run_with_cache(data.ids, names=("pattern",))
-    rows = torch.stack([cache.pattern(l)[doc, :, pos] for l in range(hm.n_layers)], 1)  # (item, layer, head, key)
-    top = rows.argmax(-1)  # first maximum: ties go to the earlier key
-    return PointingTable((top == subject[:, None, None]).numpy(), (top == ante[:, None, None]).numpy(),
-                         (subject - pos).numpy(), np.array([construction_of(i) for i in items]), doc.numpy())
+@dataclass(frozen=True)
+class ConstructionRoles:
+    """The subject head chosen on :data:`SEPARATED` and measured construction by construction.
+
+    Attributes:
+        head: the subject head, chosen on the selection windows of the separated constructions
+            and measured, pooled, on their other windows.
+        pooled: the head the one definition chooses on every construction pooled (chapter 4's
+            condition), measured pooled on the other windows, for comparison.
+        by_construction: construction -> the same head on that construction's measured verbs.
+        either: construction -> the same head with a pronoun subject's antecedent counted too
+            (equal to ``by_construction`` where the subject is a noun).
+        left_out: construction -> measured verbs, for constructions with fewer than
+            ``min_items`` of them (not in the two tables).
+    """
+
+    head: RelationHead
+    pooled: RelationHead
+    by_construction: dict[str, RelationHead]
+    either: dict[str, RelationHead]
+    left_out: dict[str, int]
 
 
-def _base(construction: np.ndarray) -> np.ndarray:
-    return np.array([c.split("+")[0] for c in construction])
+def subject_head_by_construction(hm, docs, split: Split, *, constructions=SEPARATED, min_items: int = 10,
+                                 n_resamples: int = 2999, seed: int = 0) -> ConstructionRoles:
+    """Chapter 7's subject head of ``hm`` on the synthetic-language documents ``docs`` (e.g. the
+    evaluation windows), by construction.
+
+    Args:
+        hm: a :class:`~headlab.heads.model.HeadModel` of the synthetic language.
+        docs: the documents (windows) to read; their agreement items are the queries.
+        split: which documents select (``split.select``) and which measure (``split.measure``),
+            as positions into ``docs`` (e.g. ``headlab.stats.split_items(len(docs))``).
+        constructions: the base constructions the head is chosen on.
+        min_items: constructions with fewer measured verbs are left out of the tables (and
+            listed in ``left_out``).
+        n_resamples, seed: of the bootstrap intervals (over documents).
+    """
+    from headlab.analysis.detect.predictive import BEFORE_VERB_SUBJECT, predictive_relation_set
+    from headlab.data.language import agreement_items
+
+    docs = list(docs)
+    if min_items < 2:
+        raise ValueError(f"min_items must be at least 2 (a bootstrap needs two verbs); got {min_items}")
+    relation_set = predictive_relation_set(docs, hm.tokenizer)
+    subject = relation_outcomes(hm, relation_set, BEFORE_VERB_SUBJECT)
+    wide = relation_outcomes(hm, subject_or_antecedent_set(relation_set, docs), SUBJECT_OR_ANTECEDENT)
+    if not (np.array_equal(subject.text, wide.text) and np.array_equal(subject.query, wide.query)):
+        raise RuntimeError("the subject relation and its widened form have different queries")
+    kind_at = {(i.doc, i.pos): construction_of(i) for i in agreement_items(docs)}
+    kind = np.array([kind_at[int(d), int(p)] for d, p in zip(subject.text, subject.query)])
+    base = np.array([k.split("+")[0] for k in kind])
+    unknown = sorted(set(constructions) - set(base.tolist()))
+    if unknown:
+        raise ValueError(f"no verbs of construction(s) {unknown}; these documents have {sorted(set(base.tolist()))}")
+    kw = dict(n_resamples=n_resamples, seed=seed)
+    head = subject.choose_and_measure(split, np.isin(base, constructions), **kw)
+    pooled = subject.choose_and_measure(split, **kw)
+    measured = np.isin(subject.text, np.asarray(split.measure))
+    by, either, left_out = {}, {}, {}
+    for k in sorted(set(kind.tolist()), key=_order):
+        n = int((measured & (kind == k)).sum())
+        if n < min_items:
+            left_out[k] = n
+            continue
+        by[k] = subject.measure_chosen(head.head, split, kind == k, **kw)
+        either[k] = wide.measure_chosen(head.head, split, kind == k, **kw)
+    return ConstructionRoles(head, pooled, by, either, left_out)
 
 
-def subject_head(table: PointingTable, select: np.ndarray, constructions=SEPARATED) -> tuple[int, int]:
-    """The subject head: the head that points at the subject most often on the selection items
-    ``select`` (bool mask) of ``constructions`` (ties: the lower layer-major index)."""
-    mask = select & np.isin(_base(table.construction), constructions)
-    if not mask.any():
-        raise ValueError(f"no selection items of constructions {constructions}")
-    acc = table.points[mask].mean(0)  # (layer, head)
-    flat = np.round(acc.ravel(), 9)
-    i = int(np.flatnonzero(flat == flat.max())[0])
-    return divmod(i, acc.shape[1])
-
-
-def offset_baseline(table: PointingTable, select: np.ndarray, construction: str) -> tuple[int, np.ndarray]:
-    """The best fixed offset for ``construction`` (chosen on ``select``: the most common subject
-    offset there, ties to the nearer offset) and, per item, whether it finds the subject."""
-    mask = select & (table.construction == construction)
-    if not mask.any():
-        raise ValueError(f"no selection items of construction {construction!r}")
-    counts = Counter(table.offset[mask].tolist())
-    best = max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0]  # offsets are <= 0: ties to the nearer
-    return int(best), table.offset == best
+def _order(kind: str) -> tuple[int, str]:
+    """Adjacent constructions first, then separated, each without and with an attractor."""
+    names = ("simple", *SEPARATED, "pron_subj", "pron_obj")
+    base = kind.split("+")[0]
+    return (names.index(base) if base in names else len(names), kind)

@@ -24,8 +24,12 @@ head of a model when it is chosen and then beats its baseline as follows:
 
 :func:`relation_outcomes` runs the model once and keeps every query's outcome, so that one run
 serves the selection, the measurement and any subgroup (a construction, items with an attractor):
-:meth:`RelationOutcomes.choose_and_measure` and :meth:`RelationOutcomes.measure`.
-:func:`subject_head` and :func:`antecedent_head` are the two roles the book names.
+:meth:`RelationOutcomes.choose_and_measure` and :meth:`RelationOutcomes.measure`; a head chosen
+on one subgroup is measured on another by :meth:`RelationOutcomes.measure_chosen` (the offset and
+the strongest baseline still chosen on the selection inputs of the subgroup measured).
+:func:`subject_head` and :func:`antecedent_head` are the two roles the book names;
+:func:`subject_or_antecedent_set` scores a subject head with a pronoun subject's antecedent
+counted as a hit (where a head that reads the number of a pronoun subject looks).
 """
 
 from __future__ import annotations
@@ -40,12 +44,14 @@ from headlab.analysis.detect.predictive import BEFORE_PRONOUN_ANTECEDENT, BEFORE
 from headlab.analysis.detect.relations import PRONOUN_ANTECEDENT, VERB_SUBJECT, query_hits, visible_targets
 from headlab.stats import Estimate, Split, TestResult, bootstrap_mean, mcnemar, paired_difference, split_items
 
-__all__ = ["SPECIAL_TOKEN_RULE", "OFFSET", "RelationOutcomes", "RelationHead", "relation_outcomes", "english_split",
-           "relation_head", "subject_head", "antecedent_head"]
+__all__ = ["SPECIAL_TOKEN_RULE", "OFFSET", "SUBJECT_OR_ANTECEDENT", "RelationOutcomes", "RelationHead",
+           "relation_outcomes", "english_split", "relation_head", "subject_head", "antecedent_head",
+           "subject_or_antecedent_set"]
 
 SPECIAL_TOKEN_RULE = ("a head points at a target when its largest weight over every real key, "
                       "[CLS], [SEP] and <bos> included, is on the target")
 OFFSET = "best fixed offset"
+SUBJECT_OR_ANTECEDENT = "before verb->subject or its antecedent"
 
 
 @dataclass(frozen=True)
@@ -121,13 +127,33 @@ class RelationOutcomes:
         """Choose the head and the offset on ``split.select``, measure on ``split.measure``
         (the strongest baseline is the one more accurate on ``split.select``)."""
         head, acc, offset = self.choose(split.select, where)
+        strongest = self._strongest(offset, self._queries(split.select, where))
+        return self.measure(head, offset, split.measure, where, strongest=strongest, select_accuracy=acc,
+                            level=level, n_resamples=n_resamples, seed=seed)
+
+    def measure_chosen(self, head, split: Split, where=None, *, level: float = 0.95, n_resamples: int = 9999,
+                       seed: int = 0) -> RelationHead:
+        """A head chosen beforehand (e.g. on another subgroup), measured as
+        :meth:`choose_and_measure` measures its own: the best offset and the strongest baseline
+        are chosen on the queries of ``split.select`` (and ``where``), the head, that offset and
+        the baselines measured on those of ``split.measure``. ``select_accuracy`` is the head's
+        accuracy on the selection queries of ``where``."""
+        layer, h = (int(x) for x in head)
+        if not (0 <= layer < self.hits.shape[1] and 0 <= h < self.hits.shape[2]):
+            raise ValueError(f"head {head} is not a head of this model "
+                             f"({self.hits.shape[1]} layers of {self.hits.shape[2]} heads)")
+        _, _, offset = self.choose(split.select, where)
         keep = self._queries(split.select, where)
+        return self.measure((layer, h), offset, split.measure, where, strongest=self._strongest(offset, keep),
+                            select_accuracy=float(self.hits[keep, layer, h].mean()), level=level,
+                            n_resamples=n_resamples, seed=seed)
+
+    def _strongest(self, offset: int, keep: np.ndarray) -> str:
+        """The baseline more accurate on the queries ``keep`` (ties: the later name)."""
         rates = {OFFSET: float(self.offsets[offset][keep].mean())}
         if self.named is not None:
             rates[self.named[0]] = float(self.named[1][keep].mean())
-        strongest = max(rates, key=lambda k: (rates[k], k))
-        return self.measure(head, offset, split.measure, where, strongest=strongest, select_accuracy=acc,
-                            level=level, n_resamples=n_resamples, seed=seed)
+        return max(rates, key=lambda k: (rates[k], k))
 
 
 @dataclass(frozen=True)
@@ -260,3 +286,34 @@ def antecedent_head(hm, relation_set: RelationSet, split: Split | None = None, *
     before each pronoun) when the set has it, else for pronoun -> antecedent."""
     name = BEFORE_PRONOUN_ANTECEDENT if BEFORE_PRONOUN_ANTECEDENT in relation_set.relations else PRONOUN_ANTECEDENT
     return relation_head(hm, relation_set, name, split, **kw)
+
+
+def subject_or_antecedent_set(relation_set: RelationSet, docs) -> RelationSet:
+    """The predictive subject relation of ``relation_set`` (built by
+    :func:`headlab.analysis.detect.predictive.predictive_relation_set` from the synthetic-language
+    documents ``docs``) with one more target per pronoun subject: the noun the pronoun refers
+    to (``Document.antecedent``), when it lies in the same document.
+
+    The one relation of the set returned, :data:`SUBJECT_OR_ANTECEDENT`, has the same queries
+    in the same order as :data:`BEFORE_VERB_SUBJECT`, no named baseline and the same offsets; a
+    head points at a target when its largest weight is on the subject or on that antecedent.
+    """
+    from headlab.data.language import agreement_items
+
+    if BEFORE_VERB_SUBJECT not in relation_set.relations:
+        raise ValueError(f"the set has no {BEFORE_VERB_SUBJECT!r} relation (it has "
+                         f"{', '.join(relation_set.relations)}); build it with predictive_relation_set")
+    docs = list(docs)
+    gold = relation_set.relations[BEFORE_VERB_SUBJECT].clone()
+    if len(docs) != gold.shape[0]:
+        raise ValueError(f"{len(docs)} documents for a set of {gold.shape[0]} inputs: pass the documents "
+                         "the set was built from")
+    for item in agreement_items(docs):
+        if not bool(gold[item.doc, item.pos, item.subject_pos]):
+            raise ValueError(f"agreement item at doc {item.doc}, pos {item.pos} is not a query of the set: "
+                             "pass the documents the set was built from")
+        antecedent = docs[item.doc].antecedent[item.subject_pos]
+        if antecedent >= 0:
+            gold[item.doc, item.pos, antecedent] = True
+    return RelationSet(relation_set.input_ids, relation_set.attention_mask, {SUBJECT_OR_ANTECEDENT: gold}, {},
+                       relation_set.source, relation_set.offsets)
