@@ -53,7 +53,7 @@ Reader = Callable[[int, torch.Tensor], None]  # (layer, z) -> None
 class AblationNotApplied(RuntimeError):
     """A forward pass ran inside an ablation (or any context), but did not pass through a hook
     the context needs (the gate of a targeted layer, a pattern hook), so the context had no
-    effect on it. Importable from :mod:`headlab.heads.gate` and :mod:`headlab.heads`."""
+    effect on it. Importable from ``headlab.heads.gate`` and ``headlab.heads``."""
 
 
 class Check:
@@ -154,7 +154,7 @@ class Dispatcher:
 
     @property
     def idle(self) -> bool:
-        """True when the calling thread has nothing open here: no edit, reader or check, not
+        """Whether the calling thread has nothing open here: no edit, reader or check, not
         suspended, no forward record left (what every context leaves behind, error or not)."""
         s = self._local
         return not (s.edits or s.readers or s.checks or s.level or s.depth or s.frames or s.eager)

@@ -11,7 +11,7 @@
   the null is the lift of every head of the same model on *decoy* keys, fixed offsets and
   positions no family is about (:func:`headlab.analysis.detect.calibration.decoy_lifts`), and
   its 99% quantile (:data:`~headlab.analysis.detect.calibration.NULL_LEVEL`, on the selection
-  texts) is :attr:`FixedKeyHeads.null_threshold` -- and it must reach the share that names a head,
+  texts) is ``FixedKeyHeads.null_threshold`` -- and it must reach the share that names a head,
   ``min_lift`` (0.4 of the free weight, the label rule's). The threshold is the larger of the two.
 * **Selection split**: candidates are the heads whose lift on the *selection* texts exceeds the
   null threshold; each is then measured on the *measurement* texts only, with a bootstrap interval

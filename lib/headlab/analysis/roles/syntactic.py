@@ -201,7 +201,7 @@ def relation_outcomes(hm, relation_set: RelationSet, relation: str, *, batch_siz
     """Run ``hm`` over ``relation_set`` once and keep every annotated query's outcome for ``relation``.
 
     Targets a causal model cannot see (after the query) are dropped, as in
-    :func:`headlab.analysis.detect.relation_scores`. The offsets tried are ``relation_set.offsets``
+    :func:`headlab.analysis.detect.annotated.relation_scores`. The offsets tried are ``relation_set.offsets``
     (default: every non-zero offset that fits).
     """
     if relation not in relation_set.relations:
