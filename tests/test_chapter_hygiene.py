@@ -36,3 +36,35 @@ def test_checked_cells_are_tagged_and_have_outputs(notebook):
 def test_the_marker_pattern_finds_a_marker():
     assert MARKER.search("x = 1\n# NBVAL_CHECK_OUTPUT\n")
     assert not MARKER.search("print('NBVAL_CHECK_OUTPUT is a tag name')")
+
+
+NUMPY_REPR = re.compile(r"^np\.(float|int|bool)\w*\(")
+
+
+def glued_numpy_scalars(cells) -> list[str]:
+    """Glued values whose stored text is a numpy repr (``np.float64(2.8)``): the prose's
+    ``{glue:text}`key:.3f``` cannot format them, and the site prints a warning instead of the number."""
+    bad = []
+    for c in cells:
+        for out in c.get("outputs", []):
+            key = out.get("metadata", {}).get("scrapbook", {}).get("name")
+            data = out.get("data", {})
+            prefix = out.get("metadata", {}).get("scrapbook", {}).get("mime_prefix", "")
+            text = "".join(data.get(prefix + "text/plain", ""))
+            if key and NUMPY_REPR.match(text):
+                bad.append(f"{key} = {text}")
+    return bad
+
+
+@pytest.mark.parametrize("notebook", chapter_notebooks(), ids=lambda p: str(p.relative_to(CHAPTERS)))
+def test_glued_numbers_are_plain_python_numbers(notebook):
+    bad = glued_numpy_scalars(json.loads(notebook.read_text())["cells"])
+    assert not bad, f"{notebook.name}: glue plain floats/ints (float(x)), not numpy scalars: {bad[:5]}"
+
+
+def test_the_numpy_scalar_check_finds_one():
+    record = "application/papermill.record/"
+    cells = [{"outputs": [{"metadata": {"scrapbook": {"name": "loss", "mime_prefix": record}},
+                           "data": {record + "text/plain": "np.float64(2.8039)"}}]},
+             {"outputs": [{"metadata": {"scrapbook": {"name": "ok"}}, "data": {"text/plain": "2.8039"}}]}]
+    assert glued_numpy_scalars(cells) == ["loss = np.float64(2.8039)"]
