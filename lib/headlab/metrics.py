@@ -24,7 +24,8 @@ What a measurement scores is passed as one :class:`Metric` value: a named kind (
 ``loss_mask`` of the next-token loss::
 
     sweep(hm, inputs, metric=Metric("loss", loss_mask=on_repeats))
-    sweep(hm, windows, metric=agreement_metric(items, vocab, n_windows))  # a callable: Metric(it)
+    # a callable is wrapped as Metric(it)
+    sweep(hm, windows, metric=agreement_metric(items, vocab, n_windows))
 """
 
 from __future__ import annotations

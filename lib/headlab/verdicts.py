@@ -8,9 +8,12 @@ numbers, per seed). :func:`judge` turns those numbers into the verdict, for exam
     from headlab import stats
     from headlab.verdicts import ClaimRow, Measurement, judge, to_json
 
-    lead = stats.paired_difference(head_right, nearest_right)  # 0/1 per held-out item
-    row = ClaimRow("C4", "MiniLM, English set, held out", "accuracy lead of 1.3 over the nearest mention",
-                   null=0.0, null_label="nearest-mention baseline", direction="greater",
+    # head_right, nearest_right: 0/1 per held-out item
+    lead = stats.paired_difference(head_right, nearest_right)
+    row = ClaimRow("C4", "MiniLM, English set, held out",
+                   "accuracy lead over the nearest mention",
+                   null=0.0, null_label="nearest-mention baseline",
+                   direction="greater",
                    measurements=(Measurement.from_estimate(lead, "all items"),))
     judge(row).kind      # one of KINDS
     to_json(row)         # what the ledger stores

@@ -236,9 +236,8 @@ def _replaying(hm: HeadModel, outputs: dict[int, Any], below: int):
             yield
     finally:
         for block, forward in saved:
-            if forward is _MISSING:
-                del block.forward
-            else:
+            del block.forward  # the replay; then the block's own instance forward, if it had one
+            if forward is not _MISSING:
                 block.forward = forward
 
 

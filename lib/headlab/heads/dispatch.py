@@ -154,8 +154,8 @@ class Dispatcher:
 
     @property
     def idle(self) -> bool:
-        """Whether the calling thread has nothing open here: no edit, reader or check, not
-        suspended, no forward record left (what every context leaves behind, error or not)."""
+        """Whether the calling thread has nothing open here (no edit, reader or check, not
+        suspended, no forward record left), as every context leaves it, error or not."""
         s = self._local
         return not (s.edits or s.readers or s.checks or s.level or s.depth or s.frames or s.eager)
 

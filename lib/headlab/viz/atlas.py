@@ -29,7 +29,7 @@ def plot_atlas(atlas: dict, ax=None, printed=None):
     the figure.
 
     ``printed``: optional labels that replace the atlas's own, e.g. the
-    :class:`~headlab.analysis.detect.calibration.StableLabels` of a calibrated rule; a head whose
+    ``headlab.analysis.detect.calibration.StableLabels`` of a calibrated rule; a head whose
     label is unstable (``printed.printed(head) == "unstable"``) is drawn grey and hatched, with the
     label it gets on all texts in brackets. Colour is the label only: the grid does not encode how
     strong a label is (the atlas's numbers do). Draws into ``ax`` when given, else into a new figure.

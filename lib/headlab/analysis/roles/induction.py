@@ -6,7 +6,7 @@ an induction head only when both are measured:
 1. **The attention half.** From a query whose token ``A`` occurred before, it attends to the
    token *after* the earlier ``A`` (:func:`headlab.analysis.detect.induction_score`). Its
    strength is the **lift** over uniform causal attention on the same inputs,
-   ``(score - uniform) / (1 - uniform)`` per input (:func:`headlab.analysis.detect.labels.lift`):
+   ``(score - uniform) / (1 - uniform)`` per input (``headlab.analysis.detect.labels.lift``):
    0 for a head that attends no better than uniformly, 1 for a perfect one.
 2. **The copying half.** What it reads there, it writes as a vote for the same token: through
    its OV circuit, the token ``t`` it attends to raises ``t``'s own logit

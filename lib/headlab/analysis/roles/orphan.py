@@ -7,7 +7,7 @@ takes), a head is an orphan when:
 * **No named pattern**: on the *selection* texts, neither a family of the catalogue nor the local
   window reaches the calibrated lift threshold (the label rule's share, 0.4 of the free weight,
   raised to the 99% quantile of the lifts heads reach on decoy keys when that is higher:
-  :func:`headlab.analysis.detect.calibration.calibrated_thresholds`).
+  ``headlab.analysis.detect.calibration.calibrated_thresholds``).
 * **Selection split**: among those unnamed heads, the candidates are the ones whose mean effect
   on the selection texts is at least ``threshold`` (1.0) times the mean effect of all heads there.
   The effect of a head on a text is ``|metric(head ablated) - metric(clean)|``.

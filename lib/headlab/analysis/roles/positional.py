@@ -5,12 +5,12 @@
 
 * **Score and baseline**: its weight on that key, averaged over the eligible queries of a text,
   is compared with the weight uniform attention puts there on the same text: the *lift*
-  ``(s - u) / (1 - u)`` of :mod:`headlab.analysis.detect.labels` (0: like uniform attention,
+  ``(s - u) / (1 - u)`` of ``headlab.analysis.detect.labels`` (0: like uniform attention,
   1: every row on that key), taken over the mean of the texts as the atlas takes it.
 * **Threshold, from a null and a share**: the lift must exceed what heads reach by accident --
   the null is the lift of every head of the same model on *decoy* keys, fixed offsets and
-  positions no family is about (:func:`headlab.analysis.detect.calibration.decoy_lifts`), and
-  its 99% quantile (:data:`~headlab.analysis.detect.calibration.NULL_LEVEL`, on the selection
+  positions no family is about (``headlab.analysis.detect.calibration.decoy_lifts``), and
+  its 99% quantile (``headlab.analysis.detect.calibration.NULL_LEVEL``, on the selection
   texts) is ``FixedKeyHeads.null_threshold`` -- and it must reach the share that names a head,
   ``min_lift`` (0.4 of the free weight, the label rule's). The threshold is the larger of the two.
 * **Selection split**: candidates are the heads whose lift on the *selection* texts exceeds the

@@ -13,7 +13,7 @@ head of a model when it is chosen and then beats its baseline as follows:
   (ties: the lower layer, then the lower head index); the best fixed offset (``query + k``) is
   chosen on the same inputs (ties: smaller ``|k|``, then the negative one).
 * **Measurement split**: the accuracy of that head, of that offset and of the relation's named
-  baseline (the nearest preceding mention or noun, see :mod:`headlab.analysis.detect.annotated`)
+  baseline (the nearest preceding mention or noun, see ``headlab.analysis.detect.annotated``)
   are reported on the *other* inputs only: each with a bootstrap interval over inputs
   (sentences or windows, never queries), the head's lead over each baseline with a paired
   bootstrap interval over inputs, and an exact McNemar test of head against baseline on the
@@ -201,7 +201,7 @@ def relation_outcomes(hm, relation_set: RelationSet, relation: str, *, batch_siz
     """Run ``hm`` over ``relation_set`` once and keep every annotated query's outcome for ``relation``.
 
     Targets a causal model cannot see (after the query) are dropped, as in
-    :func:`headlab.analysis.detect.annotated.relation_scores`. The offsets tried are ``relation_set.offsets``
+    ``headlab.analysis.detect.annotated.relation_scores``. The offsets tried are ``relation_set.offsets``
     (default: every non-zero offset that fits).
     """
     if relation not in relation_set.relations:
@@ -290,12 +290,12 @@ def antecedent_head(hm, relation_set: RelationSet, split: Split | None = None, *
 
 def subject_or_antecedent_set(relation_set: RelationSet, docs) -> RelationSet:
     """The predictive subject relation of ``relation_set`` (built by
-    :func:`headlab.analysis.detect.predictive.predictive_relation_set` from the synthetic-language
+    ``headlab.analysis.detect.predictive.predictive_relation_set`` from the synthetic-language
     documents ``docs``) with one more target per pronoun subject: the noun the pronoun refers
     to (``Document.antecedent``), when it lies in the same document.
 
-    The one relation of the set returned, :data:`SUBJECT_OR_ANTECEDENT`, has the same queries
-    in the same order as :data:`BEFORE_VERB_SUBJECT`, no named baseline and the same offsets; a
+    The one relation of the set returned, ``SUBJECT_OR_ANTECEDENT``, has the same queries
+    in the same order as ``BEFORE_VERB_SUBJECT``, no named baseline and the same offsets; a
     head points at a target when its largest weight is on the subject or on that antecedent.
     """
     from headlab.data.language import agreement_items
