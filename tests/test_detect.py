@@ -483,3 +483,22 @@ def test_english_relations_align_to_subtokens(minilm):
     assert verb.offset.n_items == verb.n_items
     # MiniLM's head 0.2 attends to the previous token, so it scores the offset -1 baseline exactly
     assert verb.accuracy[0, 2].item() == pytest.approx(verb.offset.accuracies[-1])
+
+
+def test_scores_to_compute_names_what_it_leaves_out_and_why():
+    from types import SimpleNamespace
+
+    from headlab.analysis.detect import PATTERN_SCORES, scores_to_compute
+
+    bare = SimpleNamespace(tokenizer=None, name="bare")
+    wanted, notes = scores_to_compute(bare, None, None)
+    assert {"separator", "punctuation", "rare_token"} == set(notes) and not set(notes) & set(wanted)
+    assert "no tokenizer" in notes["separator"] and "token_frequency" in notes["rare_token"]
+    wanted, notes = scores_to_compute(bare, ["induction", "copying_dla"], None,
+                                      unavailable={"copying_dla": "not here"})
+    assert wanted == ["induction"] and notes == {"copying_dla": "not here"}  # only what was asked for
+    wanted, _ = scores_to_compute(SimpleNamespace(tokenizer=object(), name="t"), None, [1.0],
+                                  default=PATTERN_SCORES)
+    assert wanted == list(PATTERN_SCORES)
+    with pytest.raises(ValueError, match=r"unknown score\(s\) \['inductoin'\]; choose from"):
+        scores_to_compute(bare, ["inductoin"])

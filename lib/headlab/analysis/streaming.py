@@ -25,7 +25,7 @@ from typing import Iterator, Sequence
 import torch
 
 from headlab.analysis.detect import (
-    LOCAL_WINDOW, PATTERN_SCORES, WRITE_MEASURES, HeadScores, token_masks,
+    LOCAL_WINDOW, PATTERN_SCORES, HeadScores, scores_to_compute, token_masks,
 )
 from headlab.kernels.hf_attention import ATTENTION_NAME, register, session
 from headlab.kernels.statistics import (
@@ -169,24 +169,9 @@ def streaming_head_scores(hm, inputs, *, scores: Sequence[str] | None = None, ba
     :func:`~headlab.kernels.streaming.fused_attention` (``"auto"``: Triton on CUDA, tiled
     torch on the CPU).
     """
-    wanted = list(PATTERN_SCORES + ("write_norm",)) if scores is None else list(scores)
-    unknown = [s for s in wanted if s not in PATTERN_SCORES + WRITE_MEASURES]
-    if unknown:
-        raise ValueError(f"unknown score(s) {unknown}; choose from {PATTERN_SCORES + WRITE_MEASURES}")
-    notes: dict[str, str] = {}
-
-    def drop(name: str, why: str) -> None:
-        if name in wanted:
-            wanted.remove(name)
-            notes[name] = why
-
-    drop("copying_dla", "not streamed: it needs each head's pattern and write together")
-    if hm.tokenizer is None:
-        for name in ("separator", "punctuation"):
-            drop(name, f"{hm.name} has no tokenizer to tell which tokens are separators or punctuation")
-    if token_frequency is None:
-        drop("rare_token", "no token frequencies given (token_frequency=...); for English there is no "
-                           "frequency list offline, so rare words are scored on the synthetic language only")
+    wanted, notes = scores_to_compute(
+        hm, scores, token_frequency, default=PATTERN_SCORES + ("write_norm",),
+        unavailable={"copying_dla": "not streamed: it needs each head's pattern and write together"})
     frequency = None if token_frequency is None else torch.as_tensor(token_frequency, dtype=torch.float64)
     per_input: dict[str, list[torch.Tensor]] = {name: [] for name in wanted}
     uniform: dict[str, list[torch.Tensor]] = {name: [] for name in wanted if name in PATTERN_SCORES}

@@ -48,7 +48,7 @@ from headlab.analysis.detect.relations import (
     pointer_targets, prediction_accuracy, relation_accuracy, relation_hits, query_hits, visible_targets,
 )
 from headlab.analysis.detect.scores import (
-    LOCAL_WINDOW, PATTERN_SCORES, WRITE_MEASURES, HeadScores, head_scores, is_punctuation,
+    LOCAL_WINDOW, PATTERN_SCORES, WRITE_MEASURES, HeadScores, head_scores, is_punctuation, scores_to_compute,
     synthetic_token_frequency, token_masks,
 )
 from headlab.analysis.detect.spread import entropy_score
@@ -76,6 +76,6 @@ __all__ = [
     "FAMILIES", "BROAD_FAMILIES", "LABELS", "LABEL_LIFT", "DIFFUSE_ENTROPY", "ORPHAN_EFFECT",
     "Thresholds", "DEFAULT_THRESHOLDS", "HeadLabels", "label_heads", "lift",
     # running a model
-    "PATTERN_SCORES", "WRITE_MEASURES", "LOCAL_WINDOW", "HeadScores", "head_scores", "token_masks",
+    "PATTERN_SCORES", "WRITE_MEASURES", "LOCAL_WINDOW", "HeadScores", "head_scores", "scores_to_compute", "token_masks",
     "is_punctuation", "synthetic_token_frequency", "uniform_pattern", "allowed_keys",
 ]

@@ -135,6 +135,32 @@ class HeadScores:
         return label_heads(means, effects, thresholds, uniform=uniform)
 
 
+def scores_to_compute(hm, scores: Sequence[str] | None, token_frequency=None, *,
+                      default: Sequence[str] = PATTERN_SCORES + WRITE_MEASURES,
+                      unavailable: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The scores a run of :func:`head_scores` (or its streamed twin) computes, and why each
+    asked-for score it leaves out is left out: ``(wanted, notes)``.
+
+    ``scores=None`` asks for ``default``. A name outside :data:`PATTERN_SCORES` +
+    :data:`WRITE_MEASURES` raises. ``separator`` and ``punctuation`` are left out when ``hm`` has
+    no tokenizer, ``rare_token`` when no ``token_frequency`` is given, and every name in
+    ``unavailable`` (name -> reason) by the caller's own reason.
+    """
+    wanted = list(default) if scores is None else list(scores)
+    unknown = [s for s in wanted if s not in PATTERN_SCORES + WRITE_MEASURES]
+    if unknown:
+        raise ValueError(f"unknown score(s) {unknown}; choose from {PATTERN_SCORES + WRITE_MEASURES}")
+    reasons = dict(unavailable or {})
+    if hm.tokenizer is None:
+        for name in ("separator", "punctuation"):
+            reasons[name] = f"{hm.name} has no tokenizer to tell which tokens are separators or punctuation"
+    if token_frequency is None:
+        reasons["rare_token"] = ("no token frequencies given (token_frequency=...); for English there is no "
+                                 "frequency list offline, so rare words are scored on the synthetic language only")
+    notes = {name: why for name, why in reasons.items() if name in wanted}
+    return [s for s in wanted if s not in notes], notes
+
+
 def head_scores(hm, inputs, *, scores: Sequence[str] | None = None, batch_size: int = 32,
                 window: int = LOCAL_WINDOW, token_frequency: torch.Tensor | None = None) -> HeadScores:
     """Score every head of ``hm`` on ``inputs`` (texts, or token ids / a batch dict).
@@ -152,29 +178,14 @@ def head_scores(hm, inputs, *, scores: Sequence[str] | None = None, batch_size: 
     ``write_norm`` is the mean, over real positions, of the norm of the head's write
     ``cache.result`` (in the residual stream's units; compare heads of one model only).
     """
-    wanted = list(PATTERN_SCORES + WRITE_MEASURES) if scores is None else list(scores)
-    unknown = [s for s in wanted if s not in PATTERN_SCORES + WRITE_MEASURES]
-    if unknown:
-        raise ValueError(f"unknown score(s) {unknown}; choose from {PATTERN_SCORES + WRITE_MEASURES}")
-    notes: dict[str, str] = {}
-
-    def drop(name: str, why: str) -> None:
-        if name in wanted:
-            wanted.remove(name)
-            notes[name] = why
-
-    if hm.tokenizer is None:
-        for name in ("separator", "punctuation"):
-            drop(name, f"{hm.name} has no tokenizer to tell which tokens are separators or punctuation")
-    if token_frequency is None:
-        drop("rare_token", "no token frequencies given (token_frequency=...); for English there is no "
-                           "frequency list offline, so rare words are scored on the synthetic language only")
+    wanted, notes = scores_to_compute(hm, scores, token_frequency)
     unembed = None
     if "copying_dla" in wanted:
         try:
             unembed = unembedding(hm)
         except NotApplicable as err:
-            drop("copying_dla", f"not applicable: {err}")
+            wanted.remove("copying_dla")
+            notes["copying_dla"] = f"not applicable: {err}"
     per_input: dict[str, list[torch.Tensor]] = {name: [] for name in wanted}
     uniform: dict[str, list[torch.Tensor]] = {name: [] for name in wanted if name in PATTERN_SCORES}
     need_z = any(name in WRITE_MEASURES for name in wanted)
