@@ -68,3 +68,18 @@ def test_the_numpy_scalar_check_finds_one():
                            "data": {record + "text/plain": "np.float64(2.8039)"}}]},
              {"outputs": [{"metadata": {"scrapbook": {"name": "ok"}}, "data": {"text/plain": "2.8039"}}]}]
     assert glued_numpy_scalars(cells) == ["loss = np.float64(2.8039)"]
+
+
+PYOBJECT = re.compile(r"^:pyobject:\s*(\S+)", re.M)
+
+
+@pytest.mark.parametrize("notebook", chapter_notebooks(), ids=lambda p: str(p.relative_to(CHAPTERS)))
+def test_chapters_show_only_public_library_code(notebook):
+    """A chapter that prints a library function's source teaches its name: it must be public."""
+    text = "".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"])
+    private = [name for name in PYOBJECT.findall(text) if any(part.startswith("_") for part in name.split("."))]
+    assert not private, f"{notebook.name} shows private library code: {private}; make it public where it lives"
+
+
+def test_the_pyobject_pattern_finds_a_private_name():
+    assert PYOBJECT.findall("```{literalinclude} x.py\n:pyobject: _tiled\n```") == ["_tiled"]

@@ -175,15 +175,18 @@ def composition_score(left: torch.Tensor, right: torch.Tensor) -> float:
     return float(torch.linalg.matrix_norm(left @ right)) / norms
 
 
-def composition(kind: str, earlier: HeadWeights, later: HeadWeights) -> float:
-    """The ``kind`` (``"Q"``, ``"K"`` or ``"V"``) composition score of ``later`` reading ``earlier``."""
+def composition(kind: str, earlier: HeadWeights,
+                later: HeadWeights) -> float:
+    """The ``kind`` (``"Q"``, ``"K"`` or ``"V"``) composition score of
+    ``later`` reading ``earlier``."""
     if kind == "Q":
         return composition_score(earlier.W_OV, later.W_QK)
     if kind == "K":
         return composition_score(later.W_QK, earlier.W_OV.T)
     if kind == "V":
         return composition_score(earlier.W_OV, later.W_OV)
-    raise ValueError(f"unknown composition {kind!r}: choose from {', '.join(COMPOSITIONS)}")
+    raise ValueError(f"unknown composition {kind!r}: choose from "
+                     f"{', '.join(COMPOSITIONS)}")
 
 
 def composition_scores(hm: HeadModel, kind: str, earlier_layer: int, later_layer: int,
@@ -207,7 +210,8 @@ def random_composition_baseline(d_model: int, d_head: int, kind: str = "K", n: i
     with ``torch.Generator().manual_seed(seed)``.
     """
     if kind not in COMPOSITIONS:
-        raise ValueError(f"unknown composition {kind!r}: choose from {', '.join(COMPOSITIONS)}")
+        raise ValueError(f"unknown composition {kind!r}: choose from "
+                     f"{', '.join(COMPOSITIONS)}")
     if d_model < 1 or d_head < 1 or n < 1:
         raise ValueError(f"need d_model, d_head, n >= 1, got {d_model}, {d_head}, {n}")
     gen = torch.Generator().manual_seed(seed)

@@ -72,39 +72,47 @@ def flash_attention(q: Array, k: Array, v: Array, *, causal: bool = False, block
     def kernel(q, k, v, allowed, has_key):
         if family == "numpy":
             dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float32)
-            return _tiled(*(x.astype(dtype, copy=False) for x in (q, k, v)), causal, block_size, np), None
+            return online_softmax_loop(*(x.astype(dtype, copy=False) for x in (q, k, v)), causal, block_size, np), None
         if q.dtype in (torch.float16, torch.bfloat16):  # accumulate in float32
-            return _tiled(q.float(), k.float(), v.float(), causal, block_size, torch).to(q.dtype), None
-        return _tiled(q, k, v, causal, block_size, torch), None
+            return online_softmax_loop(q.float(), k.float(), v.float(), causal, block_size, torch).to(q.dtype), None
+        return online_softmax_loop(q, k, v, causal, block_size, torch), None
 
     # scores beyond the float range (q * 1e30 in float32) are recomputed in float64
     return overflow_safe(kernel, (q, k, v), None, None)[0]
 
 
-def _tiled(q: Array, k: Array, v: Array, causal: bool, block_size: int, xp: Any) -> Array:
-    """The online-softmax loop; ``xp`` is ``numpy`` or ``torch`` (same spelling for both)."""
+def online_softmax_loop(q: Array, k: Array, v: Array, causal: bool,
+                        block_size: int, xp: Any) -> Array:
+    """The online-softmax loop over tiles of queries and keys (what chapter 2
+    shows). ``xp`` is ``numpy`` or ``torch``: the same spelling works for both."""
     n_q, n_k = q.shape[-2], k.shape[-2]
     scale = q.shape[-1] ** -0.5
     out_blocks = []
     for i0 in range(0, n_q, block_size):
         i1 = min(i0 + block_size, n_q)
         q_blk = q[..., i0:i1, :] * scale  # (..., bq, d)
-        row_max = row_sum = acc = None  # (..., bq, 1), (..., bq, 1), (..., bq, d_v)
-        stop = min(n_k, i1) if causal else n_k  # causal: only keys j <= i < i1 matter
+        # (..., bq, 1), (..., bq, 1), (..., bq, d_v)
+        row_max = row_sum = acc = None
+        # causal: only keys j <= i < i1 matter
+        stop = min(n_k, i1) if causal else n_k
         for j0 in range(0, stop, block_size):
             j1 = min(j0 + block_size, stop)
-            s = q_blk @ k[..., j0:j1, :].swapaxes(-1, -2)  # (..., bq, bk): one tile of scores
+            # (..., bq, bk): one tile of scores
+            s = q_blk @ k[..., j0:j1, :].swapaxes(-1, -2)
             if causal and j1 - 1 > i0:  # the tile reaches above the diagonal
                 s = xp.where(_tile_causal(i0, i1, j0, j1, s), s, -xp.inf)
-            # Tile 0 holds key 0, which every causal row may see, so row_max is finite from then on.
+            # Tile 0 holds key 0, which every causal row may see, so row_max
+            # is finite from then on.
             tile_max = xp.amax(s, axis=-1, keepdims=True)
-            new_max = tile_max if row_max is None else xp.maximum(row_max, tile_max)
-            p = xp.exp(s - new_max)  # (..., bq, bk): weights relative to the new max
+            new_max = (tile_max if row_max is None
+                       else xp.maximum(row_max, tile_max))
+            p = xp.exp(s - new_max)  # (..., bq, bk): relative to the new max
             p_v = p @ v[..., j0:j1, :]  # (..., bq, d_v)
             if acc is None:
                 row_sum, acc = xp.sum(p, axis=-1, keepdims=True), p_v
             else:
-                rescale = xp.exp(row_max - new_max)  # old sums were relative to the old max
+                # the old sums were relative to the old max
+                rescale = xp.exp(row_max - new_max)
                 row_sum = row_sum * rescale + xp.sum(p, axis=-1, keepdims=True)
                 acc = acc * rescale + p_v
             row_max = new_max

@@ -68,30 +68,34 @@ def attention_2d(
     masked: bool = True,
     causal: bool = False,
 ) -> tuple[Matrix, Matrix]:
-    """One attention head on 2-D lists: q ``(n_q, d)``, k ``(n_k, d)``, v ``(n_k, d_v)``.
+    """One attention head on 2-D lists: q ``(n_q, d)``, k ``(n_k, d)``,
+    v ``(n_k, d_v)``.
 
-    (``d`` and ``d_v`` are passed because an empty list has no row to measure.)
-    ``allowed[i][j]`` says whether query i may attend to key j. For each query:
-    score every allowed key, ``s_j = (q_i . k_j) / sqrt(d)``; turn the scores
-    into weights with a stable softmax; the output row is ``sum_j w_j v_j``.
-    Returns ``(out, pattern)`` with ``pattern[i][j] = w_j`` for query i.
+    (``d`` and ``d_v`` are passed: an empty list has no row to measure.)
+    ``allowed[i][j]`` says whether query i may attend to key j. For each
+    query: score every allowed key, ``s_j = (q_i . k_j) / sqrt(d)``; turn
+    the scores into weights with a stable softmax; the output row is
+    ``sum_j w_j v_j``. Returns ``(out, pattern)``, with
+    ``pattern[i][j] = w_j`` for query i.
     """
     n_k = len(k)
     scale = d ** -0.5
     out, pattern = [], []
     for i, q_row in enumerate(q):
         scores = [
-            scale * sum(a * b for a, b in zip(q_row, k_row)) if allowed[i][j] else -math.inf
+            scale * sum(a * b for a, b in zip(q_row, k_row))
+            if allowed[i][j] else -math.inf
             for j, k_row in enumerate(k)
         ]
-        if not any(allowed[i]):  # nothing to attend to: no softmax is defined
+        if not any(allowed[i]):  # nothing to attend to: no softmax
             if empty_rows == "raise":
                 raise empty_row_error(row_index + (i,), n_k, masked, causal)
             out.append([0.0] * d_v)
             pattern.append([0.0] * n_k)
             continue
         weights = softmax_row(scores)
-        out.append([sum(w * v_row[t] for w, v_row in zip(weights, v)) for t in range(d_v)])
+        out.append([sum(w * v_row[t] for w, v_row in zip(weights, v))
+                    for t in range(d_v)])
         pattern.append(weights)
     return out, pattern
 

@@ -112,55 +112,69 @@ def _attention_kernel(  # jitted below
         cols = j0 + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
         in_k = cols < n_k
         kv_mask = in_k[:, None] & (dims[None, :] < d)
-        k_blk = tl.load(K + b * stride_kb + h_kv * stride_kh + cols[:, None] * stride_kn + dims[None, :],
-                        mask=kv_mask, other=0.0)
-        v_blk = tl.load(V + b * stride_vb + h_kv * stride_vh + cols[:, None] * stride_vn + dims[None, :],
-                        mask=kv_mask, other=0.0)
+        k_at = (K + b * stride_kb + h_kv * stride_kh
+                + cols[:, None] * stride_kn + dims[None, :])
+        v_at = (V + b * stride_vb + h_kv * stride_vh
+                + cols[:, None] * stride_vn + dims[None, :])
+        k_blk = tl.load(k_at, mask=kv_mask, other=0.0)
+        v_blk = tl.load(v_at, mask=kv_mask, other=0.0)
         if UPCAST:
             k_blk, v_blk = k_blk.to(tl.float32), v_blk.to(tl.float32)
 
         # 4. one tile of scores, -inf where the key is not allowed
         if IEEE:
-            s = tl.dot(q_blk, tl.trans(k_blk), input_precision="ieee") * scale  # (BLOCK_M, BLOCK_N)
+            s = tl.dot(q_blk, tl.trans(k_blk),
+                       input_precision="ieee") * scale  # (BLOCK_M, BLOCK_N)
         else:
             s = tl.dot(q_blk, tl.trans(k_blk)) * scale
-        real_k = tl.load(side + KEY_REAL * n_k + cols, mask=in_k, other=0) != 0
+        real_k = tl.load(side + KEY_REAL * n_k + cols, mask=in_k,
+                         other=0) != 0
         allowed = real_k[None, :]  # (1, BLOCK_N), broadcast over the rows
         if CAUSAL:
             allowed = allowed & (cols[None, :] <= rows[:, None])
         s = tl.where(allowed, s, float("-inf"))
 
-        # 5. the online softmax: a new maximum rescales what was summed so far
+        # 5. the online softmax: a new maximum rescales the sums so far
         tile_max = tl.max(s, 1)
         m_new = tl.maximum(row_max, tile_max)
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no allowed key yet
+        # 0 for a row with no allowed key yet
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         alpha = tl.exp(row_max - m_safe)  # 0 on a row's first allowed tile
-        p = tl.exp(s - m_safe[:, None])  # (BLOCK_M, BLOCK_N): 0 where not allowed
+        p = tl.exp(s - m_safe[:, None])  # (BLOCK_M, BLOCK_N); 0 if masked
 
-        # 6. the statistics, each rescaled like row_sum, then the tile's share added
+        # 6. the statistics, rescaled like row_sum, plus the tile's share
         if STATS:
             shift = tl.where(row_sum > 0, row_max - m_safe, 0.0)
-            t = alpha * (t + shift * row_sum) + tl.sum(p * tl.where(allowed, s - m_safe[:, None], 0.0), 1)
-            at_max = tl.min(tl.where(s == tile_max[:, None], cols[None, :], n_k), 1)
+            s_rel = tl.where(allowed, s - m_safe[:, None], 0.0)
+            t = alpha * (t + shift * row_sum) + tl.sum(p * s_rel, 1)
+            at_max = tl.min(tl.where(s == tile_max[:, None], cols[None, :],
+                                     n_k), 1)
             best = tl.where(tile_max > row_max, at_max, best)
             offset = cols[None, :] - rows[:, None]  # j - i
             tok_k = tl.load(side + TOKEN * n_k + cols, mask=in_k, other=-2)
             flags = tl.load(side + FLAGS * n_k + cols, mask=in_k, other=0)
-            rare_k = tl.load(side + RARE_CLASS * n_k + cols, mask=in_k, other=-2)
+            rare_k = tl.load(side + RARE_CLASS * n_k + cols, mask=in_k,
+                             other=-2)
             prev = prev * alpha + _mass(p, offset == -1)
             nxt = nxt * alpha + _mass(p, offset == 1)
             own = own * alpha + _mass(p, offset == 0)
             first = first * alpha + _mass(p, (cols == first_pos)[None, :])
-            local = local * alpha + _mass(p, (offset <= WINDOW) & (offset >= -WINDOW))
-            dup = dup * alpha + _mass(p, (tok_k[None, :] == tok_q[:, None]) & (offset < 0))
+            near = (offset <= WINDOW) & (offset >= -WINDOW)
+            local = local * alpha + _mass(p, near)
+            same = tok_k[None, :] == tok_q[:, None]
+            dup = dup * alpha + _mass(p, same & (offset < 0))
             ind = ind * alpha + _mass(p, cols[None, :] == ind_q[:, None])
-            sep = sep * alpha + _mass(p, ((flags & SEPARATOR_BIT) != 0)[None, :])
-            punct = punct * alpha + _mass(p, ((flags & PUNCTUATION_BIT) != 0)[None, :])
-            rare = rare * alpha + _mass(p, (rare_k[None, :] == rare_q[:, None]) & (offset != 0))
+            is_sep = ((flags & SEPARATOR_BIT) != 0)[None, :]
+            sep = sep * alpha + _mass(p, is_sep)
+            is_punct = ((flags & PUNCTUATION_BIT) != 0)[None, :]
+            punct = punct * alpha + _mass(p, is_punct)
+            same_rare = rare_k[None, :] == rare_q[:, None]
+            rare = rare * alpha + _mass(p, same_rare & (offset != 0))
 
         row_sum = row_sum * alpha + tl.sum(p, 1)
         if IEEE:
-            acc = acc * alpha[:, None] + tl.dot(p, v_blk, input_precision="ieee")
+            acc = acc * alpha[:, None] + tl.dot(p, v_blk,
+                                                input_precision="ieee")
         else:
             acc = acc * alpha[:, None] + tl.dot(p.to(v_blk.dtype), v_blk)
         row_max = m_new
