@@ -43,9 +43,9 @@ class RelationSet:
         baselines: name -> ``(baseline name, pointers (batch, pos))``: a fixed prediction per
             query to compare heads with, beside the best offset.
         source: where the annotations come from.
-        offsets: the offsets the fixed-offset baseline tries (:func:`offset_baseline`); None for
+        offsets: the offsets the fixed-offset baseline tries (``offset_baseline``); None for
             its default, every non-zero offset. A set whose queries can be their own target (the
-            predicting position of :mod:`headlab.analysis.detect.predictive`) must include 0.
+            predicting position of ``headlab.analysis.detect.predictive``) must include 0.
     """
 
     input_ids: torch.Tensor
