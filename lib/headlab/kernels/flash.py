@@ -83,8 +83,9 @@ def flash_attention(q: Array, k: Array, v: Array, *, causal: bool = False, block
 
 def online_softmax_loop(q: Array, k: Array, v: Array, causal: bool,
                         block_size: int, xp: Any) -> Array:
-    """The online-softmax loop over tiles of queries and keys (what chapter 2
-    shows). ``xp`` is ``numpy`` or ``torch``: the same spelling works for both."""
+    """The online-softmax loop over tiles of queries and keys (chapter 2).
+
+    ``xp`` is ``numpy`` or ``torch``: the same spelling works for both."""
     n_q, n_k = q.shape[-2], k.shape[-2]
     scale = q.shape[-1] ** -0.5
     out_blocks = []
@@ -99,21 +100,22 @@ def online_softmax_loop(q: Array, k: Array, v: Array, causal: bool,
             j1 = min(j0 + block_size, stop)
             # (..., bq, bk): one tile of scores
             s = q_blk @ k[..., j0:j1, :].swapaxes(-1, -2)
-            if causal and j1 - 1 > i0:  # the tile reaches above the diagonal
+            if causal and j1 - 1 > i0:  # the tile crosses the diagonal
                 s = xp.where(_tile_causal(i0, i1, j0, j1, s), s, -xp.inf)
             # Tile 0 holds key 0, which every causal row may see, so row_max
             # is finite from then on.
             tile_max = xp.amax(s, axis=-1, keepdims=True)
             new_max = (tile_max if row_max is None
                        else xp.maximum(row_max, tile_max))
-            p = xp.exp(s - new_max)  # (..., bq, bk): relative to the new max
+            p = xp.exp(s - new_max)  # (..., bq, bk), relative to new_max
             p_v = p @ v[..., j0:j1, :]  # (..., bq, d_v)
             if acc is None:
                 row_sum, acc = xp.sum(p, axis=-1, keepdims=True), p_v
             else:
                 # the old sums were relative to the old max
                 rescale = xp.exp(row_max - new_max)
-                row_sum = row_sum * rescale + xp.sum(p, axis=-1, keepdims=True)
+                tile_sum = xp.sum(p, axis=-1, keepdims=True)
+                row_sum = row_sum * rescale + tile_sum
                 acc = acc * rescale + p_v
             row_max = new_max
         out_blocks.append(acc / row_sum)  # (..., bq, d_v)
