@@ -20,7 +20,7 @@ section 5 of ``benchmarks/kernels.py``).
 Chapter 3 reads the stored result for the organism, written by
 
     python benchmarks/long_context_atlas.py --model organism \
-        --json lib/headlab/results/atlases/long-context-organism.json
+        --json lib/deviating/results/atlases/long-context-organism.json
 
 (about two minutes on one core).
 """
@@ -45,7 +45,7 @@ from headlab.analysis.streaming import label_changes  # noqa: E402
 
 def long_texts(hm, seed: int = 0) -> tuple[list[str], str]:
     """Texts as long as the model reads, of the same kind as its default inputs."""
-    from headlab.data.language import Language, load_english, pack
+    from deviating.data.language import Language, load_english, pack
 
     config = hm.model.config
     limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_ctx")

@@ -127,7 +127,7 @@ def bench_groups(repeats: int) -> dict:
     """Chapter 6's calls on the organism: pair_effects(data.ids[:16]) and
     subset_effects(sizes=(2, 4, 8), n_per_size=6), against one forward per group; and the
     single-head sweep on the same model and inputs, for comparison."""
-    from headlab.training.recipes import RECIPES
+    from deviating.training.recipes import RECIPES
 
     hm = headlab.load("organism")
     ids = RECIPES["organism"].task.eval_data(32).ids[:16]

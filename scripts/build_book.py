@@ -206,7 +206,7 @@ def run_jupyter_book(out: Path, hide_solutions: bool) -> None:
     print("build_book: jupyter-book " + " ".join(cmd[1:]), flush=True)
     # long-running cells print their progress as lines of text (headlab.progress), not as
     # a notebook widget that the static page would show as a squashed, frozen bar; the chapters
-    # record their verdicts for the ledger only when the book is built (headlab.ledger)
+    # record their verdicts for the ledger only when the book is built (deviating.ledger)
     env = {**os.environ, "HEADLAB_PROGRESS": "text", "HEADLAB_WRITE_CLAIMS": "1"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env)
     if proc.returncode != 0:

@@ -177,7 +177,7 @@ def outside_notebook(nb: dict, links: Links, *, solution_note: str = "", require
 
 def colab_notebook(nb: dict, links: Links) -> dict:
     """The Colab/JupyterLab edition of a chapter: :func:`outside_notebook` with every solution folded."""
-    from headlab.exercises.notebook import find_exercises
+    from deviating.exercises.notebook import find_exercises
 
     titles = {}
     for ex in find_exercises(nb, links.notebook):

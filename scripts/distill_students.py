@@ -4,9 +4,9 @@
     OMP_NUM_THREADS=1 python scripts/distill_students.py            # the shipped run (about an hour on 1 core)
     OMP_NUM_THREADS=1 python scripts/distill_students.py --steps 100 --seeds 0 --out /tmp/d.json --no-checkpoints
 
-The experiment is :func:`headlab.experiments.students.distill_students` (what is trained and
-recorded is described there). It writes ``lib/headlab/results/distillation.json`` and, with
-checkpoints on, each student to ``lib/headlab/results/distill-<target>-s<seed>/``. Runs already in
+The experiment is :func:`deviating.experiments.students.distill_students` (what is trained and
+recorded is described there). It writes ``lib/deviating/results/distillation.json`` and, with
+checkpoints on, each student to ``lib/deviating/results/distill-<target>-s<seed>/``. Runs already in
 the output file with the same settings are kept and skipped, so an interrupted run resumes.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from headlab.experiments.students import RESULTS
+    from deviating.experiments.students import RESULTS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", nargs="+", default=["none", "mean", "mean_to_mean", "per_head"])
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from headlab.experiments.students import distill_students
+    from deviating.experiments.students import distill_students
 
     torch.set_num_threads(args.threads)
     command = "python scripts/distill_students.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))

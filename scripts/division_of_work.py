@@ -6,8 +6,8 @@ mean and resample ablation and several metrics.
     OMP_NUM_THREADS=1 python scripts/division_of_work.py                 # every model
     OMP_NUM_THREADS=1 python scripts/division_of_work.py --models minilm # one model
 
-Writes ``lib/headlab/results/division_of_work/<model>.json``
-(:func:`headlab.experiments.division_of_work.run`; what a file holds is described there).
+Writes ``lib/deviating/results/division_of_work/<model>.json``
+(:func:`deviating.experiments.division_of_work.run`; what a file holds is described there).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from headlab.experiments.division_of_work import ORGANISMS, OUT
+    from deviating.experiments.division_of_work import ORGANISMS, OUT
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=[*ORGANISMS, "minilm"], choices=[*ORGANISMS, "minilm"])
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import torch
 
-    from headlab.experiments.division_of_work import run
+    from deviating.experiments.division_of_work import run
 
     torch.set_num_threads(1)
     command = "python scripts/division_of_work.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))

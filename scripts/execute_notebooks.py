@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # progress as lines of text in the stored outputs, as on the website (headlab.progress)
     os.environ["HEADLAB_PROGRESS"] = "text"
-    os.environ["HEADLAB_WRITE_CLAIMS"] = "1"  # the kernels record the chapters' verdicts (headlab.ledger)
+    os.environ["HEADLAB_WRITE_CLAIMS"] = "1"  # the kernels record the chapters' verdicts (deviating.ledger)
     pin_threads()  # before any kernel starts
 
     notebooks = args.notebooks or sorted(

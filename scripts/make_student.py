@@ -4,8 +4,8 @@
 The student edition is the same notebooks with every solution removed (the
 ``solution-start`` marker cell, the cells tagged ``solution`` and the
 ``solution-end`` marker cell), stubs and checks kept, all outputs and the saved
-widget state cleared (:mod:`headlab.exercises.student`); the list of exercises is
-recorded in the notebook's metadata (for ``python -m headlab grade``), a cell after
+widget state cleared (:mod:`deviating.exercises.student`); the list of exercises is
+recorded in the notebook's metadata (for ``python -m deviating grade``), a cell after
 the setup cell makes a failed check print its message instead of stopping "Run All",
 and a last cell lists each exercise still unfinished. It is written for Colab and
 JupyterLab as the Colab edition is (``scripts/colab_edition.py``): plain Markdown, no
@@ -19,7 +19,7 @@ book's exercise format (CONTRIBUTING.md). A malformed exercise stops the script
 with exit status 1 and one line per problem: ``notebook: cell N: what is wrong``.
 ``--check`` validates without writing.
 
-The exercise format (parsed by :mod:`headlab.exercises.notebook`, which the grader shares), cell by cell:
+The exercise format (parsed by :mod:`deviating.exercises.notebook`, which the grader shares), cell by cell:
 
 1. markdown: ```` ```{exercise-start} Title ★☆☆ ```` with ``:label: ex-NN-slug``, then the task;
 2. code tagged ``exercise-stub``: a function whose body raises ``NotImplementedError``;
@@ -41,13 +41,13 @@ ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
 sys.path.insert(0, str(ROOT / "lib"))  # the library of this checkout, installed or not
 
-from headlab.exercises.notebook import (  # noqa: E402  (re-exported: tests and tools import them from here)
+from deviating.exercises.notebook import (  # noqa: E402  (re-exported: tests and tools import them from here)
     Exercise,
     MalformedExercise,
     find_exercises,
     setup_cell_index,
 )
-from headlab.exercises.student import student_notebook  # noqa: E402
+from deviating.exercises.student import student_notebook  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from colab_edition import book_links, build_commit, outside_notebook  # noqa: E402

@@ -3,7 +3,7 @@
 
 For one layer of a model organism trained on the synthetic language, trains top-k SAEs (and
 optionally an L1 SAE and one SAE per head) on the layer's head outputs and writes each with its
-provenance: :func:`headlab.experiments.saes.train_saes` (what is trained and recorded is described there).
+provenance: :func:`deviating.experiments.saes.train_saes` (what is trained and recorded is described there).
 
     python scripts/train_saes.py --model organism --layer 1
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from headlab.experiments.saes import OUT
+    from deviating.experiments.saes import OUT
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="organism")
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from headlab.experiments.saes import train_saes
+    from deviating.experiments.saes import train_saes
 
     torch.set_num_threads(args.threads)
     command = "python scripts/train_saes.py " + " ".join(argv if argv is not None else sys.argv[1:])

@@ -3,9 +3,9 @@
     python scripts/upgrade_json.py            # rewrite what needs it, print what changed
     python scripts/upgrade_json.py --check    # change nothing; exit 1 if a file needs upgrading
 
-* the atlases in ``lib/headlab/results/atlases/``: ``"schema": "headlab.atlas/1"`` first, and each
+* the atlases in ``lib/deviating/results/atlases/``: ``"schema": "headlab.atlas/1"`` first, and each
   head written ``"head": [layer, head]`` instead of separate ``"layer"`` and ``"head"`` numbers;
-* the claims files in ``lib/headlab/results/claims/``: ``"schema": "headlab.claims/1"`` first;
+* the claims files in ``lib/deviating/results/claims/``: ``"schema": "headlab.claims/1"`` first;
 * the training metrics recorded with the checkpoints (``lib/headlab/checkpoints/*/``) and in the
   stored results (``distillation.json``, ``width_depth.json``): the previous-token score under
   one name, ``previous_token`` (also ``previous_token_best`` and ``previous_token_best_head``),
@@ -66,12 +66,12 @@ def rename_previous_token(data):
 
 
 UPGRADES = [
-    ("lib/headlab/results/atlases/*.json", upgrade_atlas),
-    ("lib/headlab/results/claims/*.json", upgrade_claims),
+    ("lib/deviating/results/atlases/*.json", upgrade_atlas),
+    ("lib/deviating/results/claims/*.json", upgrade_claims),
     ("lib/headlab/checkpoints/*/provenance.json", rename_previous_token),
     ("lib/headlab/checkpoints/*/loss_curve.json", rename_previous_token),
-    ("lib/headlab/results/distillation.json", rename_previous_token),
-    ("lib/headlab/results/width_depth.json", rename_previous_token),
+    ("lib/deviating/results/distillation.json", rename_previous_token),
+    ("lib/deviating/results/width_depth.json", rename_previous_token),
 ]
 
 

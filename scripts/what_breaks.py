@@ -9,10 +9,10 @@
 
 The CPU time each part took on one core is recorded in the file (``seconds`` per part and model).
 
-Writes ``lib/headlab/results/what_breaks.json``: for each part the settings, the measured
+Writes ``lib/deviating/results/what_breaks.json``: for each part the settings, the measured
 values and the seconds it took, plus the command and versions. The chapter loads this file by
 default (its cells stay far below the build's per-cell limit). The experiments are
-:func:`headlab.experiments.what_breaks.run_what_breaks` (parts and sizes described there).
+:func:`deviating.experiments.what_breaks.run_what_breaks` (parts and sizes described there).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from headlab.experiments.what_breaks import ORGANISMS, OUT, PARTS
+    from deviating.experiments.what_breaks import ORGANISMS, OUT, PARTS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="merge results files of split runs (e.g. one seed each) into --out and stop")
     args = parser.parse_args(argv)
     if args.merge:
-        from headlab.experiments.what_breaks import merge_results
+        from deviating.experiments.what_breaks import merge_results
 
         try:
             merge_results(args.merge, out=args.out)
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from headlab.experiments.what_breaks import WhatBreaksSizes, run_what_breaks
+    from deviating.experiments.what_breaks import WhatBreaksSizes, run_what_breaks
 
     torch.set_num_threads(1)
     command = "python scripts/what_breaks.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))

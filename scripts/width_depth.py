@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The width/depth/d_head sweep of chapter 8: regenerates ``lib/headlab/results/width_depth.json``.
+"""The width/depth/d_head sweep of chapter 8: regenerates ``lib/deviating/results/width_depth.json``.
 
-Trains every recipe of ``headlab.training.recipes.width_depth.WIDTH_DEPTH`` at each seed with
-:func:`headlab.experiments.width_depth.run_sweep` (what is trained and recorded is described there):
+Trains every recipe of ``deviating.training.recipes.width_depth.WIDTH_DEPTH`` at each seed with
+:func:`deviating.experiments.width_depth.run_sweep` (what is trained and recorded is described there):
 
 * width at equal compute: 2 layers with 1, 2, 4, 8, 16, 32 heads, so d_head = 64, 32, ..., 2;
 * depth at equal tokens: 1, 2, 4 layers of 4 heads, the same 700 steps;
@@ -24,7 +24,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from headlab.experiments.width_depth import OUT
+    from deviating.experiments.width_depth import OUT
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from headlab.experiments.width_depth import merge_results, run_sweep
+    from deviating.experiments.width_depth import merge_results, run_sweep
 
     try:
         if args.merge:

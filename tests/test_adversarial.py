@@ -1,5 +1,5 @@
-"""Tests of headlab.analysis.adversarial (trigger search and its random control) and of
-headlab.analysis.inspection (mean vs per-head detection)."""
+"""Tests of deviating.analysis.adversarial (trigger search and its random control) and of
+deviating.analysis.inspection (mean vs per-head detection)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from headlab.analysis.adversarial import Target, margins, random_triggers, slots_before_sentence, trigger_search
-from headlab.analysis.inspection import (detection_rates, flag_inputs, peak_weight, rates_from_scores, suspicion,
+from deviating.analysis.adversarial import Target, margins, random_triggers, slots_before_sentence, trigger_search
+from deviating.analysis.inspection import (detection_rates, flag_inputs, peak_weight, rates_from_scores, suspicion,
                                          weight_before)
 from headlab.heads.model import HeadModel
 from headlab.models.gpt import GPT, GPTConfig
@@ -184,7 +184,7 @@ def test_weight_before_the_sentence_and_rates_from_scores():
 
 import numpy as np  # noqa: E402
 
-from headlab.analysis.inspection import auc_difference, inspector_scores, roc_auc, tpr_at_fpr  # noqa: E402
+from deviating.analysis.inspection import auc_difference, inspector_scores, roc_auc, tpr_at_fpr  # noqa: E402
 
 
 def test_roc_auc_counts_ties_as_half():

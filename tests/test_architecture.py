@@ -1,4 +1,4 @@
-"""The shape of ``lib/headlab``, checked on every run by reading its source (no import).
+"""The shape of ``lib/headlab`` and ``lib/deviating``, checked on every run by reading its source (no import).
 
 The rules (CONTRIBUTING.md, "Where code goes"):
 
@@ -24,6 +24,8 @@ from conftest import ROOT
 
 LIB = ROOT / "lib"
 PACKAGE = LIB / "headlab"
+BOOK = LIB / "deviating"
+ROOTS = {"headlab", "deviating"}  # the two top-level packages of the distribution
 MAX_LINES = 400
 ADAPTERS = "headlab.heads.adapters"
 # every family name the adapters know, besides those read from adapters.py itself
@@ -61,10 +63,10 @@ def _module_name(path: Path) -> str:
 
 @functools.lru_cache(maxsize=1)
 def library() -> tuple[Module, ...]:
-    """Every module of lib/headlab."""
+    """Every module of lib/headlab and lib/deviating."""
     return tuple(
         Module(_module_name(p), p.relative_to(ROOT).as_posix(), p.read_text(encoding="utf-8"))
-        for p in sorted(PACKAGE.rglob("*.py"))
+        for p in sorted(PACKAGE.rglob("*.py")) + sorted(BOOK.rglob("*.py"))
     )
 
 
@@ -119,11 +121,11 @@ def private_imports(module: Module, modules: set[str]) -> list[str]:
     for node in ast.walk(module.tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] == "headlab":
+                if alias.name.split(".")[0] in ROOTS:
                     check_module_path(alias.name, node.lineno)
         elif isinstance(node, ast.ImportFrom):
             source = _resolve(module, node)
-            if source.split(".")[0] != "headlab":
+            if source.split(".")[0] not in ROOTS:
                 continue
             check_module_path(source, node.lineno)
             for alias in node.names:
@@ -290,22 +292,22 @@ def test_scanner_counts_lines():
 
 
 def test_scanner_private_imports():
-    names = {"headlab", "headlab.training.loop", "headlab.training.distill", "headlab.kernels._checks",
-             "headlab.kernels.loops", "headlab.viz.sae", "headlab._compat"}
-    distill = _mod("headlab.training.distill", "def f():\n    from headlab.training.loop import _lr_at, train\n")
+    names = {"headlab", "deviating.training.loop", "deviating.training.distill", "headlab.kernels._checks",
+             "headlab.kernels.loops", "deviating.figures.sae", "headlab._compat"}
+    distill = _mod("deviating.training.distill", "def f():\n    from deviating.training.loop import _lr_at, train\n")
     (msg,) = private_imports(distill, names)
-    assert msg.startswith("lib/headlab/training/distill.py:2: imports _lr_at from headlab.training.loop")
-    relative = _mod("headlab.training.distill", "from .loop import _lr_at\n")
-    assert private_imports(relative, names) and "headlab.training.loop" in private_imports(relative, names)[0]
+    assert msg.startswith("lib/deviating/training/distill.py:2: imports _lr_at from deviating.training.loop")
+    relative = _mod("deviating.training.distill", "from .loop import _lr_at\n")
+    assert private_imports(relative, names) and "deviating.training.loop" in private_imports(relative, names)[0]
     # a private module may be used inside its own package, not from outside it
     assert private_imports(_mod("headlab.kernels.loops", "from headlab.kernels._checks import check_finite\n"),
                            names) == []
-    (msg,) = private_imports(_mod("headlab.viz.sae", "from headlab.kernels._checks import check_finite\n"), names)
+    (msg,) = private_imports(_mod("deviating.figures.sae", "from headlab.kernels._checks import check_finite\n"), names)
     assert "private module headlab.kernels._checks from outside headlab.kernels" in msg
-    (msg,) = private_imports(_mod("headlab.viz.sae", "import headlab.kernels._checks as c\n"), names)
+    (msg,) = private_imports(_mod("deviating.figures.sae", "import headlab.kernels._checks as c\n"), names)
     assert "headlab.kernels._checks" in msg
     assert private_imports(_mod("headlab", "from headlab import _compat\n", init=True), names) == []
-    assert private_imports(_mod("headlab.viz.sae", "from numpy import _core\nfrom headlab.viz.figures import "
+    assert private_imports(_mod("deviating.figures.sae", "from numpy import _core\nfrom headlab.viz.figures import "
                                                    "as_array\n"), names) == []
 
 

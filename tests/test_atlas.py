@@ -14,7 +14,7 @@ import torch
 import headlab.__main__ as entry
 from headlab.analysis.atlas import ATLAS_SCORES, compute_atlas, default_texts, plot_atlas, repeated_random_tokens
 from headlab.analysis.detect import LABELS, previous_token_score
-from headlab.models.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model
+from deviating.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRED_SCORES = {"previous_token", "next_token", "first_token", "punctuation", "entropy", "duplicate_token",
@@ -137,7 +137,7 @@ def test_repeated_random_tokens_on_wordpiece(minilm):
 def test_synthetic_language_model_gets_synthetic_texts_and_rare_words():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from headlab.data.language import Language, tokenizer
+    from deviating.data.language import Language, tokenizer
     from headlab.heads.model import HeadModel
 
     tok = tokenizer(Language())
@@ -215,7 +215,7 @@ def test_load_atlas_reads_the_shipped_atlases_and_upgrades_0_1_ones(tmp_path):
     from headlab.analysis.atlas import load_atlas
     from headlab.schema import SchemaError
 
-    shipped = files("headlab") / "results" / "atlases" / "organism.json"
+    shipped = files("deviating") / "results" / "atlases" / "organism.json"
     atlas = load_atlas(shipped)
     assert atlas["schema"] == "headlab.atlas/1" and atlas["heads"][0]["head"] == [0, 0]
     assert [h["head"] for h in atlas["heads"]] == [[l, h] for l in range(atlas["n_layers"])

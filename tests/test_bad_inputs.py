@@ -582,7 +582,7 @@ for label, damage in CHECKPOINT_DAMAGE.items():
         r"tokenizer\.json" if "tokenizer" in label else r"model\.safetensors")
     ROWS.append(Row("api: checkpoints", f"load(<folder with {label}>)",
                     lambda env, d=damage, n=label: headlab.load(broken_checkpoint(env, n.replace(" ", "_")[:20], d)),
-                    (headlab.models.checkpoints.CheckpointError,), pat + r".*python -m headlab train"))
+                    (headlab.models.checkpoints.CheckpointError,), pat + r".*python -m deviating train"))
 rows("api: checkpoints", "load_organism", ["no-such", "", None], lambda env, v: headlab.models.checkpoints.load_organism(v),
      (ValueError, TypeError), lambda v: esc(repr(v)))
 ROWS.append(Row("api: checkpoints", "verify_checkpoint(<not a folder>)",
@@ -615,7 +615,7 @@ rows("api: models", "gate_inputs", [[(1.5, 0)], [(9, 0)], [("0", "1")], [(True, 
 
 
 def _planted(**kw):
-    from headlab.models.planted import planted_model
+    from deviating.planted import planted_model
     return planted_model(**kw)
 
 
@@ -631,8 +631,13 @@ def _(env):
 # ------------------------------------------------------------------------------ the command line
 
 def cli(env, *argv: str):
-    """``python -m headlab ARGV`` in-process: ``(exit code, stdout, stderr)``."""
-    from headlab.__main__ import main
+    """``python -m headlab ARGV`` (or ``python -m deviating ARGV`` for the book's commands) in-process:
+    ``(exit code, stdout, stderr)``."""
+    from deviating.__main__ import COMMAND_MODULES as BOOK, main as book_main
+    from headlab.__main__ import main as lib_main
+    book = {"train", "report", "grade"}
+    assert len(BOOK) == len(book)
+    main = book_main if argv and argv[0] in book else lib_main
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:

@@ -7,7 +7,7 @@ import torch
 
 from headlab import HeadModel
 from headlab.models.gpt import GPT, GPTConfig
-from headlab.data.windows import LanguageWindows
+from deviating.data.windows import LanguageWindows
 from headlab.viz.widgets import HeadCountPatterns, heads_widget
 
 TEXT = "the loud hunter sleeps . he smiles ."

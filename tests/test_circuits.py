@@ -12,7 +12,7 @@ from headlab.analysis.circuits import (
     head_weights, induction_circuit, pattern_change, random_composition_baseline,
 )
 from headlab.analysis.detect import induction_score, uniform_pattern
-from headlab.models.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
+from deviating.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
 from headlab.heads.model import HeadModel
 from tiny_models import make_model
 

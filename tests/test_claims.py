@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from headlab.ledger import CLAIMS, SCHEMA, Verdict, claims_dir, load_all, markdown_table, report
+from deviating.ledger import CLAIMS, SCHEMA, Verdict, claims_dir, load_all, markdown_table, report
 from headlab.schema import SchemaError
 
 
@@ -59,14 +59,14 @@ def test_the_ledger_reads_0_1_files_and_refuses_newer_ones(tmp_path):
 
 
 def test_the_claims_ship_with_the_package():
-    import headlab
+    import deviating
 
-    assert claims_dir() == Path(headlab.__file__).parent / "results" / "claims"
+    assert claims_dir() == Path(deviating.__file__).parent / "results" / "claims"
     assert sorted(p.stem for p in claims_dir().glob("*.json"))[:2] == ["ch01", "ch02"]
 
 
 def _lead_row(low, high, seeds=(None,)):
-    from headlab.verdicts import ClaimRow, Measurement
+    from deviating.verdicts import ClaimRow, Measurement
 
     ms = tuple(Measurement("held-out items", 0.12, low, high, 185, s) for s in seeds)
     return ClaimRow("C4", "MiniLM, English set", "accuracy lead over the nearest mention", 0.0,
@@ -74,7 +74,7 @@ def _lead_row(low, high, seeds=(None,)):
 
 
 def test_a_measured_row_gets_its_verdict_from_the_rule_and_shows_its_numbers(tmp_path, monkeypatch):
-    from headlab.ledger import summary
+    from deviating.ledger import summary
 
     monkeypatch.setenv("HEADLAB_CLAIMS_DIR", str(tmp_path))
     monkeypatch.setenv("HEADLAB_WRITE_CLAIMS", "1")

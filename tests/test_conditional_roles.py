@@ -1,4 +1,4 @@
-"""headlab.analysis.conditional_roles: chapter 7's subject head by construction, through the book's
+"""deviating.analysis.conditional_roles: chapter 7's subject head by construction, through the book's
 one definition (headlab.analysis.roles.syntactic), on a model whose heads are set by hand on real
 windows of the synthetic language, so that every answer is known.
 
@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from headlab.analysis.conditional_roles import SEPARATED, construction_of, subject_head_by_construction
-from headlab.data.language import agreement_items
+from deviating.analysis.conditional_roles import SEPARATED, construction_of, subject_head_by_construction
+from deviating.data.language import agreement_items
 from headlab.stats import split_items
-from headlab.training.recipes import RECIPES
+from deviating.training.recipes import RECIPES
 
 
 class _HandModel:

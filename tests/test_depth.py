@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from headlab.analysis.depth import pair_interaction, seen_token_guess, top_previous_token_heads
-from headlab.exercises.fixtures import repeated_batch
-from headlab.models.planted import FIRST_TOKEN_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
+from deviating.analysis.depth import pair_interaction, seen_token_guess, top_previous_token_heads
+from deviating.exercises.fixtures import repeated_batch
+from deviating.planted import FIRST_TOKEN_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
 
 
 def test_seen_token_guess_known_answer():

@@ -15,7 +15,7 @@ from headlab.analysis.detect import (
     previous_token_score, punctuation_score, rare_token_score, relation_accuracy, relation_scores,
     separator_score, synthetic_relation_set, synthetic_token_frequency, token_masks, unembedding,
 )
-from headlab.models.planted import (
+from deviating.planted import (
     FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model,
 )
 from tiny_models import make_model, random_batch
@@ -317,7 +317,7 @@ def key_mass(p, keys, mask, causal):
 
 @pytest.fixture(scope="module")
 def synthetic():
-    from headlab.data.language import Language, pack, tokenizer
+    from deviating.data.language import Language, pack, tokenizer
 
     lang = Language()
     windows = pack(lang.sample(30, seed=0), n_ctx=48)
@@ -367,7 +367,7 @@ def test_reverse_relation_and_coreference_baseline(synthetic):
 
 
 def test_rare_token_frequencies_of_the_synthetic_language(synthetic):
-    from headlab.data.language import tokenizer
+    from deviating.data.language import tokenizer
 
     lang, windows, _ = synthetic
     tok = tokenizer(lang)
@@ -467,7 +467,7 @@ def test_token_masks_on_wordpiece(minilm):
 
 
 def test_english_relations_align_to_subtokens(minilm):
-    from headlab.data.language import load_english
+    from deviating.data.language import load_english
 
     items = load_english()
     rs = english_relation_set(minilm.tokenizer, items)

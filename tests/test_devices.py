@@ -46,8 +46,8 @@ def test_load_auto_places_the_model():
 
 
 def test_train_accepts_auto():
-    from headlab.training.loop import train
-    from headlab.training.recipes import RECIPES
+    from deviating.training.loop import train
+    from deviating.training.recipes import RECIPES
 
     result = train(RECIPES["tiny-attn-2l"], steps=2, device="auto", progress=False)
     assert result.info["device"] == str(resolve_device("auto"))

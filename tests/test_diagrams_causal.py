@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 
 from headlab.analysis.detect.calibration import StableLabels  # noqa: E402
 from headlab.viz.atlas import plot_atlas, plot_lift_vs_effect  # noqa: E402
-from headlab.viz.diagrams.causal_positions import plot_causal_positions  # noqa: E402
+from deviating.diagrams.causal_positions import plot_causal_positions  # noqa: E402
 from headlab.viz.figures import new_axes  # noqa: E402
 
 

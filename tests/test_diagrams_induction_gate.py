@@ -8,8 +8,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from headlab.viz.diagrams.gate import draw_gate  # noqa: E402
-from headlab.viz.diagrams.induction_circuit import draw_induction_circuit  # noqa: E402
+from deviating.diagrams.gate import draw_gate  # noqa: E402
+from deviating.diagrams.induction_circuit import draw_induction_circuit  # noqa: E402
 from headlab.viz.figures import MIN_FONT_SIZE  # noqa: E402
 
 

@@ -7,8 +7,8 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from headlab.viz.diagrams.head_split import draw_head_split  # noqa: E402
-from headlab.viz.diagrams.tiles import draw_tiles  # noqa: E402
+from deviating.diagrams.head_split import draw_head_split  # noqa: E402
+from deviating.diagrams.tiles import draw_tiles  # noqa: E402
 from headlab.viz.figures import MIN_FONT_SIZE, new_axes  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Head averaging (headlab.analysis.averaging) and attention-transfer distillation (headlab.training.distill)."""
+"""Head averaging (deviating.analysis.averaging) and attention-transfer distillation (deviating.training.distill)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from headlab.analysis.averaging import average_heads, layer_mean_pattern, layer_mean_z
-from headlab.training.distill import attention_transfer_loss, distill, transfer_targets
+from deviating.analysis.averaging import average_heads, layer_mean_pattern, layer_mean_z
+from deviating.training.distill import attention_transfer_loss, distill, transfer_targets
 from headlab.heads.model import HeadModel
 from headlab.models.gpt import GPT, GPTConfig
 
@@ -154,7 +154,7 @@ def test_transfer_loss_errors():
 
 @pytest.fixture(scope="module")
 def tiny_recipe():
-    from headlab.training.recipes import RECIPES
+    from deviating.training.recipes import RECIPES
 
     base = RECIPES["distill-student"]
     config = dataclasses.replace(base.config, d_model=16, n_heads=2, d_head=8, d_mlp=32)
@@ -163,7 +163,7 @@ def tiny_recipe():
 
 
 def test_distill_without_transfer_is_the_plain_training_run(tiny_recipe):
-    from headlab.training.loop import train
+    from deviating.training.loop import train
 
     teacher = HeadModel(GPT(tiny_recipe.config).eval())
     plain = train(tiny_recipe, seed=3, steps=4, progress=False)
@@ -209,7 +209,7 @@ def test_distill_rejects_bad_settings(tiny_recipe):
 
 # Recorded with distill as it was before it ran on the one training loop (its own copy of the loop,
 # commit 10ebb64): (val_loss, train_lm_loss, train_transfer_loss at the end, sum of the embedding, sum
-# of layer 1's W_Q). Moving it onto headlab.training.loop changed no number.
+# of layer 1's W_Q). Moving it onto deviating.training.loop changed no number.
 BEFORE_THE_LOOP = {
     "mean": (6.446476459503174, 6.658520796308665, 1.3646122476275262, -3.076869180999438, -1.1040488844300853),
     "mean_to_mean": (6.447791576385498, 6.658720136308072, 1.359745013444498, -3.1161812029445173, -1.079944065597374),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from headlab.exercises._core import ExerciseFailed
-from headlab.exercises.fused import check_online_softmax_update
+from deviating.exercises._core import ExerciseFailed
+from deviating.exercises.fused import check_online_softmax_update
 
 
 def right(m, l, acc, scores, values):

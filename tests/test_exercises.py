@@ -21,7 +21,7 @@ import pytest
 from conftest import ROOT, chapter_notebooks
 from make_student import MalformedExercise, find_exercises, setup_cell_index
 
-from headlab.exercises import ExerciseFailed
+from deviating.exercises import ExerciseFailed
 
 
 def _cases() -> list:
@@ -88,8 +88,8 @@ def test_check_rejects_stub_and_accepts_solution(nb_path: Path, exercise, nb, ca
 def test_checks_do_not_ship_solutions(nb_path: Path, exercise, nb) -> None:  # noqa: ANN001
     """The check module must not define (or import) the function the reader writes."""
     source = nb["cells"][exercise.check]["source"]
-    modules = re.findall(r"from\s+(headlab\.exercises\.\w+)\s+import", source)
-    assert modules, f"{exercise.label}: the check cell imports nothing from headlab.exercises.chNN"
+    modules = re.findall(r"from\s+(deviating\.exercises\.\w+)\s+import", source)
+    assert modules, f"{exercise.label}: the check cell imports nothing from deviating.exercises.chNN"
     for name in modules:
         module = importlib.import_module(name)
         assert not hasattr(module, exercise.function), (
@@ -101,7 +101,7 @@ def test_checks_do_not_ship_solutions(nb_path: Path, exercise, nb) -> None:  # n
 
 
 def _softmax_check():
-    from headlab.exercises.ch00 import check_stable_softmax
+    from deviating.exercises.ch00 import check_stable_softmax
 
     return check_stable_softmax
 
@@ -168,14 +168,14 @@ def test_tensor_like_answers_are_accepted(capsys) -> None:  # noqa: ANN001
 
 
 def test_run_cases_needs_cases() -> None:
-    from headlab.exercises import run_cases
+    from deviating.exercises import run_cases
 
     with pytest.raises(ValueError, match="at least one Case"):
         run_cases(_good_softmax, [])
 
 
 def test_compare_number_accepts_one_close_number_and_explains_the_rest() -> None:
-    from headlab.exercises import compare_number
+    from deviating.exercises import compare_number
 
     assert compare_number(0.5, 0.5) is None
     assert compare_number(np.array([0.5 + 1e-8]), 0.5) is None  # a 1-element array is one number
@@ -209,7 +209,7 @@ def test_a_stub_prints_one_line_and_a_wrong_answer_renders_as_its_message(capsys
 
 
 def test_a_hidden_case_never_prints_its_expected_value() -> None:
-    from headlab.exercises import Case, run_cases
+    from deviating.exercises import Case, run_cases
 
     secret = np.array([0.123456, 0.876544])
     with pytest.raises(ExerciseFailed) as failure:
@@ -219,7 +219,7 @@ def test_a_hidden_case_never_prints_its_expected_value() -> None:
 
 
 def test_recording_runs_every_case_and_counts_them(capsys) -> None:
-    from headlab.exercises import recording
+    from deviating.exercises import recording
 
     def no_stable(scores):  # right on ordinary rows, NaN on the extreme ones
         e = np.exp(np.asarray(scores, dtype=float))
@@ -237,8 +237,8 @@ def test_recording_runs_every_case_and_counts_them(capsys) -> None:
 
 
 def test_calling_the_librarys_answer_fails_with_the_reason() -> None:
-    from headlab.exercises import ForbiddenCall
-    from headlab.exercises.ch06 import check_gini
+    from deviating.exercises import ForbiddenCall
+    from deviating.exercises.ch06 import check_gini
 
     def gini_of(effects):
         from headlab.analysis.importance import gini
@@ -254,8 +254,8 @@ def test_calling_the_librarys_answer_fails_with_the_reason() -> None:
 
 
 def test_summary_lists_each_exercise(capsys) -> None:
-    from headlab.exercises import summary
-    from headlab.exercises._core import _RESULTS
+    from deviating.exercises import summary
+    from deviating.exercises._core import _RESULTS
 
     _RESULTS.clear()
 

@@ -1,4 +1,4 @@
-"""The experiments behind the stored results of chapters 7 and 8 (headlab.experiments), at a tiny size:
+"""The experiments behind the stored results of chapters 7 and 8 (deviating.experiments), at a tiny size:
 each runs, is deterministic, and writes the keys and value types of the shipped file it regenerates."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from headlab.training.recipes import RECIPES
+from deviating.training.recipes import RECIPES
 
-RESULTS = Path(__file__).resolve().parent.parent / "lib" / "headlab" / "results"
+RESULTS = Path(__file__).resolve().parent.parent / "lib" / "deviating" / "results"
 # written by every run, different every time
 TIMINGS = {"seconds", "train_seconds", "cpu_seconds", "wall_seconds", "total_wall_seconds", "total_cpu_seconds",
            "written_utc", "computed_at", "iterative_seconds", "importance_seconds", "curve_seconds"}
@@ -68,7 +68,7 @@ TINY = dict(models=("organism",), eval_windows=6, prune_eval_windows=6, counts=(
 def what_breaks(tmp_path_factory):
     """Every part at a tiny size, twice (big enough that the trigger search succeeds at least once,
     so that every key of the shipped file is written)."""
-    from headlab.experiments.what_breaks import WhatBreaksSizes, run_what_breaks
+    from deviating.experiments.what_breaks import WhatBreaksSizes, run_what_breaks
 
     sizes = WhatBreaksSizes(**TINY)
     out = tmp_path_factory.mktemp("what_breaks") / "what_breaks.json"
@@ -110,8 +110,8 @@ def test_what_breaks_is_deterministic(what_breaks):
 
 @pytest.mark.slow
 def test_the_claim_rows_are_built_from_the_run_and_judged_by_the_rule(what_breaks):
-    from headlab.experiments import what_breaks_rows as rows
-    from headlab.verdicts import KINDS, judge
+    from deviating.experiments import what_breaks_rows as rows
+    from deviating.verdicts import KINDS, judge
 
     _, _, first, _ = what_breaks
     c10 = rows.c10_organism_row(first["pruning"], n_resamples=200)
@@ -124,7 +124,7 @@ def test_the_claim_rows_are_built_from_the_run_and_judged_by_the_rule(what_break
 
 
 def test_runs_split_over_processes_merge_into_one_file(tmp_path):
-    from headlab.experiments.what_breaks import merge_results
+    from deviating.experiments.what_breaks import merge_results
 
     settings = {"counts": [0, 2], "models": ["organism"]}
     a = {"command": "a", "pruning": {"settings": settings, "models": {"organism": {"x": 1}}, "seconds": 1.0}}
@@ -144,7 +144,7 @@ def test_runs_split_over_processes_merge_into_one_file(tmp_path):
 
 
 def test_results_files_keep_lists_of_numbers_on_one_line():
-    from headlab.experiments.records import dumps
+    from deviating.experiments.records import dumps
 
     x = {"a": [1, 2.5, None], "b": {"c": [[1, 2], [3]], "d": {}}, "e": []}
     text = dumps(x)
@@ -153,7 +153,7 @@ def test_results_files_keep_lists_of_numbers_on_one_line():
 
 
 def test_what_breaks_rejects_an_unknown_part_or_model():
-    from headlab.experiments.what_breaks import WhatBreaksSizes, run_what_breaks
+    from deviating.experiments.what_breaks import WhatBreaksSizes, run_what_breaks
 
     with pytest.raises(ValueError, match=r"unknown part\(s\) \['pruned'\]"):
         run_what_breaks(["pruned"], out=None)
@@ -162,7 +162,7 @@ def test_what_breaks_rejects_an_unknown_part_or_model():
 
 
 def test_window_difference_pools_items_over_windows():
-    from headlab.experiments.what_breaks_rows import window_difference
+    from deviating.experiments.what_breaks_rows import window_difference
 
     est = window_difference([2, 0, 1], [1, 0, 1], [2, 2, 1])  # 5 items: 3 right vs 2 right
     assert est.value == pytest.approx(0.2) and est.n == 3
@@ -171,7 +171,7 @@ def test_window_difference_pools_items_over_windows():
 
 
 def test_the_students_row_compares_targets_over_seeds():
-    from headlab.experiments.what_breaks_rows import c12_students_row
+    from deviating.experiments.what_breaks_rows import c12_students_row
 
     def run(target, seed, loss, acc):
         return {"target": target, "seed": seed,
@@ -190,9 +190,9 @@ def test_the_students_row_compares_targets_over_seeds():
 def test_what_breaks_c4_row_judges_separated_constructions_against_the_stronger_baseline():
     from types import SimpleNamespace
 
-    from headlab.experiments.what_breaks_rows import c4_row
+    from deviating.experiments.what_breaks_rows import c4_row
     from headlab.stats.results import Estimate
-    from headlab.verdicts import judge
+    from deviating.verdicts import judge
 
     def head(value, low, high, strongest):
         return SimpleNamespace(lead=Estimate(value, low, high, 20), strongest=strongest)
@@ -224,7 +224,7 @@ def tiny_student():
 
 
 def _students(out: Path, recipe, checkpoints=None) -> dict:
-    from headlab.experiments.students import distill_students
+    from deviating.experiments.students import distill_students
 
     return distill_students(["none", "per_head"], [0], steps=2, out=out, checkpoints=checkpoints, command="tiny",
                             recipe=recipe, specialist_windows=4, progress=False)
@@ -252,7 +252,7 @@ def test_students_write_the_shipped_schema_deterministically(tmp_path, tiny_stud
 
 
 def test_students_resume_and_refuse_unknown_targets(tmp_path, tiny_student, capsys):
-    from headlab.experiments.students import distill_students
+    from deviating.experiments.students import distill_students
 
     out = tmp_path / "d.json"
     _students(out, tiny_student)
@@ -267,8 +267,8 @@ def test_students_resume_and_refuse_unknown_targets(tmp_path, tiny_student, caps
 
 
 def test_width_depth_sweep_writes_the_shipped_schema_deterministically_and_resumes(tmp_path):
-    from headlab.experiments.width_depth import run_sweep
-    from headlab.training.recipes.width_depth import WIDTH_DEPTH
+    from deviating.experiments.width_depth import run_sweep
+    from deviating.training.recipes.width_depth import WIDTH_DEPTH
 
     tiny = {n: dataclasses.replace(WIDTH_DEPTH[n], eval_size=8) for n in ("wd-2l-1h", "wd-1l-4h-flops")}
     a = run_sweep(None, [0], steps=2, out=tmp_path / "a.json", progress=False, command="tiny", recipes=tiny)
@@ -291,7 +291,7 @@ def test_width_depth_sweep_writes_the_shipped_schema_deterministically_and_resum
 
 
 def test_saes_write_the_shipped_schema_deterministically(tmp_path):
-    from headlab.experiments.saes import train_saes
+    from deviating.experiments.saes import train_saes
 
     kwargs = dict(model="organism", windows=4, eval_windows=2, features=16, k=2, l1=0.01, seeds=[0],
                   head_features=4, head_steps=5, steps=10, batch_size=64, command="tiny", progress=False)
@@ -305,7 +305,7 @@ def test_saes_write_the_shipped_schema_deterministically(tmp_path):
         shipped = json.loads((RESULTS / "saes" / f"{name}.json").read_text())
         assert differences(schema(written), schema(shipped)) == [], name
         assert written["training"]["steps"] == (5 if "head" in name else 10)
-    from headlab.analysis.sae.model import load_sae  # the weights load back, their sha256 checked
+    from deviating.analysis.sae.model import load_sae  # the weights load back, their sha256 checked
 
     sae, record = load_sae(tmp_path / "a" / "organism-L2-topk-s0")
     assert record["config"]["n_features"] == sae.n_features == 16

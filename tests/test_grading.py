@@ -1,4 +1,4 @@
-"""Grading end to end: ``python -m headlab grade`` on a blank student edition, the full solutions,
+"""Grading end to end: ``python -m deviating grade`` on a blank student edition, the full solutions,
 a mixed submission and a broken one, each run in its own sandboxed kernel.
 
 One small notebook is the fixture: four real exercises of the book (their task, stub, solution and
@@ -28,9 +28,9 @@ import pytest
 from conftest import ROOT, chapter_notebooks
 from make_student import find_exercises
 
-from headlab.exercises.grading import gradescope_results, grade_notebook, write_csv
-from headlab.exercises.sandbox import execute_sandboxed
-from headlab.exercises.student import student_notebook
+from deviating.exercises.grading import gradescope_results, grade_notebook, write_csv
+from deviating.exercises.sandbox import execute_sandboxed
+from deviating.exercises.student import student_notebook
 
 pytestmark = pytest.mark.slow
 
@@ -162,14 +162,14 @@ def test_the_cli_handles_a_file_that_is_not_a_notebook(graded, tmp_path) -> None
     bad = tmp_path / "bad.ipynb"
     bad.write_text("this is not json")
     out = tmp_path / "results.json"
-    proc = subprocess.run([sys.executable, "-m", "headlab", "grade", str(bad), "--reference", str(graded["student"]),
+    proc = subprocess.run([sys.executable, "-m", "deviating", "grade", str(bad), "--reference", str(graded["student"]),
                            "--gradescope", str(out), "--csv", str(tmp_path / "g.csv")],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     results = json.loads(out.read_text())
     assert results["score"] == 0 and "not a readable notebook" in results["output"]
     assert len(results["tests"]) == 4
-    proc = subprocess.run([sys.executable, "-m", "headlab", "grade", str(bad), str(bad), "--gradescope", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "deviating", "grade", str(bad), str(bad), "--gradescope", str(out)],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and "exactly one submission" in proc.stderr
 
@@ -197,8 +197,8 @@ def test_importing_a_forbidden_module_inside_the_stub_is_no_forbidden_call() -> 
     its classes' bodies under the guard: only the call of the library's function may be named."""
     code = textwrap.dedent("""
         import numpy as np
-        from headlab.exercises import ForbiddenCall
-        from headlab.exercises.ch06 import check_gini
+        from deviating.exercises import ForbiddenCall
+        from deviating.exercises.ch06 import check_gini
 
         def gini_of(effects):
             from headlab.analysis.importance import gini

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from headlab.analysis.importance_stats import (
+from deviating.analysis.importance_stats import (
     layer_shares, mean_interaction, missed_tail_share, rank_gap, reference_gini, share_below, tail_gini,
 )
 

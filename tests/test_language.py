@@ -1,4 +1,4 @@
-"""Tests of headlab.data.language: the generator's ground truth, packing, items, tokenizer, English set."""
+"""Tests of deviating.data.language: the generator's ground truth, packing, items, tokenizer, English set."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-import headlab.data.language as hl
-from headlab.data.language import (
+import deviating.data.language as hl
+from deviating.data.language import (
     Document, Language, agreement_items, align_words, copy_items, encode, load_english, pack,
     pronoun_items, rare_items, tokenizer,
 )

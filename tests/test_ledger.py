@@ -12,7 +12,7 @@ import pytest
 
 from conftest import CHAPTERS, chapter_notebooks
 
-from headlab.ledger import (CLAIMS, SCHEMA, Verdict, badge, chapter_link, claims_dir, counts_markdown, disagreements,
+from deviating.ledger import (CLAIMS, SCHEMA, Verdict, badge, chapter_link, claims_dir, counts_markdown, disagreements,
                             load_all, markdown_table, model_key, summary)
 
 CLAIMS_DIR = claims_dir()
@@ -73,7 +73,7 @@ def test_each_file_agrees_with_the_table_its_chapter_shows(path: Path) -> None:
     assert notebook is not None, f"{path.name}: no single chapter notebook chapters/{chapter[2:]}_*/ shows it"
     tables = _shown_tables(nbformat.read(notebook, as_version=4)).get(chapter, [])
     assert len(tables) == 1, (f"{notebook.name} should show its claims table exactly once (a cell calling "
-                              f"headlab.ledger.report({chapter!r}, ...) with its output stored); found {len(tables)}")
+                              f"deviating.ledger.report({chapter!r}, ...) with its output stored); found {len(tables)}")
     expected = markdown_table(data["rows"])
     assert tables[0] == expected, (f"{path.name} and the table stored in {notebook.name} differ: re-execute the "
                                    "chapter with scripts/execute_notebooks.py and commit both")
@@ -130,7 +130,7 @@ def test_model_key_and_disagreements_on_known_cases() -> None:
     found = {d["claim"]: d for d in disagreements(ledger)}
     assert set(found) == {"C3", "C7"} and found["C3"]["stated"] and not found["C7"]["stated"]
     # two quantities of one claim on one model (C15: polysemantic heads; features found again) may differ
-    from headlab.verdicts import ClaimRow, Measurement, to_json
+    from deviating.verdicts import ClaimRow, Measurement, to_json
 
     def measured(quantity, effect):
         row = ClaimRow("C15", "organism, layer 2", quantity, null=0.5, null_label="half", direction="greater",

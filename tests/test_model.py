@@ -348,7 +348,7 @@ def test_gated_is_ablate_with_an_explicit_gate_and_checks_the_gate_was_reached()
     """``gated`` with a 0 at (l, h) equals ``ablate([(l, h)])``; a gate per input row ablates per row."""
     import torch
 
-    from headlab.models.planted import planted_model
+    from deviating.planted import planted_model
 
     hm = planted_model()
     ids = torch.randint(2, 20, (3, 12), generator=torch.Generator().manual_seed(0))

@@ -281,7 +281,7 @@ def test_detectors_respect_padding_and_empty_inputs():
 # ---------------------------------------------------------------------------- the planted model
 
 def test_planted_model_is_the_books_gpt_with_hand_set_weights():
-    from headlab.models.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, PlantedModel, planted_model
+    from deviating.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, PlantedModel, planted_model
 
     state = torch.get_rng_state()
     hm = planted_model(d_vocab=10, n_ctx=12)

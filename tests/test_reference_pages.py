@@ -12,7 +12,7 @@ import re
 import pytest
 from conftest import CHAPTERS, ROOT
 
-from headlab.ledger import CLAIMS
+from deviating.ledger import CLAIMS
 
 PAGES = [CHAPTERS / "claims_and_sources.md", CHAPTERS / "glossary.md"]
 LABEL = re.compile(r"^\(([\w-]+)\)=\s*$", re.M)

@@ -10,13 +10,13 @@ import re
 import pytest
 import torch
 
-import headlab.__main__ as entry
-import headlab.report as report_module
-from headlab.models.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
+import deviating.__main__ as entry
+import deviating.report as report_module
+from deviating.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
 from headlab.analysis.importance import Importance
-from headlab.report import JSON_KEYS, THRESHOLDS, checklist, render_markdown, write_report
-from headlab.report import ablation_section, keep_section
-from headlab.report.thresholds import ROLES, TAIL_MEAN_BELOW, TAIL_WORST_ABOVE
+from deviating.report import JSON_KEYS, THRESHOLDS, checklist, render_markdown, write_report
+from deviating.report import ablation_section, keep_section
+from deviating.report.thresholds import ROLES, TAIL_MEAN_BELOW, TAIL_WORST_ABOVE
 
 from tiny_models import make_model
 
@@ -70,9 +70,9 @@ def test_json_has_every_documented_key_and_no_nan(planted_report):
             assert set(planted_report[section]) == set(keys), section
     doc = report_module.__doc__
     for key in {k for keys in JSON_KEYS.values() for k in keys}:
-        assert f"``{key}``" in doc, f"report.json key {key!r} is not documented in headlab.report's docstring"
+        assert f"``{key}``" in doc, f"report.json key {key!r} is not documented in deviating.report's docstring"
     for name in THRESHOLDS:
-        assert f"``{name}``" in doc, f"threshold {name} is not documented in headlab.report's docstring"
+        assert f"``{name}``" in doc, f"threshold {name} is not documented in deviating.report's docstring"
     assert planted_report["thresholds"] == THRESHOLDS
     json.dumps(planted_report, allow_nan=False)  # a NaN would raise: nothing is silently NaN
     per_text = planted_report["ablation"]["per_text"]
@@ -103,9 +103,9 @@ def test_attn_only_2l_circuit_is_the_roles_own_numbers():
     import headlab
     from headlab.analysis.roles.induction import induction_dependence, induction_heads
     from headlab.analysis.roles.orphan import orphan_heads
-    from headlab.report.inputs import report_inputs
+    from deviating.report.inputs import report_inputs
     from headlab.stats import split_items
-    from headlab.training.recipes import RECIPES
+    from deviating.training.recipes import RECIPES
 
     hm = headlab.load("attn-only-2l")
     report = checklist(hm, n_texts=12, scope="top", top_k=4)

@@ -1,6 +1,6 @@
 """The role definitions (headlab.analysis.roles) and the label null (detect.calibration), on known answers.
 
-The planted model of headlab.models.planted has its heads set by hand: 0.0 copies the previous
+The planted model of deviating.planted has its heads set by hand: 0.0 copies the previous
 token, 0.1 attends to the first token and writes nothing, 1.0 is an induction head, 1.1 attends
 uniformly and writes ten times the context's average token (the orphan).
 """
@@ -21,9 +21,9 @@ from headlab.analysis.roles.positional import first_token_heads, previous_token_
 from headlab.analysis.roles.syntactic import (
     OFFSET, SUBJECT_OR_ANTECEDENT, english_split, relation_head, relation_outcomes, subject_or_antecedent_set,
 )
-from headlab.data.spans import repeated_tokens
-from headlab.exercises.fixtures import hand_pattern
-from headlab.models.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model
+from deviating.data.spans import repeated_tokens
+from deviating.exercises.fixtures import hand_pattern
+from deviating.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model
 from headlab.stats import Split, split_items
 
 
@@ -216,8 +216,8 @@ def test_a_head_chosen_elsewhere_is_measured_like_a_chosen_one(planted) -> None:
 
 def test_the_wider_subject_relation_adds_only_a_pronoun_subjects_antecedent() -> None:
     from headlab.analysis.detect.predictive import BEFORE_VERB_SUBJECT, predictive_relation_set
-    from headlab.data.language import agreement_items
-    from headlab.training.recipes import RECIPES
+    from deviating.data.language import agreement_items
+    from deviating.training.recipes import RECIPES
 
     task = RECIPES["organism"].task
     docs = task.eval_data(8).windows

@@ -11,8 +11,8 @@ from headlab.analysis.roles import induction as role
 from headlab.analysis.roles.induction import (
     COPY_SHARE, INDUCTION_LIFT, copying_half, induction_dependence, induction_heads, induction_lifts,
 )
-from headlab.exercises.fixtures import repeated_batch, uniform_induction_score
-from headlab.models.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model
+from deviating.exercises.fixtures import repeated_batch, uniform_induction_score
+from deviating.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model
 
 ROWS = [(10, 10), (12, 8), (14, 6), (11, 9), (13, 7), (10, 10), (15, 5), (12, 8)]
 
@@ -83,7 +83,7 @@ def test_copying_half_of_attn_only_2l_head_1_3():
 
 def test_one_layer_model_has_no_induction_head():
     hm = headlab.load("attn-only-1l")
-    from headlab.training.recipes import RECIPES
+    from deviating.training.recipes import RECIPES
 
     data = RECIPES["attn-only-1l"].task.eval_data(32)
     found = induction_heads(hm, data.tokens, n_resamples=300)

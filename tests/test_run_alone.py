@@ -7,7 +7,7 @@ which points at a checkout, is *not* processed), and executes the shortest chapt
 ledger on a kernel of that environment, each in an empty folder. The first cell of each run
 checks that ``headlab`` comes from the wheel and that no folder on ``sys.path`` holds another
 ``headlab``. Checkpoints, stored results and the claims the ledger reads must come from the
-package (``headlab/checkpoints``, ``headlab/results``).
+package (``headlab/checkpoints``, ``deviating/results``).
 
 The chapters were picked by their time (``scripts/execute_notebooks.py`` on the project's 2-core
 machine): how_to_use and the ledger take a few seconds each, chapter 1 the longest of the three.

@@ -1,4 +1,4 @@
-"""Sparse autoencoders (headlab.analysis.sae.model) and the head-vs-feature comparisons (headlab.analysis.sae.compare).
+"""Sparse autoencoders (deviating.analysis.sae.model) and the head-vs-feature comparisons (deviating.analysis.sae.compare).
 
 The SAE is tested on data built from a known sparse dictionary: every input is a
 sum of k of 32 ground-truth directions, so a working SAE must find those
@@ -15,12 +15,12 @@ import torch
 
 from headlab.heads.model import HeadModel
 from headlab.models.gpt import GPT, GPTConfig
-from headlab.analysis.sae.model import (
+from deviating.analysis.sae.model import (
     SAEConfig, SparseAutoencoder, evaluate_sae, fraction_loss_recovered, load_sae, loss_recovered,
     save_sae, spliced, topk_relu,
 )
-from headlab.training.sae import resample_dead, train_sae
-from headlab.analysis.sae.compare import (
+from deviating.training.sae import resample_dead, train_sae
+from deviating.analysis.sae.compare import (
     auroc, auroc_table, feature_write_norms, head_ownership, head_write_norms, label_purity, match_features,
     POS_CLASSES, POS_NAMES, polysemantic_heads, token_labels, units_for_mass, write_explained_by_top,
 )
@@ -103,7 +103,7 @@ def test_training_is_deterministic_given_the_seed(dictionary_data):
 
 
 # Recorded with train_sae as it was before it moved onto the one training loop (its own loop in
-# headlab.analysis.sae.model, commit 10ebb64), on the data above: moving it changed no number.
+# deviating.analysis.sae.model, commit 10ebb64), on the data above: moving it changed no number.
 BEFORE_THE_LOOP = {
     "topk": {"curve": [(20, 0.51811, 0.51811, 2.0), (40, 0.43746, 0.43746, 2.0), (60, 0.37241, 0.37241, 2.0)],
              "resampled": [(10, 0), (20, 0), (30, 0), (40, 3)], "dead_at_end": 6,
@@ -374,7 +374,7 @@ def test_write_norms_match_the_head_results(tiny_hm):
 
 
 def test_token_labels_follow_the_annotations():
-    from headlab.data.language import Language, pack
+    from deviating.data.language import Language, pack
 
     lang = Language(0)
     windows = pack(lang.sample(30, seed=0), 32, drop_last=True)

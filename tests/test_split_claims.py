@@ -9,15 +9,15 @@ import pytest
 import torch
 
 from headlab import stats
-from headlab.data.two_relations import TwoRelations
-from headlab.experiments.head_count import NO_LOSS_GAP, c16_row, window_losses
-from headlab.experiments.head_split import (
+from deviating.data.two_relations import TwoRelations
+from deviating.experiments.head_count import NO_LOSS_GAP, c16_row, window_losses
+from deviating.experiments.head_split import (
     NO_LEAD, c1_row, error_rate, lead, narrow_heads_row, order_blind_ceiling, rank_bound_row,
 )
-from headlab.experiments.split_cost import NEAR, attention_work, c2_row, round_ratio
+from deviating.experiments.split_cost import NEAR, attention_work, c2_row, round_ratio
 from headlab.metrics import next_token_loss
 from headlab.models.gpt import GPT, GPTConfig
-from headlab.verdicts import judge
+from deviating.verdicts import judge
 
 
 # ------------------------------------------------------------------ planted answers

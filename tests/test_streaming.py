@@ -218,7 +218,7 @@ def test_streamed_scores_equal_materialized_scores_on_the_books_models(name):
     texts = {k: v[:40] for k, v in texts.items()} if isinstance(texts, dict) else texts[:40]
     freq = None
     if name == "organism":
-        from headlab.data.language import Language
+        from deviating.data.language import Language
 
         freq = synthetic_token_frequency(Language(), hm.tokenizer)
     _compare(head_scores(hm, texts, token_frequency=freq), streaming_head_scores(hm, texts, token_frequency=freq))

@@ -22,8 +22,8 @@ from conftest import CHAPTERS, ROOT, chapter_notebooks
 from make_student import MalformedExercise, find_exercises
 from plain_markdown import raw_syntax
 
-from headlab.exercises.notebook import shadowed_functions
-from headlab.exercises.student import KEEP_GOING_TAG, SUMMARY_TAG
+from deviating.exercises.notebook import shadowed_functions
+from deviating.exercises.student import KEEP_GOING_TAG, SUMMARY_TAG
 
 SCRIPT = ROOT / "scripts" / "make_student.py"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"  # pinned by the editions written here
@@ -143,8 +143,8 @@ def _execute(nb, cwd: Path, env: dict[str, str] | None = None):
 
 
 def _tracked_state() -> dict[str, tuple[int, int]]:
-    """(size, mtime) of every file git tracks in chapters/ and lib/headlab/results/."""
-    files = subprocess.run(["git", "ls-files", "chapters", "lib/headlab/results"], cwd=ROOT, capture_output=True,
+    """(size, mtime) of every file git tracks in chapters/ and lib/deviating/results/."""
+    files = subprocess.run(["git", "ls-files", "chapters", "lib/deviating/results"], cwd=ROOT, capture_output=True,
                            text=True, check=True).stdout.split()
     return {f: ((ROOT / f).stat().st_size, (ROOT / f).stat().st_mtime_ns) for f in files if (ROOT / f).exists()}
 
@@ -158,7 +158,7 @@ def test_run_all_on_an_untouched_edition_reaches_the_end_and_writes_nothing(stud
     nb = nbformat.read(edition, as_version=4)
     labels = [e["function"] for e in nb.metadata["headlab"]["exercises"]]
     before = _tracked_state()
-    git_status = ["git", "status", "--porcelain", "--", "chapters", "lib/headlab/results"]
+    git_status = ["git", "status", "--porcelain", "--", "chapters", "lib/deviating/results"]
     status = subprocess.run(git_status, cwd=ROOT, capture_output=True, text=True).stdout
     # a student in a clone: the chapter's own folder, the checkout's library, no HEADLAB_WRITE_CLAIMS
     env = {k: v for k, v in os.environ.items() if k != "HEADLAB_WRITE_CLAIMS"}
@@ -187,7 +187,7 @@ def test_run_all_goes_on_after_a_wrong_answer(tmp_path: Path) -> None:
     stub.source = "def double(x: float) -> float:\n    return 3 * x"
     checks = [i for i, c in enumerate(nb.cells) if "exercise-check" in c.metadata.get("tags", [])]
     nb.cells[checks[0]].source = (  # the fixture's chapter has no check module: give it one inline
-        "from headlab.exercises import Case, run_cases\n\n"
+        "from deviating.exercises import Case, run_cases\n\n"
         "run_cases(double, [Case('x = 2', args=(2.0,), expected=4.0)], what='twice x')")
     _execute(nb, tmp_path)
     out = nb.cells[checks[0]].outputs
@@ -201,7 +201,7 @@ def test_run_all_goes_on_after_a_wrong_answer(tmp_path: Path) -> None:
 def test_a_stub_called_directly_shows_one_message(tmp_path: Path) -> None:
     """Under keep_going() a stub's bare NotImplementedError is shown as one message, not a traceback."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("from headlab.exercises import keep_going\n\nkeep_going()"),
+    nb.cells = [nbformat.v4.new_code_cell("from deviating.exercises import keep_going\n\nkeep_going()"),
                 nbformat.v4.new_code_cell("def double(x):\n    raise NotImplementedError"),
                 nbformat.v4.new_code_cell("double(2)")]
     from nbclient import NotebookClient
@@ -237,7 +237,7 @@ def _good_cells() -> list:
         _md("```{solution-start} ex-07-double\n:class: dropdown\n```"),  # 4
         _code("def double(x: float) -> float:\n    return 2 * x", "solution"),  # 5
         _md("```{solution-end}\n```"),  # 6
-        _code("from headlab.exercises.ch07 import check_double\n\ncheck_double(double)", "exercise-check"),  # 7
+        _code("from deviating.exercises.ch07 import check_double\n\ncheck_double(double)", "exercise-check"),  # 7
     ]
 
 
@@ -261,7 +261,7 @@ def test_well_formed_fixture_passes(tmp_path: Path) -> None:
     ]
     assert student.metadata["headlab"]["exercises"] == [{
         "label": "ex-07-double", "title": "Double it ★☆☆", "function": "double",
-        "check_module": "headlab.exercises.ch07", "check": "check_double", "points": 1.0}]
+        "check_module": "deviating.exercises.ch07", "check": "check_double", "points": 1.0}]
 
 
 def _drop(cells: list, *indices: int) -> list:
@@ -287,7 +287,7 @@ MALFORMED = {
         lambda c: c[:1] + [_md("```{exercise-start} Double it\n:label: ex-07-double\n```")] + c[2:], 1, "difficulty"
     ),
     "check calls another function": (
-        lambda c: c[:7] + [_code("from headlab.exercises.ch07 import check_double\ncheck_double(triple)", "exercise-check")],
+        lambda c: c[:7] + [_code("from deviating.exercises.ch07 import check_double\ncheck_double(triple)", "exercise-check")],
         7, "check_<name>(double)",
     ),
     "one-block solution directive": (

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import headlab
-from headlab.analysis.task_shares import TASKS, busiest_windows, margin_share_lost
+from deviating.analysis.task_shares import TASKS, busiest_windows, margin_share_lost
 from headlab.metrics import agreement_metric
-from headlab.data.language import Language, agreement_items, encode, pack
+from deviating.data.language import Language, agreement_items, encode, pack
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The synthetic tasks of chapters 1 and 2 (headlab.data.two_relations, headlab.data.windows) and their recipes
+"""The synthetic tasks of chapters 1 and 2 (deviating.data.two_relations, deviating.data.windows) and their recipes
 and checkpoints."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import torch
 
 from headlab.models.checkpoints import CHECKPOINT_DIR
 from headlab.models.gpt import GPT, GPTConfig
-from headlab.data.two_relations import TwoRelations, answer_metrics, word_tokenizer
-from headlab.data.windows import LanguageWindows
+from deviating.data.two_relations import TwoRelations, answer_metrics, word_tokenizer
+from deviating.data.windows import LanguageWindows
 
 
 def gen(seed: int = 0) -> torch.Generator:
@@ -177,7 +177,7 @@ def test_language_windows_evaluate_and_train_batches():
 
 
 def chapter_recipes():
-    from headlab.training.recipes import CHAPTERS_1_2, RECIPES
+    from deviating.training.recipes import CHAPTERS_1_2, RECIPES
 
     recipes = {name: r for name, r in RECIPES.items() if name.startswith(("two-relations-", "heads-"))}
     assert recipes == CHAPTERS_1_2  # the family holds exactly these
@@ -210,8 +210,8 @@ def test_shipped_checkpoints_were_made_by_their_recipes():
 
 
 def test_training_a_chapter_recipe_is_deterministic():
-    from headlab.training.loop import train
-    from headlab.training.recipes import RECIPES
+    from deviating.training.loop import train
+    from deviating.training.recipes import RECIPES
 
     recipe = RECIPES["two-relations-2h-s0"]
     first = train(recipe, steps=15, progress=False)
@@ -224,7 +224,7 @@ def test_training_a_chapter_recipe_is_deterministic():
 
 
 def test_copy_span_known_answer_and_errors():
-    from headlab.data.spans import copy_span
+    from deviating.data.spans import copy_span
 
     tokens = torch.arange(10).repeat(2, 1)  # (2, 10): 0..9 twice
     out, predictable = copy_span(tokens, torch.tensor([1, 0]), torch.tensor([4, 3]), torch.tensor([3, 2]))
@@ -239,7 +239,7 @@ def test_copy_span_known_answer_and_errors():
 
 
 def test_repeated_tokens_are_distinct_spans_repeated_between_prefix_and_suffix():
-    from headlab.data.spans import repeated_tokens
+    from deviating.data.spans import repeated_tokens
 
     ids = repeated_tokens([10, 11, 12, 13, 14, 15], 20, 4, gen(0), prefix=[1], suffix=[2, 3])
     assert ids.shape == (20, 1 + 8 + 2) and ids.dtype == torch.long
@@ -255,9 +255,9 @@ def test_repeated_tokens_are_distinct_spans_repeated_between_prefix_and_suffix()
 
 
 def test_evaluation_seeds_have_distinct_names_and_unchanged_values():
-    from headlab.data.spans import SPANS_EVAL_SEED, RepeatedSpans
-    from headlab.data.two_relations import TWO_RELATIONS_EVAL_SEED
-    from headlab.data.windows import LANGUAGE_EVAL_SEED
+    from deviating.data.spans import SPANS_EVAL_SEED, RepeatedSpans
+    from deviating.data.two_relations import TWO_RELATIONS_EVAL_SEED
+    from deviating.data.windows import LANGUAGE_EVAL_SEED
 
     assert (SPANS_EVAL_SEED, TWO_RELATIONS_EVAL_SEED, LANGUAGE_EVAL_SEED) == (1234, 4321, -1)
     task = TwoRelations()
@@ -268,7 +268,7 @@ def test_evaluation_seeds_have_distinct_names_and_unchanged_values():
 
 
 def test_run_with_patterns_leaves_the_model_mode_alone():
-    from headlab.data.head_scores import run_with_patterns
+    from deviating.data.head_scores import run_with_patterns
 
     torch.manual_seed(0)
     model = GPT(GPTConfig(d_vocab=11, n_ctx=8, d_model=8, n_layers=2, n_heads=2, d_mlp=0)).train()
@@ -279,19 +279,3 @@ def test_run_with_patterns_leaves_the_model_mode_alone():
     with torch.no_grad():
         assert torch.allclose(logits, model(tokens), atol=1e-6)
 
-
-def test_old_names_of_moved_and_renamed_task_names_still_resolve():
-    """headlab 0.1 code keeps working: the two EVAL_SEEDs, renamed, keep their values under their old paths."""
-    import importlib
-    import warnings
-
-    from headlab.data.spans import RepeatedSpans
-    from headlab.data.windows import LanguageWindows as Windows
-    from headlab.training.recipes import RECIPES
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        train, tasks, train_data = (importlib.import_module(f"headlab.{m}") for m in ("train", "tasks", "train_data"))
-    assert (train.EVAL_SEED, train_data.EVAL_SEED, tasks.EVAL_SEED) == (1234, 1234, 4321)
-    assert train.RepeatedSpans is train_data.RepeatedSpans is RepeatedSpans and tasks.LanguageWindows is Windows
-    assert train.ORGANISMS is RECIPES and "two-relations-2h-s0" in train.ORGANISMS

@@ -1,4 +1,4 @@
-"""Training data, recipes, reproducibility and the shipped checkpoints (headlab.training, headlab.data.spans,
+"""Training data, recipes, reproducibility and the shipped checkpoints (deviating.training, deviating.data.spans,
 headlab.models.gpt)."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import pytest
 import torch
 
 import headlab
-from headlab.__main__ import main
+from deviating.__main__ import main
 from headlab.analysis.detect import induction_score
 from headlab.models.checkpoints import (CHECKPOINT_DIR, CheckpointError, available_organisms, load_checkpoint,
                                        load_organism, sha256_file)
 from headlab.models.gpt import GPT
-from headlab.data.spans import RepeatedSpans
-from headlab.training.loop import train
-from headlab.training.recipes import RECIPES
+from deviating.data.spans import RepeatedSpans
+from deviating.training.loop import train
+from deviating.training.recipes import RECIPES
 
 TINY = "tiny-attn-2l"
 # Retraining on the same machine is bit-identical (checked below); across machines, BLAS
@@ -119,7 +119,7 @@ def test_shipped_tiny_checkpoint_matches_a_fresh_retrain(tiny_run):
     org = load_organism(TINY)
     prov = org.provenance
     assert prov["seed"] == 0 and prov["steps"] == RECIPES[TINY].steps
-    assert prov["command"].startswith(f"python -m headlab train {TINY} --seed 0 --steps {RECIPES[TINY].steps}")
+    assert prov["command"].startswith(f"python -m deviating train {TINY} --seed 0 --steps {RECIPES[TINY].steps}")
     for key, value in prov["final_metrics"].items():
         if isinstance(value, float):
             assert tiny_run.metrics[key] == pytest.approx(value, abs=METRIC_ATOL), key
@@ -137,7 +137,7 @@ def test_train_command_writes_a_loadable_checkpoint(tmp_path, capsys):
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["sha256"] == sha256_file(out / "model.safetensors")
     assert prov["steps"] == 30 and prov["config"] == RECIPES[TINY].config.to_dict()
-    assert prov["command"] == f"python -m headlab train {TINY} --seed 0 --steps 30 --device cpu --threads 1 --out {out}"
+    assert prov["command"] == f"python -m deviating train {TINY} --seed 0 --steps 30 --device cpu --threads 1 --out {out}"
     for key in ("data", "torch_version", "train_seconds", "cpu_seconds", "final_metrics", "phase_change", "files"):
         assert key in prov
     curve = json.loads((out / "loss_curve.json").read_text())
@@ -185,7 +185,7 @@ def test_corrupt_checkpoint_is_refused_before_loading(tmp_path, monkeypatch):
         load_organism(TINY, checkpoint_dir=tmp_path)
     msg = str(err.value)
     assert "model.safetensors" in msg and expected in msg and sha256_file(copy / "model.safetensors") in msg
-    assert f"python -m headlab train {TINY}" in msg
+    assert f"python -m deviating train {TINY}" in msg
     assert loads == []  # nothing was read
     # the intact shipped checkpoint still loads, through the same (patched) reader
     load_organism(TINY)
@@ -234,7 +234,7 @@ def test_headlab_load_serves_the_organisms():
 
 @pytest.fixture(scope="module")
 def lang_task():
-    from headlab.data.windows import SyntheticLanguage
+    from deviating.data.windows import SyntheticLanguage
     return SyntheticLanguage(n_ctx=48, docs_per_chunk=32)
 
 
@@ -349,7 +349,7 @@ def _quadratic(target: float = 3.0):
 
 
 def test_run_loop_minimises_and_calls_every_hook_in_order():
-    from headlab.training.loop import ExtraLoss, Objective, run_loop
+    from deviating.training.loop import ExtraLoss, Objective, run_loop
 
     model, batches, loss = _quadratic()
     calls, lrs = [], []
@@ -381,7 +381,7 @@ def test_run_loop_minimises_and_calls_every_hook_in_order():
 
 
 def test_run_loop_rejects_bad_settings():
-    from headlab.training.loop import Objective, run_loop
+    from deviating.training.loop import Objective, run_loop
 
     model, batches, loss = _quadratic()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -392,7 +392,7 @@ def test_run_loop_rejects_bad_settings():
 
 
 def test_warmup_cosine_known_values():
-    from headlab.training.loop import warmup_cosine
+    from deviating.training.loop import warmup_cosine
 
     assert [warmup_cosine(i, 1.0, 4, 14) for i in range(4)] == [0.25, 0.5, 0.75, 1.0]
     assert warmup_cosine(4, 1.0, 4, 14) == pytest.approx(1.0)  # the cosine starts at the top
@@ -404,7 +404,7 @@ def test_warmup_cosine_known_values():
 
 
 def test_one_registry_gathers_every_family_and_every_shipped_checkpoint():
-    from headlab.training.recipes import CHAPTERS_1_2, ORGANISMS, STUDENTS, WIDTH_DEPTH, get_recipe
+    from deviating.training.recipes import CHAPTERS_1_2, ORGANISMS, STUDENTS, WIDTH_DEPTH, get_recipe
 
     families = [ORGANISMS, CHAPTERS_1_2, STUDENTS, WIDTH_DEPTH]
     assert sum(len(f) for f in families) == len(RECIPES)  # no name in two families

@@ -1,4 +1,4 @@
-"""The verdict rule of headlab.verdicts: every kind, every edge case, the JSON form."""
+"""The verdict rule of deviating.verdicts: every kind, every edge case, the JSON form."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from headlab.stats import Estimate, over_seeds
-from headlab.verdicts import (
+from deviating.verdicts import (
     KINDS,
     SCHEMA_VERSION,
     ClaimRow,

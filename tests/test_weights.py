@@ -124,7 +124,7 @@ def test_norms_of_each_family() -> None:
     assert make_model("bert").attn_norm(0) is None  # post-norm: heads read the normalised stream
     llama = make_model("llama_gqa")
     assert "RMSNorm" in type(llama.attn_norm(0)).__name__ and not llama.arch.norm_centres
-    from headlab.models.planted import planted_model
+    from deviating.planted import planted_model
     assert planted_model().attn_norm(0) is None  # no LayerNorm at all
 
 

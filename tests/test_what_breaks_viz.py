@@ -10,8 +10,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from headlab.viz.comparisons import plot_roc, roc_points  # noqa: E402
-from headlab.viz.diagrams.pruning import STEPS, draw_pruning_pipeline  # noqa: E402
+from deviating.figures.comparisons import plot_roc, roc_points  # noqa: E402
+from deviating.diagrams.pruning import STEPS, draw_pruning_pipeline  # noqa: E402
 
 
 def test_the_pipeline_has_its_four_steps_and_a_tolerance_band():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from headlab.models.gpt import GPTConfig
-from headlab.training.recipes.width_depth import WIDTH_DEPTH, WIDTH_DEPTH_STEPS, forward_flops_per_token
+from deviating.training.recipes.width_depth import WIDTH_DEPTH, WIDTH_DEPTH_STEPS, forward_flops_per_token
 
 ROOT = Path(__file__).resolve().parent.parent
 

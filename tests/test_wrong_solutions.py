@@ -19,7 +19,7 @@ import pytest
 from conftest import chapter_notebooks
 from make_student import find_exercises
 
-from headlab.exercises import ExerciseFailed, ForbiddenCall, NotImplementedYet, recording
+from deviating.exercises import ExerciseFailed, ForbiddenCall, NotImplementedYet, recording
 
 from wrong_solutions import ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09
 
@@ -35,7 +35,7 @@ def _exercises() -> dict[str, tuple]:
         nb = nbformat.read(path, as_version=4)
         for ex in find_exercises(nb, path):
             source = nb.cells[ex.check].source
-            module = re.search(r"from\s+(headlab\.exercises\.\w+)\s+import", source).group(1)
+            module = re.search(r"from\s+(deviating\.exercises\.\w+)\s+import", source).group(1)
             check = re.search(r"\b(check_\w+)\(", source.split("import", 1)[1].split("\n", 1)[1]).group(1)
             found[ex.label] = (getattr(importlib.import_module(module), check), ex.function)
     return found

@@ -7,12 +7,9 @@ Importing this package has no side effects: no seeding, no downloads, no
 matplotlib settings, no prints.
 """
 
-from headlab import _compat
 from headlab.devices import resolve_device
 from headlab.heads.loading import load
 from headlab.heads.model import HeadModel
 
 __version__ = "0.1.0"
 __all__ = ["load", "HeadModel", "resolve_device", "__version__"]
-
-_compat.install()

@@ -19,9 +19,7 @@ import sys
 
 # Modules that contribute commands, in the order they appear in --help.
 COMMAND_MODULES = [
-    "headlab.cli",             # heads, sweep, atlas, report (the checklist)
-    "headlab.training.runs",   # train
-    "headlab.exercises.grading",  # grade
+    "headlab.cli",             # heads, sweep, atlas
 ]
 
 
@@ -47,13 +45,13 @@ def message_of(err: BaseException) -> str:
     return text
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="python -m headlab",
-        description="Tools of the book 'Deviating Attention': inspect, ablate and train attention heads.",
-    )
+def build_parser(prog: str = "python -m headlab", modules: list[str] | None = None,
+                 description: str = "Inspect and ablate the attention heads of a model.") -> argparse.ArgumentParser:
+    """The parser of ``prog``: the sub-commands of each module in ``modules`` (default
+    :data:`COMMAND_MODULES`). The book's command line (``python -m deviating``) is built here too."""
+    parser = Parser(prog=prog, description=description)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if modules is None else modules:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as err:
@@ -64,8 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    """Run one command of ``parser`` (default: headlab's) on ``argv``; every error is one line."""
+    parser = parser or build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

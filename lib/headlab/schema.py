@@ -12,8 +12,8 @@ kind   written by                                               schema
 ====== ======================================================== ====================
 atlas  ``headlab.analysis.atlas.compute_atlas`` (``atlas`` CLI) ``headlab.atlas/1``
 sweep  :meth:`headlab.analysis.sweep.SweepResult.to_json`       ``headlab.sweep/1``
-report ``headlab.report.checklist`` (``report`` CLI)            ``headlab.report/3``
-claims ``headlab.ledger.report`` (``results/claims/*.json``)    ``headlab.claims/2``
+report ``deviating.report.checklist`` (``report`` CLI)            ``headlab.report/3``
+claims ``deviating.ledger.report`` (``results/claims/*.json``)    ``headlab.claims/2``
 ====== ======================================================== ====================
 
 Files written before the versions existed (headlab 0.1) have no ``"schema"`` key: they are

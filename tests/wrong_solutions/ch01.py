@@ -125,8 +125,8 @@ def ceiling_plus_one_over_n(n_letters):
 
 
 def ceiling_library(n_letters):
-    from headlab.data.two_relations import TwoRelations
-    from headlab.experiments.head_split import order_blind_ceiling
+    from deviating.data.two_relations import TwoRelations
+    from deviating.experiments.head_split import order_blind_ceiling
 
     return order_blind_ceiling(TwoRelations(n_letters=n_letters))  # the chapter's own count
 

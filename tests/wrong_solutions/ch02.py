@@ -68,7 +68,7 @@ def cost_one_head_mixing(n, d_model, n_heads):
 
 
 def cost_library(n, d_model, n_heads):
-    from headlab.experiments.split_cost import attention_work
+    from deviating.experiments.split_cost import attention_work
 
     return attention_work(n, d_model, n_heads)  # the count the chapter prints
 

@@ -63,7 +63,7 @@ def match_over_b(dec_a, dec_b):
 
 
 def match_library(dec_a, dec_b):
-    from headlab.analysis.sae.compare import match_features
+    from deviating.analysis.sae.compare import match_features
 
     return match_features(dec_a, dec_b)
 

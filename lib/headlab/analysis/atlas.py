@@ -44,7 +44,7 @@ from headlab.analysis.detect import (
     head_scores, held_out_relation_scores, label_heads, ov_copying_score, relation_scores, synthetic_relation_set,
     synthetic_token_frequency,
 )
-from headlab.data.spans import repeated_tokens
+from deviating.data.spans import repeated_tokens
 from headlab.heads.head import Head, parse_head
 from headlab.schema import check_schema, schema_of
 from headlab.viz.atlas import LABEL_COLOURS, plot_atlas  # the atlas figure lives with the book's other figures
@@ -117,7 +117,7 @@ def synthetic_language(hm):
     """The synthetic ``Language`` the model reads, or None: from the language description in
     its provenance (trained organisms), else by vocabulary (a tokenizer that holds every word of
     ``Language()``, seed_vocab 0)."""
-    from headlab.data.language import Language
+    from deviating.data.language import Language
 
     description = _language_description(getattr(hm, "provenance", None))
     if description is not None:
@@ -143,7 +143,7 @@ def _reads_english(hm, texts: Sequence[str]) -> bool:
 
 def default_texts(hm, seed: int = 0) -> tuple[list[str] | dict, str]:
     """The atlas's default inputs for ``hm`` and a sentence saying what they are."""
-    from headlab.data.language import load_english, pack
+    from deviating.data.language import load_english, pack
 
     lang = synthetic_language(hm)
     if lang is not None:
@@ -250,7 +250,7 @@ def relation_summary(hm, seed: int = 0) -> dict:
     over all keys, and its argmax with special tokens left out (``[CLS]``/``[SEP]``/``<bos>``
     soak up attention in many heads). Each with the held-out comparison.
     """
-    from headlab.data.language import load_english, pack
+    from deviating.data.language import load_english, pack
 
     lang = synthetic_language(hm)
     if lang is not None:

@@ -8,7 +8,7 @@ Names:
 * the book's own trained organisms (``headlab.models.checkpoints.available_organisms()``),
   shipped as safetensors with their provenance;
 * a headlab checkpoint folder (``model.safetensors``, ``tokenizer.json``, ``provenance.json``,
-  as ``python -m headlab train NAME --out FOLDER`` writes it), by its path;
+  as ``python -m deviating train NAME --out FOLDER`` writes it), by its path;
 * any Hugging Face model id or local folder of a supported architecture
   (``"gpt2"``, ``"EleutherAI/pythia-70m"``, ...). That needs the hub (e.g. in
   Colab); offline, a clear error names the offline models. Offline mode
@@ -114,7 +114,7 @@ def load(name: str, device: str = "auto") -> HeadModel:
     if name in available_organisms():
         model, tokenizer, provenance = load_organism(name, device=device)
         return HeadModel(model, tokenizer, name=name, provenance=provenance)
-    if is_checkpoint(name):  # a headlab checkpoint folder, e.g. written by `python -m headlab train`
+    if is_checkpoint(name):  # a headlab checkpoint folder, e.g. written by `python -m deviating train`
         model, tokenizer, provenance = load_checkpoint(name, device=device)
         return HeadModel(model, tokenizer, name=Path(name).name, provenance=provenance)
     if Path(name).is_dir():

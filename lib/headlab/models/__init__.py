@@ -1,2 +1,2 @@
 """The book's own models: the GPT it trains (:mod:`~headlab.models.gpt`), its shipped checkpoints,
-and the planted model whose heads are set by hand (:mod:`~headlab.models.planted`)."""
+and the planted model whose heads are set by hand (:mod:`~deviating.planted`)."""

@@ -75,9 +75,9 @@ def available_organisms(checkpoint_dir: str | Path | None = None) -> list[str]:
 
 def regenerate_command(path: str | Path, provenance: dict | None = None) -> str:
     """The command that rebuilds the checkpoint in ``path``: the one its provenance records, else
-    ``python -m headlab train NAME`` for the folder's name."""
+    ``python -m deviating train NAME`` for the folder's name."""
     command = provenance.get("command") if isinstance(provenance, dict) else None
-    return command if isinstance(command, str) and command else f"python -m headlab train {Path(path).name}"
+    return command if isinstance(command, str) and command else f"python -m deviating train {Path(path).name}"
 
 
 def read_provenance(path: str | Path) -> dict[str, Any]:

@@ -161,7 +161,7 @@ def over_seeds(values, *, level: float = 0.95) -> Estimate:
     resamples), so the interval is ``mean ± t(k-1) · s / sqrt(k)``. It is honest and wide:
     with three seeds the multiplier is t(2) = 4.30, not 1.96. Two consequences the book
     follows: report every seed's own value beside this interval, and judge a claim on each
-    seed's item-level interval (:mod:`headlab.verdicts` asks for the claimed direction on
+    seed's item-level interval (:mod:`deviating.verdicts` asks for the claimed direction on
     *every* seed) rather than on this interval alone.
 
     Args:

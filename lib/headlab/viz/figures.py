@@ -1,10 +1,10 @@
 """What every figure of the book shares: a new figure, arrays from tensors, the layers x heads axes.
 
 The figures themselves live in one module per kind: :mod:`headlab.viz.patterns` (attention
-patterns), :mod:`headlab.viz.grids` (a value per head), :mod:`headlab.viz.curves` (training
-curves), :mod:`headlab.viz.scaling` (against a size), :mod:`headlab.viz.comparisons` (across
-inputs or conditions), :mod:`headlab.viz.importance` (importance and pruning),
-:mod:`headlab.viz.circuits`, :mod:`headlab.viz.atlas` and :mod:`headlab.viz.sae`. Functions take
+patterns), :mod:`headlab.viz.grids` (a value per head), :mod:`deviating.figures.curves` (training
+curves), :mod:`deviating.figures.scaling` (against a size), :mod:`deviating.figures.comparisons` (across
+inputs or conditions), :mod:`deviating.figures.importance` (importance and pruning),
+:mod:`headlab.viz.circuits`, :mod:`headlab.viz.atlas` and :mod:`deviating.figures.sae`. Functions take
 a matplotlib ``Axes`` (or create a figure) and return what they drew; nothing here changes global
 matplotlib settings.
 """

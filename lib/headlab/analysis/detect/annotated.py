@@ -71,9 +71,9 @@ class RelationSet:
 def synthetic_relation_set(docs: Sequence, tok) -> RelationSet:
     """Relations of synthetic-language documents (e.g. packed windows of equal length).
 
-    ``tok``: the language's tokenizer (``headlab.data.language.tokenizer(lang)``).
+    ``tok``: the language's tokenizer (``deviating.data.language.tokenizer(lang)``).
     """
-    from headlab.data.language import PAD, encode
+    from deviating.data.language import PAD, encode
 
     ids = encode(tok, docs)  # (batch, pos); one word, one id
     mask = torch.tensor([[t != PAD for t in d.tokens] for d in docs], dtype=torch.long)
@@ -93,9 +93,9 @@ def english_relation_set(tok, items: Sequence | None = None) -> RelationSet:
     """Relations of the hand-annotated English set for a fast Hugging Face tokenizer.
 
     Each item is tokenized as ``tok(words, is_split_into_words=True)`` (special tokens
-    included), so positions line up with :func:`headlab.data.language.align_words`.
+    included), so positions line up with :func:`deviating.data.language.align_words`.
     """
-    from headlab.data.language import load_english
+    from deviating.data.language import load_english
 
     if not getattr(tok, "is_fast", False):
         raise TypeError("english_relation_set needs a fast tokenizer (with word_ids())")
@@ -131,7 +131,7 @@ def english_relation_set(tok, items: Sequence | None = None) -> RelationSet:
             gold[PRONOUN_ANTECEDENT][b, spans[pron][0], spans[ante]] = True
             mentions[b, spans[ante][0]] = True
     baselines = {PRONOUN_ANTECEDENT: ("nearest preceding mention", nearest_preceding(mentions))}
-    return RelationSet(ids, mask, gold, baselines, source="hand-annotated English set (headlab/data/english.jsonl)")
+    return RelationSet(ids, mask, gold, baselines, source="hand-annotated English set (deviating/data/english.jsonl)")
 
 
 @dataclass

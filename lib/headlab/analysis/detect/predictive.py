@@ -8,10 +8,10 @@ form (*he*, *she*, *they*) and its antecedent. So the relations here put the que
 predicting position ``pos`` of the language's evaluation items:
 
 * ``"before verb->subject"``: from the token before each agreeing verb to the verb's subject
-  (``headlab.data.language.agreement_items``), beside the baseline *nearest noun or pronoun at or
+  (``deviating.data.language.agreement_items``), beside the baseline *nearest noun or pronoun at or
   before the query*;
 * ``"before pronoun->antecedent"``: from the token before each pronoun to its antecedent
-  (``headlab.data.language.pronoun_items``), beside the baseline *nearest noun before the
+  (``deviating.data.language.pronoun_items``), beside the baseline *nearest noun before the
   pronoun* (the query itself included, if it is a noun).
 
 The query can be its own target ("the cat | sleeps": the token before the verb is the
@@ -55,7 +55,7 @@ def predictive_relation_set(docs: Sequence, tok) -> RelationSet:
     ``tok``: the language's tokenizer. A query is only made where the target lies inside
     the same document (as for the evaluation items).
     """
-    from headlab.data.language import PAD, agreement_items, encode, pronoun_items
+    from deviating.data.language import PAD, agreement_items, encode, pronoun_items
 
     docs = list(docs)
     if not docs:
@@ -133,16 +133,16 @@ def copy_relation_set(docs: Sequence, tok, lang=None) -> RelationSet:
     """Copying as a relation: where a head must look to predict a repeated token.
 
     * ``"copy->source"``: from each position ``pos`` inside a repeated sentence
-      (``headlab.data.language.copy_items``) to ``source_pos``, the earlier occurrence of the token
+      (``deviating.data.language.copy_items``) to ``source_pos``, the earlier occurrence of the token
       to predict, which is the token *after* the earlier occurrence of the current one: the
       target of an induction head, on the language's own text rather than on random tokens;
     * with ``lang`` (the documents' ``Language``), ``"rare->earlier occurrence"``: from the
-      position before each repeated rare word (``headlab.data.language.rare_items``) to its latest
+      position before each repeated rare word (``deviating.data.language.rare_items``) to its latest
       earlier occurrence.
 
     Only the fixed-offset baseline applies (offsets up to 0, as for the predictive relations).
     """
-    from headlab.data.language import PAD, copy_items, encode, rare_items
+    from deviating.data.language import PAD, copy_items, encode, rare_items
 
     docs = list(docs)
     if not docs:

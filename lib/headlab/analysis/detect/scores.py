@@ -249,10 +249,10 @@ assert set(_SCORERS) == set(PATTERN_SCORES)
 def synthetic_token_frequency(lang, tok) -> torch.Tensor:
     """``(len(tok),)``: ``lang.frequency(word)`` for each id of the language's tokenizer;
     ``inf`` for special tokens (never rare)."""
-    from headlab.data.language.grammar import Language
+    from deviating.data.language.grammar import Language
 
     if not isinstance(lang, Language):
-        raise TypeError(f"lang must be a headlab.data.language.Language, got {type(lang).__name__}")
+        raise TypeError(f"lang must be a deviating.data.language.Language, got {type(lang).__name__}")
     special, words = set(tok.all_special_ids), set(lang.vocab)
     freq = torch.full((len(tok),), float("inf"), dtype=torch.float64)
     for i in range(len(tok)):

@@ -3,7 +3,7 @@
 Each role is one function in its own module, with its threshold, its baseline or null, and the
 split it selects heads on and the split it measures them on, all stated in its docstring; each
 takes a model and its inputs and returns every number behind its answer, so a notebook can print
-it and ``headlab.report`` can judge it:
+it and ``deviating.report`` can judge it:
 
 * :mod:`~headlab.analysis.roles.positional` -- previous-token heads (and any fixed offset or
   position: next-token, first-token), against a null of decoy keys;
@@ -16,5 +16,5 @@ it and ``headlab.report`` can judge it:
   and how much of their score removing another head takes.
 
 Import a role from its module, e.g. ``from headlab.analysis.roles.orphan import orphan_heads``.
-The checklist report (:mod:`headlab.report`) calls these same functions.
+The checklist report (:mod:`deviating.report`) calls these same functions.
 """

@@ -242,7 +242,7 @@ def relation_outcomes(hm, relation_set: RelationSet, relation: str, *, batch_siz
 
 def english_split(items) -> Split:
     """The English set's fixed split (each item's ``split`` field, fixed before any result was
-    computed; see ``headlab/data/README.md``) as a :class:`headlab.stats.Split` of positions."""
+    computed; see ``deviating/data/README.md``) as a :class:`headlab.stats.Split` of positions."""
     sides = [getattr(i, "split", None) for i in items]
     bad = [s for s in sides if s not in ("select", "measure")]
     if bad:
@@ -298,7 +298,7 @@ def subject_or_antecedent_set(relation_set: RelationSet, docs) -> RelationSet:
     in the same order as ``BEFORE_VERB_SUBJECT``, no named baseline and the same offsets; a
     head points at a target when its largest weight is on the subject or on that antecedent.
     """
-    from headlab.data.language import agreement_items
+    from deviating.data.language import agreement_items
 
     if BEFORE_VERB_SUBJECT not in relation_set.relations:
         raise ValueError(f"the set has no {BEFORE_VERB_SUBJECT!r} relation (it has "

@@ -1,0 +1,28 @@
+"""The book's command line: ``python -m deviating <command> ...``: ``train``, ``report``, ``grade``.
+
+The library's own commands (``heads``, ``sweep``, ``atlas``) are ``python -m headlab``; both
+share one parser and one rule for errors (:mod:`headlab.__main__`).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from headlab.__main__ import build_parser
+from headlab.__main__ import main as run
+
+COMMAND_MODULES = [
+    "deviating.training.runs",      # train
+    "deviating.cli",                # report (chapter 9's checklist)
+    "deviating.exercises.grading",  # grade
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser("python -m deviating", COMMAND_MODULES,
+                          "The book 'Deviating Attention': train its models, run its checklist, grade its exercises.")
+    return run(argv, parser)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

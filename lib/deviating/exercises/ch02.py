@@ -1,0 +1,159 @@
+"""Checks for chapter 02, "The multi-head split"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from deviating.exercises import Case, compare_arrays, run_cases
+
+__all__ = ["check_split_heads", "check_qk_ranks", "check_attention_cost"]
+
+
+# --------------------------------------------------------------------------- split_heads
+
+
+def _encoded(batch: int, seq: int, d_model: int) -> np.ndarray:
+    """``x[b, s, c] = 1000 b + 100 s + c``: every entry says where it stands."""
+    return np.fromfunction(lambda b, s, c: 1000 * b + 100 * s + c, (batch, seq, d_model))
+
+
+def _encoded_split(batch: int, seq: int, d_model: int, n_heads: int) -> np.ndarray:
+    """Where each entry of ``_encoded`` must land: head h, position s, slot t holds column
+    ``h * d_head + t`` of position s, i.e. the number ``1000 b + 100 s + h * d_head + t``."""
+    d_head = d_model // n_heads
+    return np.fromfunction(lambda b, h, s, t: 1000 * b + 100 * s + h * d_head + t,
+                           (batch, n_heads, seq, d_head))
+
+
+def check_split_heads(fn: Callable[[np.ndarray, int], Any]) -> None:
+    """Check ``split_heads(x, n_heads)``: ``(batch, seq, d_model) -> (batch, n_heads, seq, d_head)``
+    where head ``h`` gets the columns ``h * d_head ... (h + 1) * d_head - 1`` of every position."""
+    x1, x2 = _encoded(1, 3, 4), _encoded(2, 5, 6)
+    cases = [
+        Case("one head: only a new axis", args=(x1, 1), expected=_encoded_split(1, 3, 4, 1),
+             hint="with one head, d_head = d_model and the output is x with a head axis of size 1."),
+        Case("x[b, s, c] = 1000 b + 100 s + c, shape (1, 3, 4), 2 heads: head 0 gets columns 0-1",
+             args=(x1, 2), expected=_encoded_split(1, 3, 4, 2),
+             hint="reshape to (batch, seq, n_heads, d_head) first, then swap the seq and head axes. "
+                  "Reshaping straight to (batch, n_heads, seq, d_head) mixes positions."),
+        Case("every column its own head: 4 heads of d_head = 1",
+             args=(x1, 4), expected=_encoded_split(1, 3, 4, 4)),
+        Case("a batch of 2, 5 positions, d_model = 6, 3 heads",
+             args=(x2, 3), expected=_encoded_split(2, 5, 6, 3),
+             hint="the batch axis stays first; each batch element is split the same way."),
+        Case("a batch of 3, 2 positions, d_model = 8, 2 heads", args=(_encoded(3, 2, 8), 2),
+             expected=_encoded_split(3, 2, 8, 2), hidden=True),
+    ]
+    run_cases(fn, cases, compare=lambda got, exp: compare_arrays(got, exp, atol=0, rtol=0),
+              what="splitting into heads", forbid=("headlab.kernels",))
+
+
+# --------------------------------------------------------------------------- ranks
+
+
+def _planted_heads(heads: list[tuple[list[int], list[int]]], d_model: int, d_head: int,
+                   seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``w_q, w_k`` of shape ``(d_model, n_heads * d_head)`` (``x @ w``). For head h, ``heads[h] =
+    (q_slots, k_slots)`` lists which of its d_head columns are non-zero in W_Q^h and in W_K^h.
+
+    ``W_Q^h W_K^h^T = sum_t q_t k_t^T`` over the slots t that both use, so its rank is exactly the
+    number of shared slots (random Gaussian columns, d_model >= d_head), whatever the ranks of the two
+    factors: Q on slots {0, 1} and K on {1, 2} have rank 2 each, and a product of rank 1.
+    """
+    rng = np.random.default_rng(seed)
+    n = len(heads)
+    w_q = np.zeros((d_model, n * d_head))
+    w_k = np.zeros((d_model, n * d_head))
+    for h, (q_slots, k_slots) in enumerate(heads):
+        for t in q_slots:
+            w_q[:, h * d_head + t] = rng.standard_normal(d_model)
+        for t in k_slots:
+            w_k[:, h * d_head + t] = rng.standard_normal(d_model)
+    return w_q, w_k
+
+
+def check_qk_ranks(fn: Callable[[np.ndarray, np.ndarray, int], Any]) -> None:
+    """Check ``qk_ranks(w_q, w_k, n_heads)``: the rank of each head's ``W_Q^h (W_K^h)^T``.
+
+    ``w_q, w_k`` are ``(d_model, n_heads * d_head)`` (applied as ``x @ w``); head h owns
+    the columns ``h * d_head ... (h + 1) * d_head - 1``. The planted weights have known
+    ranks: the number of columns that W_Q^h and W_K^h both use.
+    """
+    every = list(range(8))
+    hint = ("take head h's columns of w_q and w_k, form the d_model x d_model product "
+            "W_Q^h @ W_K^h.T and count its singular values above a tolerance "
+            "(np.linalg.matrix_rank does exactly that).")
+    cases = []
+    for name, heads, d_model, d_head, seed, hidden, extra in [
+        ("one head of d_head = 4 in d_model = 8, full rank", [(every[:4], every[:4])], 8, 4, 0, False, ""),
+        ("two heads of d_head = 3, ranks 3 and 1", [(every[:3], every[:3]), (every[:3], [0])], 10, 3, 1,
+         False, ""),
+        ("two heads of d_head = 3: W_Q^0 uses columns {0, 1}, W_K^0 uses {1, 2}; head 1 is full",
+         [([0, 1], [1, 2]), (every[:3], every[:3])], 10, 3, 3, False,
+         " The rank of a product is not the smaller of the two ranks: here both factors have rank 2."),
+        ("four heads of d_head = 8 in d_model = 32, ranks 8, 2, 5, 0",
+         [(every, every), (every, every[:2]), (every, every[:5]), (every, [])], 32, 8, 2, False, ""),
+        ("three heads of d_head = 4 in d_model = 12",
+         [(every[:4], [0, 3]), ([0, 1], [2, 3]), ([1, 2, 3], every[:4])], 12, 4, 4, True, ""),
+    ]:
+        w_q, w_k = _planted_heads(heads, d_model, d_head, seed)
+        ranks = [len(set(q) & set(k)) for q, k in heads]
+        cases.append(Case(name, args=(w_q, w_k, len(heads)), expected=np.array(ranks), hidden=hidden,
+                          hint=hint + extra))
+    run_cases(fn, cases, compare=lambda got, exp: compare_arrays(got, exp, atol=0, rtol=0),
+              what="query-key ranks", forbid=("headlab.analysis", "headlab.heads"))
+
+
+# --------------------------------------------------------------------------- cost
+
+
+def _compare_cost(got: Any, expected: dict[str, int]) -> str | None:
+    if not isinstance(got, dict):
+        return f"expected a dict with keys {sorted(expected)}, got {type(got).__name__}"
+    missing = sorted(set(expected) - set(got))
+    if missing:
+        return f"missing keys {missing} (expected exactly {sorted(expected)})"
+    for key, value in expected.items():
+        try:
+            g = int(got[key])
+        except (TypeError, ValueError):
+            return f"{key!r} must be a whole number, got {got[key]!r}"
+        if g != value:
+            return f"{key!r}: expected {value:,}, got {g:,}"
+    return None
+
+
+def check_attention_cost(fn: Callable[[int, int, int], Any]) -> None:
+    """Check ``attention_cost(n, d_model, n_heads)``: operation counts of one multi-head
+    self-attention layer on ``n`` positions (no mask, no batch).
+
+    Expected keys: ``"projections"`` (multiply-adds of the four ``d_model x d_model``
+    projections Q, K, V, O), ``"scores"`` (multiply-adds of every head's ``Q K^T``),
+    ``"mixing"`` (multiply-adds of every head's ``pattern @ V``) and ``"softmax_exps"``
+    (exponentials, one per pattern entry). The answers below are counted by hand.
+    """
+    cases = [
+        Case("n = 2, d_model = 4, one head",
+             args=(2, 4, 1), expected={"projections": 128, "scores": 16, "mixing": 16, "softmax_exps": 4},
+             hint="each projection maps n vectors of d_model to d_model: n * d_model**2 multiply-adds; "
+                  "scores: each of the n**2 (query, key) pairs costs d_head, and there are n_heads heads."),
+        Case("n = 2, d_model = 4, two heads: only the softmax grows",
+             args=(2, 4, 2), expected={"projections": 128, "scores": 16, "mixing": 16, "softmax_exps": 8},
+             hint="n_heads * d_head = d_model, so the matmul work does not depend on the split; "
+                  "every head has its own n x n pattern to exponentiate."),
+        Case("n = 512, d_model = 512, 8 heads",
+             args=(512, 512, 8), expected={"projections": 4 * 512**3, "scores": 512**3, "mixing": 512**3,
+                                           "softmax_exps": 8 * 512**2}),
+        Case("n = 1024, d_model = 64, 64 heads of d_head = 1",
+             args=(1024, 64, 64), expected={"projections": 4 * 1024 * 64**2, "scores": 1024**2 * 64,
+                                            "mixing": 1024**2 * 64, "softmax_exps": 64 * 1024**2},
+             hint="with d_head = 1 the exponentials are as many as the score multiply-adds."),
+        Case("n = 7, d_model = 12, 3 heads", args=(7, 12, 3), hidden=True,
+             expected={"projections": 4 * 7 * 12**2, "scores": 3 * 7**2 * 4, "mixing": 3 * 7**2 * 4,
+                       "softmax_exps": 3 * 7**2}),
+    ]
+    run_cases(fn, cases, compare=_compare_cost, what="the cost of attention",
+              forbid=("headlab.kernels", "deviating.experiments"))

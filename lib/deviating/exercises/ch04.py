@@ -1,0 +1,172 @@
+"""Checks for chapter 4, "Syntactic heads against ground truth".
+
+Every known answer is built by hand: attention patterns whose rows are set entry by entry
+(:func:`deviating.exercises.fixtures.hand_pattern`) and relations whose targets are placed by
+hand, so the right accuracy and baseline can be read off the construction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from deviating.exercises import Case, run_cases
+from deviating.exercises.fixtures import hand_pattern as _rows
+
+_DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas", "headlab.analysis.roles")
+
+__all__ = ["check_relation_vs_offset", "check_relation_vs_nearest_noun"]
+
+
+# ------------------------------------------------------------- a syntactic head vs the offset
+
+
+def _relation_cases() -> list[Case]:
+    # Two sentences of 6 tokens; pointers: verb -> subject, -1 elsewhere. The subject is
+    # right before the verb (offset -1) in sentence 0, two tokens before (offset -2) for
+    # both verbs of sentence 1.
+    targets = np.array([[-1, -1, -1, 2, -1, -1],
+                        [-1, -1, -1, 1, -1, 3]])
+    n = 3  # annotated queries: (0, 3), (1, 3), (1, 5)
+    perfect = np.stack([_rows(6, {3: {2: 1.0}}), _rows(6, {3: {1: 1.0}, 5: {3: 1.0}})])
+    previous = np.stack([_rows(6, {i: {i - 1: 1.0} for i in range(1, 6)})] * 2)
+    tie = np.stack([_rows(6, {3: {2: 0.4, 1: 0.4}}), _rows(6, {3: {1: 0.9}, 5: {3: 0.5}})])
+    # offsets -1, -2, -1, -1: the most common offset is -1 here
+    targets_1 = np.array([[-1, -1, -1, 2, -1, -1], [-1, -1, 0, -1, 3, -1], [-1, -1, -1, -1, -1, 4]])
+    perfect_1 = np.stack([_rows(6, {3: {2: 1.0}}), _rows(6, {2: {0: 1.0}, 4: {3: 1.0}}),
+                          _rows(6, {5: {4: 1.0}})])
+    # both verbs three tokens after their subject; the head ties the subject with a *later* key
+    targets_3 = np.array([[-1, -1, -1, -1, 1, 2]])
+    tie_after = np.stack([_rows(6, {4: {1: 0.4, 2: 0.4}, 5: {2: 0.45, 4: 0.45}})])
+    # offsets -2, -1, -1, -2 (in reading order): a tie between -1 and -2
+    targets_tie = np.array([[-1, -1, 0, 2, -1, -1], [-1, -1, -1, -1, 3, 3]])
+    prev_tie = np.stack([_rows(6, {i: {i - 1: 1.0} for i in range(1, 6)})] * 2)
+    # an encoder: offsets +1, -1, +1, -1, +3: a tie between +1 and -1
+    targets_enc = np.array([[3, 2, -1, 2, 5, 4]])
+    next_token = np.stack([_rows(6, {i: {min(i + 1, 5): 1.0} for i in range(6)}, causal=False)])
+    return [
+        Case("a head that always points at the subject", args=(perfect, targets),
+             expected=(1.0, -2, 2 / n),
+             hint="return (head accuracy, best offset, offset accuracy); count, for each offset k, "
+                  "the annotated queries whose target is query + k."),
+        Case("a previous-token head", args=(previous, targets), expected=(1 / n, -2, 2 / n),
+             hint="the head's argmax must be the target; here it is only for the first sentence."),
+        Case("a head whose largest weight is shared by the subject and an earlier key", args=(tie, targets),
+             expected=(2 / n, -2, 2 / n),
+             hint="a tie is a miss: the weight on the target must be strictly larger than on any other key."),
+        Case("three sentences whose subjects sit at offsets -1, -2, -1, -1", args=(perfect_1, targets_1),
+             expected=(1.0, -1, 3 / 4),
+             hint="compute the best offset from the targets of each input; it is not the same everywhere."),
+        Case("subjects three tokens back; the head ties each subject with a *later* key",
+             args=(tie_after, targets_3), expected=(0.0, -3, 1.0),
+             hint="a tie is a miss wherever the other key sits: argmax returns the first maximum, so "
+                  "`argmax == target` counts a tie after the target as a hit."),
+        Case("offsets -2, -1, -1, -2: two offsets equally common", args=(prev_tie, targets_tie),
+             expected=(2 / 4, -1, 2 / 4),
+             hint="break ties between offsets by the smaller |k|, then the negative one; not by which "
+                  "offset was seen first."),
+        Case("an encoder, offsets +1, -1, +1, -1, +3", args=(next_token, targets_enc),
+             expected=(2 / 5, -1, 2 / 5), hidden=True),
+    ]
+
+
+def _relation_compare(got, expected) -> str | None:
+    try:
+        accuracy, offset, offset_accuracy = got
+        accuracy, offset_accuracy, offset = float(accuracy), float(offset_accuracy), int(offset)
+    except (TypeError, ValueError):
+        return f"expected a tuple (head accuracy, best offset, offset accuracy), got {got!r}"
+    if not math.isclose(accuracy, expected[0], abs_tol=1e-9):
+        return f"head accuracy: expected {expected[0]:.4f}, got {accuracy:.4f}"
+    if offset != expected[1]:
+        return f"best offset: expected {expected[1]}, got {offset}"
+    if not math.isclose(offset_accuracy, expected[2], abs_tol=1e-9):
+        return f"offset accuracy: expected {expected[2]:.4f}, got {offset_accuracy:.4f}"
+    return None
+
+
+def check_relation_vs_offset(fn: Callable[[np.ndarray, np.ndarray], tuple[float, int, float]]) -> None:
+    """Check ``fn(patterns, targets)``: a head's relation accuracy beside the best fixed offset.
+
+    ``patterns`` ``(batch, pos, pos)``: one head on ``batch`` sequences; ``targets``
+    ``(batch, pos)``: the target position of each annotated query, -1 elsewhere.
+    """
+    run_cases(fn, _relation_cases(), compare=_relation_compare, forbid=_DETECTORS)
+
+
+# --------------------------------------------- a subject head against the nearest noun
+
+
+def _nearest_noun_cases() -> list[Case]:
+    # Three sequences of 7 tokens, the query at the token *before* each verb (where a causal
+    # model predicts the verb's form), pointing at the verb's subject:
+    #   0: <bos> the cat | sleeps . dogs | bark   queries 2 -> 2 and 5 -> 5 (the query itself)
+    #   1: <bos> the keys to the cabinet | are    query 5 -> 2 (an attractor, 'cabinet', at 5)
+    #   2: <bos> he | sleeps . the cat            query 1 -> 1 (a pronoun: no noun before it)
+    targets = np.array([[-1, -1, 2, -1, -1, 5, -1],
+                        [-1, -1, -1, -1, -1, 2, -1],
+                        [-1, 1, -1, -1, -1, -1, -1]])
+    is_noun = np.array([[0, 0, 1, 0, 0, 1, 0],
+                        [0, 0, 1, 0, 0, 1, 0],
+                        [0, 0, 0, 0, 0, 1, 0]], dtype=bool)
+    n, nearest = 4, 2 / 4  # the nearest noun is right for the two queries of sequence 0 only
+    subject = np.stack([_rows(7, {2: {2: 1.0}, 5: {5: 1.0}}), _rows(7, {5: {2: 0.8}}),
+                        _rows(7, {1: {1: 0.9}})])
+    itself = np.stack([_rows(7, {i: {i: 1.0} for i in range(7)})] * 3)
+    previous = np.stack([_rows(7, {i: {i - 1: 1.0} for i in range(1, 7)})] * 3)
+    tie = subject.copy()
+    tie[1, 5] = _rows(7, {5: {2: 0.5, 5: 0.5}})[5]
+    targets_after = np.array([[-1, -1, -1, 1, -1, -1, 4]])
+    nouns_after = np.array([[0, 1, 0, 0, 1, 0, 0]], dtype=bool)
+    after = np.stack([_rows(7, {3: {1: 0.5, 3: 0.5}, 6: {1: 0.45, 4: 0.45}})])
+    # sentence 0: queries 2 -> 1 and 5 -> 5; sentence 1: query 4 -> 2 (nouns 2, 3 and 5)
+    hidden_t = np.array([[-1, -1, 1, -1, -1, 5, -1], [-1, -1, -1, -1, 2, -1, -1]])
+    hidden_n = np.array([[0, 1, 0, 1, 0, 1, 0], [0, 0, 1, 1, 0, 1, 0]], dtype=bool)
+    hidden_p = np.stack([_rows(7, {2: {1: 0.3, 2: 0.3}, 5: {5: 0.9}}), _rows(7, {4: {3: 0.8}})])
+    return [
+        Case("a head that always points at the subject", args=(subject, targets, is_noun),
+             expected=(1.0, nearest),
+             hint="return (head accuracy, nearest-noun accuracy); the nearest noun at or before the "
+                  "query is right for 2 of the 4 queries."),
+        Case("a head that looks at the query itself", args=(itself, targets, is_noun),
+             expected=(3 / n, nearest),
+             hint="the query can be its own target ('the cat | sleeps'): a head on the query itself "
+                  "is right there. For sequence 2 there is no noun at or before the query: a miss."),
+        Case("a previous-token head", args=(previous, targets, is_noun), expected=(0.0, nearest),
+             hint="the previous token is never the subject in these sequences."),
+        Case("a head whose weight is shared by the subject and the attractor", args=(tie, targets, is_noun),
+             expected=(3 / n, nearest),
+             hint="a tie is a miss: the weight on the target must be strictly larger than on any other key."),
+        Case("nouns at 1 and 4; a query at 3 whose subject is 1, and one at 6 whose subject is 4",
+             args=(after, targets_after, nouns_after), expected=(0.0, 1.0),
+             hint="the baseline looks at or *before* the query only (a noun after it is the future), and "
+                  "takes the nearest such noun, not the first noun of the sentence. The head ties each "
+                  "subject with another key: a miss, whichever side the other key is on."),
+        Case("two sentences with nouns before and after the queries",
+             args=(hidden_p, hidden_t, hidden_n), expected=(1 / 3, 2 / 3), hidden=True),
+    ]
+
+
+def _pair_compare(got, expected) -> str | None:
+    try:
+        head, noun = got
+        head, noun = float(head), float(noun)
+    except (TypeError, ValueError):
+        return f"expected a tuple (head accuracy, nearest-noun accuracy), got {got!r}"
+    if not math.isclose(head, expected[0], abs_tol=1e-9):
+        return f"head accuracy: expected {expected[0]:.4f}, got {head:.4f}"
+    if not math.isclose(noun, expected[1], abs_tol=1e-9):
+        return f"nearest-noun accuracy: expected {expected[1]:.4f}, got {noun:.4f}"
+    return None
+
+
+def check_relation_vs_nearest_noun(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[float, float]]) -> None:
+    """Check ``fn(patterns, targets, is_noun)``: a head's relation accuracy beside the accuracy of
+    pointing at the nearest noun at or before each query.
+
+    ``patterns`` ``(batch, pos, pos)``: one causal head; ``targets`` ``(batch, pos)``: the target
+    of each annotated query, -1 elsewhere; ``is_noun`` ``(batch, pos)`` bools.
+    """
+    run_cases(fn, _nearest_noun_cases(), compare=_pair_compare, forbid=_DETECTORS)

@@ -1,0 +1,118 @@
+"""Checks for chapter 6, "The uneven division of work"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from deviating.exercises import Case, compare_number, run_cases
+
+__all__ = ["check_mean_ablation", "check_most_redundant_pair", "check_gini"]
+
+_IMPORTANCE = ("headlab.analysis.importance", "headlab.analysis.sweep", "headlab.heads")
+
+
+def _mean_ablation_cases() -> list[Case]:
+    z = np.arange(2 * 3 * 2 * 2, dtype=float).reshape(2, 3, 2, 2)  # (batch, pos, head, d_head)
+    ref = np.array([[[1.0, 3.0], [10.0, 10.0]],
+                    [[3.0, 5.0], [20.0, 30.0]]])  # (n_tokens, head, d_head): head 0 mean [2, 4]
+    out0 = z.copy()
+    out0[:, :, 0, :] = [2.0, 4.0]
+    out1 = z.copy()
+    out1[:, :, 1, :] = [15.0, 20.0]
+    # three heads of d_head = 3, three reference tokens: head 2's mean is [1, -2, 5]
+    z3 = np.arange(1 * 2 * 3 * 3, dtype=float).reshape(1, 2, 3, 3) - 7.0
+    ref3 = np.zeros((3, 3, 3))
+    ref3[:, 2, :] = [[0.0, -3.0, 5.0], [1.0, -2.0, 4.0], [2.0, -1.0, 6.0]]
+    ref3[:, 0, :] = 100.0  # other heads' references must not leak in
+    out3 = z3.copy()
+    out3[:, :, 2, :] = [1.0, -2.0, 5.0]
+    z4 = -np.arange(2 * 1 * 3 * 2, dtype=float).reshape(2, 1, 3, 2)
+    ref4 = np.tile(np.array([[4.0, 0.0], [1.0, 1.0], [-2.0, 6.0]]), (5, 1, 1))
+    ref4[0, 1] = [6.0, -4.0]
+    out4 = z4.copy()
+    out4[:, :, 1, :] = [2.0, 0.0]  # (6 + 4 * 1) / 5, (-4 + 4 * 1) / 5
+    return [
+        Case("head 0 of a 2-head layer", args=(z, ref, 0), expected=out0, unchanged=True,
+             hint="replace z[:, :, head, :] by the mean of reference[:, head, :] over the reference tokens, "
+                  "in a copy of z (z itself must not change)."),
+        Case("head 1, the other heads untouched", args=(z, ref, 1), expected=out1, unchanged=True,
+             hint="only the ablated head's slice changes; every other head keeps its own output."),
+        Case("head 2 of 3, d_head = 3, 3 reference tokens", args=(z3, ref3, 2), expected=out3, unchanged=True,
+             hint="average over the reference tokens (axis 0) only, keeping the d_head coordinates apart; "
+                  "the mean comes from the reference, not from z (that would be a different ablation)."),
+        Case("head 1 of 3, two inputs, 5 reference tokens", args=(z4, ref4, 1), expected=out4,
+             unchanged=True, hidden=True),
+    ]
+
+
+def check_mean_ablation(fn: Callable) -> None:
+    """``fn(z, reference, head)``: ``z`` ``(batch, pos, n_heads, d_head)``, ``reference``
+    ``(n_tokens, n_heads, d_head)`` (the head outputs on every real token of a reference set);
+    returns a new ``z`` whose ``head`` slice is the reference mean, and must not modify ``z``."""
+    run_cases(fn, _mean_ablation_cases(), what="mean ablation", forbid=_IMPORTANCE)
+
+
+def _pair_cases() -> list[Case]:
+    a, b, c, d = (0, 0), (0, 1), (1, 0), (1, 1)
+    singles = {a: 0.5, b: 0.1, c: 0.3, d: 0.0}
+    pairs = {(a, b): 0.6, (a, c): 0.7, (b, d): 0.9, (c, d): 0.3}
+    # interactions: (a,b) 0.0, (a,c) -0.1, (b,d) 0.8, (c,d) 0.0
+    singles2 = {a: 1.0, b: 1.0, c: 0.2}
+    pairs2 = {(a, b): 2.5, (a, c): 1.0, (b, c): 1.3}  # 0.5, -0.2, 0.1
+    # the largest pair effect (a, b) is nearly additive; (c, d) is the redundant pair; (a, d)
+    # overlaps strongly (a large *negative* interaction)
+    singles3 = {a: 1.0, b: 1.0, c: 0.1, d: 0.1}
+    pairs3 = {(a, b): 2.2, (c, d): 0.9, (a, d): 0.1, (b, c): 1.1}  # 0.2, 0.7, -1.0, 0.0
+    singles4 = {a: 0.3, b: 0.6, c: 0.0, d: 0.4}
+    pairs4 = {(a, b): 0.5, (a, c): 0.2, (b, d): 1.4, (c, d): 0.9, (a, d): 0.3}  # -0.4, -0.1, 0.4, 0.5, -0.4
+    return [
+        Case("two heads that do little alone but much together", args=(singles, pairs), expected=(b, d),
+             hint="interaction = effect(pair) - effect(a) - effect(b); take the largest, not the largest "
+                  "pair effect."),
+        Case("the redundant pair with the largest interaction", args=(singles2, pairs2), expected=(a, b),
+             hint="(a, b) removes 2.5 against 1.0 + 1.0 alone: interaction 0.5."),
+        Case("the largest pair effect (2.2) is not the most redundant pair, and one pair overlaps",
+             args=(singles3, pairs3), expected=(c, d),
+             hint="(0.0, 0.1) costs 2.2 together but 1.0 + 1.0 alone (interaction 0.2); (1.0, 1.1) costs 0.9 "
+                  "against 0.1 + 0.1 (0.7). Take the largest signed interaction: a large negative one "
+                  "(heads that overlap) is the opposite of redundant."),
+        Case("five pairs", args=(singles4, pairs4), expected=(c, d), hidden=True),
+    ]
+
+
+def check_most_redundant_pair(fn: Callable) -> None:
+    """``fn(singles, pairs)``: ``singles`` maps each head to its single-ablation effect, ``pairs``
+    maps ``(a, b)`` to the effect of ablating both; returns the pair with the largest interaction
+    ``effect(a+b) - effect(a) - effect(b)``."""
+    def compare(got, expected):
+        try:
+            got = tuple(tuple(int(x) for x in h) for h in got) if got is not None else None
+        except (TypeError, ValueError):
+            return f"expected a pair of (layer, head) tuples, got {got!r}"
+        if got == expected or got == expected[::-1]:
+            return None
+        return f"expected the pair {expected}, got {got}"
+
+    run_cases(fn, _pair_cases(), compare=compare, what="redundant pair", forbid=_IMPORTANCE)
+
+
+def _gini_cases() -> list[Case]:
+    return [
+        Case("every head equally important", args=(np.array([1.0, 1.0, 1.0, 1.0]),), expected=0.0,
+             hint="equal shares: the Lorenz curve is the diagonal, Gini 0."),
+        Case("one head does everything (n = 4)", args=(np.array([0.0, 0.0, 0.0, 5.0]),), expected=0.75,
+             hint="the maximum for n heads is 1 - 1/n."),
+        Case("two heads, effects 1 and 3", args=(np.array([3.0, 1.0]),), expected=0.25,
+             hint="Gini = sum_i sum_j |x_i - x_j| / (2 n^2 mean); the |.| matters: without it the sum is 0."),
+        Case("negative effects carry no share", args=(np.array([-2.0, 0.0, 4.0]),), expected=2.0 / 3.0,
+             hint="clip negative effects to 0 first: a head whose removal helps does none of the work."),
+        Case("effects 0, 1, 2, 3", args=(np.array([2.0, 0.0, 3.0, 1.0]),), expected=5.0 / 12.0, hidden=True),
+    ]
+
+
+def check_gini(fn: Callable) -> None:
+    """``fn(effects)``: the Gini coefficient of the positive parts of a 1-d array of head effects."""
+    run_cases(fn, _gini_cases(), compare=lambda got, exp: compare_number(got, exp, atol=1e-9, rtol=1e-9),
+              what="the Gini coefficient", forbid=_IMPORTANCE)

@@ -1,0 +1,146 @@
+"""Checks for chapter 7, "What breaks when specialisation is ignored"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from deviating.exercises import Case, run_cases
+
+__all__ = ["check_worst_case_order", "check_layer_mean_z", "check_flag_looking_back"]
+
+
+def _same_order(got, expected) -> str | None:
+    try:
+        got = [tuple(int(v) for v in h) for h in got]
+    except (TypeError, ValueError):
+        return f"expected a list of (layer, head) pairs, got {type(got).__name__}"
+    if len(got) != len(expected):
+        return f"expected all {len(expected)} heads, got {len(got)}"
+    if got != list(expected):
+        first = next(i for i, (g, e) in enumerate(zip(got, expected)) if g != e)
+        return f"a different order (least important first); the first difference is at place {first}"
+    return None
+
+
+def _many_ties() -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """4 layers x 16 heads whose worst cases take three values (0.1, 0.5, 0.9), many tied.
+
+    The expected order lists the 0.1 heads in layer-major order, then the 0.5 heads, then the 0.9
+    heads: what a stable sort gives, and what numpy's default (unstable) argsort does not."""
+    n_layers, n_heads = 4, 16
+    levels = (0.1, 0.5, 0.9)
+    worst = np.array([[levels[(3 * l + 5 * h) % 3 if h % 4 else 1] for h in range(n_heads)]
+                      for l in range(n_layers)])
+    effects = np.stack([worst, worst / 2, np.zeros_like(worst)], axis=-1)  # the worst case is input 0
+    expected = [(l, h) for level in levels for l in range(n_layers) for h in range(n_heads)
+                if worst[l, h] == level]
+    return effects, expected
+
+
+def check_worst_case_order(fn: Callable) -> None:
+    """``fn(effects)``: ``effects`` ``(n_layers, n_heads, n_inputs)`` is the increase of the loss on
+    each input when each head is removed; returns every ``(layer, head)``, least important first by
+    the *worst case*: the largest effect over the inputs (ties: layer-major order)."""
+    # one layer of three heads, three inputs
+    e1 = np.array([[[0.1, 0.1, 0.1],      # mean 0.1, worst 0.1
+                    [0.0, 0.0, 0.9],      # mean 0.3, worst 0.9: a specialist for input 2
+                    [0.4, 0.4, 0.4]]])    # mean 0.4, worst 0.4
+    # two layers of two heads; a tie in the worst case between 0.1 and 1.0
+    e2 = np.array([[[0.2, 0.2], [0.0, 0.5]],
+                   [[0.5, 0.0], [0.3, 0.3]]])
+    e3 = np.array([[[-0.9, -0.2], [0.1, -0.5]]])  # worst -0.2 and 0.1; largest |effect| 0.9 and 0.5
+    ties, ties_order = _many_ties()
+    e5 = np.array([[[0.3, 0.0], [0.0, 0.1]], [[0.2, 0.25], [-0.5, 0.6]], [[0.0, 0.0], [0.3, 0.05]]])
+    run_cases(fn, [
+        Case("a specialist with a small mean but a large worst case", args=(e1,),
+             expected=[(0, 0), (0, 2), (0, 1)],
+             hint="score each head by effects.max over the inputs (not the mean), then sort ascending."),
+        Case("two layers, with a tie (keep layer-major order)", args=(e2,),
+             expected=[(0, 0), (1, 1), (0, 1), (1, 0)],
+             hint="use a stable sort on the flattened (layer, head) grid: np.argsort(..., kind='stable')."),
+        Case("negative effects", args=(e3,), expected=[(0, 0), (0, 1)],
+             hint="the worst case is the maximum, not the largest absolute value."),
+        Case("4 layers x 16 heads, many ties", args=(ties,), expected=ties_order,
+             hint="np.argsort's default algorithm is not stable on long arrays: pass kind='stable'."),
+        Case("3 layers x 2 heads", args=(e5,), expected=[(2, 0), (0, 1), (1, 0), (0, 0), (2, 1), (1, 1)],
+             hidden=True),
+    ], compare=_same_order, what="worst case",
+        forbid=("deviating.analysis.prune", "headlab.analysis.importance"))
+
+
+def _mean_z_cases() -> list[Case]:
+    z = np.zeros((1, 2, 3, 2))  # (batch, pos, head, d_head)
+    z[0, 0, :, 0] = [3.0, 0.0, -6.0]   # mean -1
+    z[0, 0, :, 1] = [1.0, 1.0, 1.0]    # mean 1
+    z[0, 1, :, 0] = [2.0, 4.0, 6.0]    # mean 4
+    expected = np.zeros_like(z)
+    expected[0, 0, :, 0], expected[0, 0, :, 1], expected[0, 1, :, 0] = -1.0, 1.0, 4.0
+    z2 = np.arange(2 * 1 * 2 * 1, dtype=float).reshape(2, 1, 2, 1)  # two inputs: never mix them
+    exp2 = np.array([[[[0.5], [0.5]]], [[[2.5], [2.5]]]])
+    # (2, 3, 3, 2): at every input and position the heads are m - 1, m + 1, m around a known mean m
+    means = np.arange(2 * 3 * 2, dtype=float).reshape(2, 3, 1, 2) * 1.5 - 4.0
+    z3 = np.concatenate([means - 1.0, means + 1.0, means], axis=2)
+    return [
+        Case("three heads at two positions", args=(z,), expected=expected, unchanged=True,
+             hint="average over the head axis (axis 2) only, keeping the positions apart, in a new array."),
+        Case("two inputs (the mean is per input and position)", args=(z2,), expected=exp2, unchanged=True,
+             hint="do not average over the batch: each input keeps its own mean."),
+        Case("two inputs, three positions, three heads", args=(z3,), expected=np.repeat(means, 3, axis=2),
+             unchanged=True, hidden=True),
+    ]
+
+
+def check_layer_mean_z(fn: Callable) -> None:
+    """``fn(z)``: ``z`` ``(batch, pos, n_heads, d_head)``; returns a new array of the same shape in
+    which every head's output is the layer's mean head output at that input and position, and must
+    not modify ``z``."""
+    run_cases(fn, _mean_z_cases(), what="the averaging ablation",
+              forbid=("deviating.training.distill", "headlab.heads"))
+
+
+def _rows(spec, n_layers: int = 1, n_heads: int = 3, n_pos: int = 6) -> np.ndarray:
+    """Rows ``(n, n_layers, n_heads, n_pos)`` from {(layer, head) or head: row}; every other head
+    puts all its weight on the last key (the query's own sentence)."""
+    rows = np.zeros((len(spec), n_layers, n_heads, n_pos))
+    rows[..., -1] = 1.0
+    for i, heads in enumerate(spec):
+        for h, row in heads.items():
+            layer, head = h if isinstance(h, tuple) else (0, h)
+            rows[i, layer, head] = row
+    return rows
+
+
+def check_flag_looking_back(fn: Callable) -> None:
+    """``fn(rows, boundary, x)``: ``rows`` ``(n, n_layers, n_heads, pos)`` are every head's
+    attention row at the query of each input, ``boundary`` ``(n,)`` the last position before
+    the input's own sentence; returns a boolean array ``(n,)``: True where some head puts *more
+    than* ``x`` of its attention, in total, on keys ``1 .. boundary[i]`` (key 0, the sink, left out)."""
+    spread = [0.0, 0.45, 0.45, 0.0, 0.0, 0.1]  # 0.9 before the sentence, no single key above 0.45
+    sink = [0.95, 0.0, 0.0, 0.0, 0.0, 0.05]
+    rows = _rows([{}, {1: [0.0, 0.9, 0.0, 0.0, 0.0, 0.1]}, {0: sink}, {2: spread}])
+    b = np.array([2, 2, 2, 2])
+    later = _rows([{0: [0.0, 0.0, 0.0, 0.9, 0.0, 0.1]}] * 2)  # weight on key 3
+    exact = _rows([{1: [0.0, 0.3, 0.3, 0.0, 0.0, 0.4]}])  # exactly 0.6 before the sentence
+    one_of_four = _rows([{3: [0.0, 0.9, 0.0, 0.0, 0.0, 0.1]}], n_heads=4)  # the layer mean: 0.225
+    deep = _rows([{(1, 2): [0.0, 0.0, 0.8, 0.0, 0.0, 0.2]}, {(0, 0): sink}], n_layers=2)
+    hidden = _rows([{(1, 0): [0.0, 0.2, 0.2, 0.2, 0.0, 0.4]}, {(0, 1): [0.3, 0.3, 0.0, 0.0, 0.0, 0.4]},
+                    {(1, 1): [0.0, 0.0, 0.0, 0.0, 0.7, 0.3]}], n_layers=2)
+    run_cases(fn, [
+        Case("clean, one head looking back, parked on the sink, spread over two keys", args=(rows, b, 0.8),
+             expected=np.array([False, True, False, True]),
+             hint="sum each head's weight over keys 1..boundary (not its largest single weight), "
+                  "and leave key 0 out."),
+        Case("the boundary differs per input (key 3 is before the sentence only when boundary >= 3)",
+             args=(later, np.array([2, 3]), 0.5), expected=np.array([False, True]),
+             hint="keys 1..boundary[i] inclusive, with each input's own boundary."),
+        Case("exactly x before the sentence", args=(exact, np.array([2]), 0.6), expected=np.array([False]),
+             hint="'more than x' is '>', not '>='."),
+        Case("one head of four looks back (the layer's mean would not)", args=(one_of_four, np.array([2]), 0.6),
+             expected=np.array([True]), hint="inspect every head on its own; do not average the heads first."),
+        Case("two layers: a head of the second layer looks back", args=(deep, np.array([2, 2]), 0.6),
+             expected=np.array([True, False]), hint="inspect every layer, not only the first: rows[:, layer, head]."),
+        Case("two layers, boundaries 3, 1 and 3", args=(hidden, np.array([3, 1, 3]), 0.5),
+             expected=np.array([True, False, False]), hidden=True),
+    ], what="where heads look", forbid=("deviating.analysis.inspection",))

@@ -1,0 +1,66 @@
+"""What a training run is made of: a data :class:`Task` and a :class:`Recipe` (model config, task,
+steps, batch size, learning rate, seed). The recipes of every shipped model are gathered in
+:data:`deviating.training.recipes.RECIPES`."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Iterator, Protocol
+
+import torch
+
+from headlab.models.gpt import GPT, GPTConfig
+
+__all__ = ["Task", "Recipe"]
+
+
+class Task(Protocol):
+    """What the training loop needs from a data task (:mod:`deviating.data.spans`,
+    :mod:`deviating.data.windows`, :mod:`deviating.data.two_relations`).
+
+    A task may also define ``phase_change(metrics) -> bool``: then a run records the first
+    evaluation at which it holds (the induction phase change of :class:`~deviating.data.spans.RepeatedSpans`).
+    """
+
+    kind: str
+    version: str
+
+    @property
+    def d_vocab(self) -> int: ...
+    def tokenizer(self): ...
+    def train_batches(self, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]: ...
+    def eval_data(self, n: int) -> Any: ...
+    def evaluate(self, model: GPT, data: Any) -> dict[str, Any]: ...
+    def describe(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class Recipe:
+    """Everything that determines a training run, given a seed.
+
+    The learning rate warms up linearly over ``warmup`` steps, then decays along a cosine to
+    10% of ``lr`` at the last step (:func:`deviating.training.loop.warmup_cosine`); AdamW with
+    ``weight_decay`` on the matrices only; gradients clipped to norm ``grad_clip``; the task's
+    ``eval_size`` evaluation inputs scored every ``eval_every`` steps.
+    """
+
+    name: str
+    description: str
+    config: GPTConfig
+    task: Task
+    steps: int
+    batch_size: int
+    lr: float
+    warmup: int = 100
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    eval_every: int = 50
+    eval_size: int = 256
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The recipe as JSON-ready values (config and task described), as recorded in provenance."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["config"], d["task"] = self.config.to_dict(), self.task.describe()
+        return d
