@@ -24,6 +24,7 @@ import torch
 from deviating.analysis.adversarial import agreement_targets, copy_targets, margins, random_triggers, trigger_search
 from deviating.analysis.inspection import INSPECTORS, inspector_scores, query_rows
 from deviating.data.language import agreement_items, copy_items
+from headlab.stats import split_items
 
 __all__ = ["pick_targets", "weight_on_slots", "adversarial_part"]
 
@@ -66,8 +67,6 @@ def _pad(rows: torch.Tensor, width: int) -> torch.Tensor:
 
 
 def _kind(hm, attacked, windows, calibration, sizes, progress: bool, name: str) -> dict[str, Any]:
-    from headlab.stats import split_items
-
     t0 = time.perf_counter()
     search = trigger_search(hm, attacked, n_steps=sizes.search_steps, top_k=sizes.search_top_k)
     search_seconds = time.perf_counter() - t0

@@ -36,6 +36,15 @@ import torch
 
 from headlab.analysis.effects import causal_lm_metrics, encoder_metrics, group_effects
 from headlab.heads.ablation import ABLATION_MODES, Ablation
+from headlab.analysis.detect import entropy_score
+from deviating.data.language import encode
+from headlab.metrics import agreement_metric, copy_metric, pronoun_metric
+from deviating.training.recipes import RECIPES
+from deviating.data.language import load_english
+import headlab
+from headlab.analysis.importance import gradient_importance
+from headlab.metrics import Metric
+from headlab.metrics import next_token_loss
 
 __all__ = ["OUT", "FORMAT", "ORGANISMS", "Sizes", "measure_model", "run", "load"]
 
@@ -61,8 +70,6 @@ def _rows(t: torch.Tensor) -> list:
 
 
 def _entropy(hm, batch) -> torch.Tensor:
-    from headlab.analysis.detect import entropy_score
-
     _, cache = hm.run_with_cache(batch, names=("pattern",))
     per = [entropy_score(cache.pattern(l).float(), batch["attention_mask"], causal=hm.causal)
            for l in range(hm.n_layers)]  # each (n_items, n_heads)
@@ -70,10 +77,6 @@ def _entropy(hm, batch) -> torch.Tensor:
 
 
 def _organism_inputs(name: str, sizes: Sizes):
-    from deviating.data.language import encode
-    from headlab.metrics import agreement_metric, copy_metric, pronoun_metric
-    from deviating.training.recipes import RECIPES
-
     task = RECIPES[name].task
     data = task.eval_data(sizes.windows)
     vocab = task.tokenizer().get_vocab()
@@ -85,8 +88,6 @@ def _organism_inputs(name: str, sizes: Sizes):
 
 
 def _minilm_inputs(sizes: Sizes):
-    from deviating.data.language import load_english
-
     texts = [s.text for s in load_english()]
     # the ten longest sentences stay references: resample ablation needs a reference at least
     # as long as every sentence measured
@@ -101,9 +102,6 @@ def _minilm_inputs(sizes: Sizes):
 
 def measure_model(name: str, sizes: Sizes = Sizes(), progress: bool = True) -> dict:
     """Every measurement of one model (a name of :data:`ORGANISMS` or ``"minilm"``), as the stored dict."""
-    import headlab
-    from headlab.analysis.importance import gradient_importance
-    from headlab.metrics import Metric
 
     start = time.perf_counter()
     hm = headlab.load(name)
@@ -137,7 +135,6 @@ def measure_model(name: str, sizes: Sizes = Sizes(), progress: bool = True) -> d
         clean_out = hm.forward(batch)
     grads = gradient_importance(hm, batch, metric=grad_metric, batch_size=8).abs()  # (n_items, L, H)
     if name in ORGANISMS:
-        from headlab.metrics import next_token_loss
 
         clean = {"loss": _rows(next_token_loss(clean_out, batch["input_ids"], batch["attention_mask"]))}
         clean.update({f"{k} margin": _rows(m(clean_out, batch)) for k, m in items.items()})

@@ -26,7 +26,8 @@ from deviating.analysis.prune import EvalSet, order_by, pruning_curve, random_or
 from deviating.data.language import load_english
 from headlab.heads.ablation import Ablation
 from headlab.metrics import Metric
-from deviating.experiments.what_breaks import WhatBreaksSizes
+from deviating.experiments.what_breaks_setup import WhatBreaksSizes
+import headlab
 
 __all__ = ["MINILM_SPLIT_SEED", "MINILM_RANDOM_SEEDS", "split_by_construction", "minilm_part"]
 
@@ -54,7 +55,6 @@ def split_by_construction(sentences, seed: int) -> tuple[list[int], list[int]]:
 def minilm_part(sizes: WhatBreaksSizes = WhatBreaksSizes(), command: str = "python scripts/what_breaks.py",
                 progress: bool = False) -> dict[str, Any]:
     """Pruning curves of MiniLM on the English set (see the module docstring); ``command`` is recorded."""
-    import headlab
 
     hm = headlab.load("minilm")
     sentences = load_english()[:sizes.minilm_sentences]

@@ -19,6 +19,14 @@ import time
 from typing import Any
 
 import torch
+from headlab.metrics import ItemMetric
+from deviating.analysis.failure import WindowTable
+from deviating.analysis.prune import iterative_order, order_by, pruning_curve_shared, random_order
+from headlab.analysis.sweep import sweep
+from deviating.data.language import encode
+from deviating.experiments.what_breaks_setup import eval_metrics, item_counts
+from headlab.heads.ablation import Ablation
+from headlab.metrics import Metric
 
 __all__ = ["item_weights", "window_sums", "curve_tables", "curve_means", "model_pruning"]
 
@@ -26,7 +34,6 @@ __all__ = ["item_weights", "window_sums", "curve_tables", "curve_means", "model_
 def item_weights(metrics: dict, n_windows: int) -> dict[str, list[int]]:
     """Per metric, how many units each window holds: items for an item metric
     (:class:`headlab.metrics.ItemMetric`), 1 for a per-window metric (the loss)."""
-    from headlab.metrics import ItemMetric
 
     out = {}
     for name, (fn, _) in metrics.items():
@@ -59,7 +66,6 @@ def curve_tables(record: dict, curve: str, higher_is_better: dict[str, bool], co
     """The stored curve ``curve`` of one model's ``record`` as
     :class:`deviating.analysis.failure.WindowTable` values, one per metric of ``higher_is_better``
     (metric -> whether higher values are better)."""
-    from deviating.analysis.failure import WindowTable
 
     if curve not in record["curves"]:
         raise ValueError(f"no curve {curve!r}; stored: {', '.join(record['curves'])}")
@@ -85,12 +91,6 @@ def curve_means(record: dict, curve: str) -> dict[str, list[float]]:
 def model_pruning(hm, task, data, vocab, sizes) -> dict[str, Any]:
     """The pruning curves of one organism (see the module docstring); ``sizes`` is a
     :class:`deviating.experiments.what_breaks.WhatBreaksSizes`."""
-    from deviating.analysis.prune import iterative_order, order_by, pruning_curve_shared, random_order
-    from headlab.analysis.sweep import sweep
-    from deviating.data.language import encode
-    from deviating.experiments.what_breaks import eval_metrics, item_counts
-    from headlab.heads.ablation import Ablation
-    from headlab.metrics import Metric
 
     select = task.windows(sizes.selection_windows, seed=sizes.selection_seed)
     sel_ids = encode(hm.tokenizer, select)

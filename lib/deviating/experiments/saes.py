@@ -18,6 +18,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
+import headlab
+from deviating.analysis.sae.compare import language_windows
+from deviating.analysis.sae.model import SAEConfig, collect_z, evaluate_sae, loss_recovered, save_sae
+from deviating.data.language import Language
+from deviating.training.sae import train_sae
 
 __all__ = ["OUT", "train_saes"]
 
@@ -58,11 +63,6 @@ def train_saes(layer: int, model: str = "organism", windows: int = 1200, eval_wi
         command: the command line recorded.
         progress: progress bars and a line per SAE.
     """
-    import headlab
-    from deviating.analysis.sae.compare import language_windows
-    from deviating.analysis.sae.model import SAEConfig, collect_z, evaluate_sae, loss_recovered, save_sae
-    from deviating.data.language import Language
-    from deviating.training.sae import train_sae
 
     seeds = list(seeds)
     if not seeds and not head_seeds:

@@ -23,6 +23,11 @@ import torch
 
 from deviating.experiments.records import rounded
 from deviating.training.recipe import Recipe
+from deviating.analysis.specialists import specialists
+import headlab
+from headlab.models.checkpoints import save_checkpoint
+from deviating.training.distill import TRANSFER_TARGETS, distill
+from deviating.training.recipes import RECIPES
 
 __all__ = ["RESULTS", "TEACHER", "SPECIALIST_WINDOWS", "SPECIALIST_SEED", "specialist_grids", "distill_students"]
 
@@ -42,7 +47,6 @@ def _same_setting(key: str, old, new) -> bool:
 
 def specialist_grids(hm, windows, tokenizer) -> dict[str, list[list[float]]]:
     """:func:`~deviating.analysis.specialists.specialists` as ``(layer, head)`` lists rounded to 4 digits."""
-    from deviating.analysis.specialists import specialists
 
     return {name: [[round(float(v), 4) for v in row] for row in grid]
             for name, grid in specialists(hm, windows, tokenizer).items()}
@@ -73,10 +77,6 @@ def distill_students(targets: Iterable[str] = ("none", "mean", "mean_to_mean", "
         specialist_windows: held-out windows (seed :data:`SPECIALIST_SEED`) of the specialist scores.
         progress: a line per evaluation and per student.
     """
-    import headlab
-    from headlab.models.checkpoints import save_checkpoint
-    from deviating.training.distill import TRANSFER_TARGETS, distill
-    from deviating.training.recipes import RECIPES
 
     targets, seeds, out = list(targets), list(seeds), Path(out)
     unknown = [t for t in targets if t not in TRANSFER_TARGETS]

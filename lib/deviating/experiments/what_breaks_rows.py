@@ -16,6 +16,10 @@ from headlab import stats
 from deviating.analysis.failure import WindowTable, failure_bootstrap, failure_gap
 from headlab.stats.results import Estimate
 from deviating.verdicts import ClaimRow, Measurement
+from deviating.experiments.pruning import curve_tables
+from deviating.analysis.failure import first_failure_interval
+from deviating.analysis.inspection import auc_difference
+from deviating.analysis.conditional_roles import SEPARATED
 
 __all__ = ["TAILS", "TOLERANCES", "PRIMARY", "seed_of", "organism_gaps", "c10_organism_row", "minilm_tables",
            "minilm_gap", "c10_minilm_row", "c19_minilm_row", "window_difference", "c12_averaging_row",
@@ -35,8 +39,6 @@ def seed_of(model: str) -> int:
 
 
 def _tables(record: dict, model: str, curve: str) -> dict[str, WindowTable]:
-    from deviating.experiments.pruning import curve_tables
-
     m = record["models"][model]
     higher = {k: k != "loss" for k in m["items_per_window"]}
     return curve_tables(m, curve, higher, record["settings"]["counts"])
@@ -151,7 +153,6 @@ def c19_minilm_row(minilm: dict, *, share: float = 0.2, n_resamples: int = 2000)
     for name in minilm["curves"]:
         tables = minilm_tables(minilm, name, ())
         fb = failure_bootstrap(tables, {"all held-out": PRIMARY}, n_resamples=n_resamples, seed=0)
-        from deviating.analysis.failure import first_failure_interval
 
         label = name.replace(" (one-shot)", " order").replace("random (seed ", "random order (seed ")
         label = label if "ablation" in label or label.startswith("random") else f"{label}, zero ablation"
@@ -240,7 +241,6 @@ def c13_measurements(kind: dict) -> dict[str, Estimate]:
     captured head's weight on the trigger under the search minus under single random triggers,
     on the half of the items the head was not chosen on; and the AUC of the per-head inspector
     of the weight before the sentence minus that of the layer-mean inspector."""
-    from deviating.analysis.inspection import auc_difference
 
     windows = np.asarray(kind["windows"])
     flips = stats.paired_difference(np.asarray(kind["success"], float), np.asarray(kind["random_success"], float),
@@ -282,7 +282,6 @@ def c4_row(per_seed: dict, n_windows: int) -> ClaimRow:
     lead over the stronger baseline (the best fixed offset or the nearest noun or pronoun,
     whichever is more accurate on that construction's selection windows). ``per_seed``:
     training seed -> :class:`~deviating.analysis.conditional_roles.ConstructionRoles`."""
-    from deviating.analysis.conditional_roles import SEPARATED
 
     if not per_seed:
         raise ValueError("no seeds: pass training seed -> ConstructionRoles")

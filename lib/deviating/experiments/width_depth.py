@@ -23,6 +23,9 @@ import torch
 from deviating.training.loop import train
 from deviating.training.recipe import Recipe
 from deviating.training.recipes.width_depth import WIDTH_DEPTH, WIDTH_DEPTH_STEPS, forward_flops_per_token
+from headlab.metrics import next_token_loss
+from headlab import stats
+from deviating.verdicts import ClaimRow, Measurement
 
 __all__ = ["OUT", "KEPT", "run_one", "window_losses", "merge_results", "run_sweep", "narrow_head_row"]
 
@@ -36,7 +39,6 @@ def window_losses(model, ids: torch.Tensor, batch_size: int = 64, digits: int = 
     """The mean next-token loss (nats) of ``model`` on each window of ``ids`` ``(n_windows, n_ctx)``,
     rounded to ``digits``; their mean is the run's ``val_loss`` (every window has ``n_ctx - 1``
     predictions)."""
-    from headlab.metrics import next_token_loss
 
     if ids.ndim != 2 or ids.shape[1] < 2:
         raise ValueError(f"ids must be (n_windows, n_ctx) with n_ctx >= 2; got shape {tuple(ids.shape)}")
@@ -192,8 +194,6 @@ def narrow_head_row(runs: list[dict], reference: str = "wd-2l-1h", narrow_below:
     Raises:
         ValueError: no narrow width measured against the reference on any seed.
     """
-    from headlab import stats
-    from deviating.verdicts import ClaimRow, Measurement
 
     by = {(r["name"], r["seed"]): r for r in runs}
     ref = {seed: r for (name, seed), r in by.items() if name == reference}

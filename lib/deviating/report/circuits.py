@@ -28,6 +28,7 @@ from headlab.analysis.roles.positional import previous_token_heads
 from headlab.heads.head import Head
 from deviating.report.detectors import own_text_repeats, random_repeats
 from deviating.report.thresholds import CIRCUIT_MIN_RELATIVE_DROP, CIRCUIT_TEXTS, MAX_CANDIDATES
+from headlab.analysis.atlas import INDUCTION_LENGTH
 
 __all__ = ["circuits_section", "KINDS"]
 
@@ -64,7 +65,6 @@ def circuits_section(hm, seed: int, texts=None, length: int | None = None) -> tu
         The section, and ``{kind: InductionHeads}`` on both kinds of text (the pattern labels read
         the own text's lifts).
     """
-    from headlab.analysis.atlas import INDUCTION_LENGTH
 
     sets = {"random tokens": random_repeats(hm, CIRCUIT_TEXTS, length or INDUCTION_LENGTH, seed),
             "own text": own_text_repeats(hm, texts, seed)}

@@ -31,6 +31,10 @@ from dataclasses import dataclass
 import torch
 
 from headlab.analysis.atlas import synthetic_language
+from deviating.report.inputs import repeated_sequences
+from deviating.report.inputs import span_task
+from headlab.analysis.detect.predictive import COPY_SOURCE, copy_relation_set
+from deviating.data.language import pack
 
 __all__ = ["TargetSet", "random_repeats", "own_text_repeats", "OWN_TEXT_WINDOWS", "OWN_TEXT_CTX",
            "OWN_TASK_SEQUENCES"]
@@ -111,7 +115,6 @@ def _previous_occurrence_targets(ids: torch.Tensor, real: torch.Tensor, first_qu
 
 def random_repeats(hm, n: int, length: int, seed: int) -> TargetSet:
     """Induction targets on ``n`` repeated random sequences (the classic test), drawn with ``seed``."""
-    from deviating.report.inputs import repeated_sequences
 
     batch = {k: v.cpu() for k, v in repeated_sequences(hm, n, length, seed).items()}
     ids, real = batch["input_ids"], batch["attention_mask"].bool()
@@ -130,7 +133,6 @@ def own_text_repeats(hm, texts=None, seed: int = 0) -> TargetSet:
         seed: the draw of the language's documents (the training task's evaluation batch is
             fixed).
     """
-    from deviating.report.inputs import span_task
 
     spans = span_task(hm)
     if spans is not None:
@@ -142,8 +144,6 @@ def own_text_repeats(hm, texts=None, seed: int = 0) -> TargetSet:
                          f"one span repeated)", "own text", every_repeat=True)
     lang = synthetic_language(hm)
     if lang is not None:
-        from headlab.analysis.detect.predictive import COPY_SOURCE, copy_relation_set
-        from deviating.data.language import pack
 
         windows = pack(lang.sample(4 * OWN_TEXT_WINDOWS, seed=seed), n_ctx=OWN_TEXT_CTX, drop_last=True)
         windows = windows[:OWN_TEXT_WINDOWS]

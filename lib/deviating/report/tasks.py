@@ -16,6 +16,7 @@ from headlab.analysis.importance import Importance
 from deviating.analysis.task_shares import TASKS, margin_share_lost
 from headlab.heads.head import Head
 from deviating.report.thresholds import TASK_SHARE, TASK_WINDOWS
+from deviating.data.language import pack
 
 __all__ = ["tasks_section"]
 
@@ -28,7 +29,6 @@ def tasks_section(hm, imp: Importance, seed: int = 0) -> dict:
     if lang is None:
         return {"measured": False, "why": f"{hm.name} has no annotated tasks in this library (per-task margins "
                 "need items such as the synthetic language's agreement, pronouns and copies)"}
-    from deviating.data.language import pack
 
     docs = pack(lang.sample(200, seed=seed), n_ctx=64, drop_last=True)
     shares = {task: margin_share_lost(hm, docs, task, n_windows=TASK_WINDOWS) for task in TASKS}

@@ -9,6 +9,10 @@ import numpy as np
 
 from headlab.heads.head import format_head, parse_head
 from deviating.report.thresholds import TOP_K, UNDERESTIMATE_MARGIN
+from headlab.analysis.atlas import plot_atlas
+from headlab.viz.circuits import plot_circuit_drops
+from headlab.viz.grids import plot_head_grid, plot_keep_map
+from deviating.figures.importance import plot_mean_vs_worst, plot_pair_interactions, plot_score_vs_effect
 
 __all__ = ["draw_figures", "render_markdown", "write_report", "format_value", "circuit_rows"]
 
@@ -25,10 +29,6 @@ def _figure(width: float, height: float):
 
 def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str]:
     """Draw the report's figures from its JSON alone into ``out``; returns {name: file name}."""
-    from headlab.analysis.atlas import plot_atlas
-    from headlab.viz.circuits import plot_circuit_drops
-    from headlab.viz.grids import plot_head_grid, plot_keep_map
-    from deviating.figures.importance import plot_mean_vs_worst, plot_pair_interactions, plot_score_vs_effect
 
     out = Path(out)
     L, H = report["n_layers"], report["n_heads"]

@@ -33,6 +33,7 @@ import torch
 from headlab.devices import resolve_device
 from headlab.models.gpt import GPT
 from deviating.training.recipe import Recipe
+from headlab.progress import tqdm
 
 __all__ = ["ExtraLoss", "Objective", "StepLosses", "LoopResult", "run_loop", "adamw", "warmup_cosine",
            "TrainResult", "train"]
@@ -113,7 +114,6 @@ def run_loop(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: 
         desc: the progress bar's label.
         log: called with each curve row as JSON.
     """
-    from headlab.progress import tqdm  # text lines on the website (HEADLAB_PROGRESS=text)
 
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be an int >= 1, got {steps!r}")

@@ -22,6 +22,7 @@ from headlab.models.checkpoints import save_checkpoint
 from deviating.training.loop import TrainResult, train
 from deviating.training.recipe import Recipe
 from deviating.figures.training import plot_curve
+from deviating.training.recipes import RECIPES
 
 __all__ = ["save_run", "add_commands"]
 
@@ -78,8 +79,6 @@ def add_commands(subparsers) -> None:
 
 
 def _train_command(args) -> int:
-    from deviating.training.recipes import RECIPES
-
     if args.name not in RECIPES:
         print(f"unknown recipe {args.name!r}; recipes: {', '.join(RECIPES)}", file=sys.stderr)
         return 2
