@@ -635,7 +635,7 @@ def cli(env, *argv: str):
     ``(exit code, stdout, stderr)``."""
     from deviating.__main__ import COMMAND_MODULES as BOOK, main as book_main
     from headlab.__main__ import main as lib_main
-    book = {"train", "report", "grade"}
+    book = {"train", "report", "grade", "fetch-brown"}
     assert len(BOOK) == len(book)
     main = book_main if argv and argv[0] in book else lib_main
     out, err = io.StringIO(), io.StringIO()

@@ -1,4 +1,4 @@
-"""The book's command line: ``python -m deviating <command> ...``: ``train``, ``report``, ``grade``.
+"""The book's command line: ``python -m deviating <command> ...``: ``train``, ``report``, ``grade``, ``fetch-brown``.
 
 The library's own commands (``heads``, ``sweep``, ``atlas``) are ``python -m headlab``; both
 share one parser and one rule for errors (:mod:`headlab.__main__`).
@@ -15,6 +15,7 @@ COMMAND_MODULES = [
     "deviating.training.runs",      # train
     "deviating.cli",                # report (chapter 9's checklist)
     "deviating.exercises.grading",  # grade
+    "deviating.data.brown",         # fetch-brown
 ]
 
 
