@@ -15,7 +15,7 @@ induction head (:func:`headlab.analysis.roles.induction.induction_heads`) to bot
   :meth:`deviating.data.spans.RepeatedSpans.eval_data`, the sequences chapter 5 measures on); for
   a model of the book's synthetic language, windows of that language that hold a sentence it
   repeats, counting only the queries inside the copies (the ``copy->source`` relation of
-  :func:`headlab.analysis.detect.predictive.copy_relation_set`); for any other model, its own
+  :func:`deviating.data.language.copy_relation_set`); for any other model, its own
   texts (the report's inputs) each followed by the same tokens again, counting only the queries
   of the second copy.
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from headlab.analysis.atlas import synthetic_language
+from deviating.data.language import synthetic_language
 
 __all__ = ["TargetSet", "random_repeats", "own_text_repeats", "OWN_TEXT_WINDOWS", "OWN_TEXT_CTX",
            "OWN_TASK_SEQUENCES"]
@@ -142,8 +142,8 @@ def own_text_repeats(hm, texts=None, seed: int = 0) -> TargetSet:
                          f"one span repeated)", "own text", every_repeat=True)
     lang = synthetic_language(hm)
     if lang is not None:
-        from headlab.analysis.detect.predictive import COPY_SOURCE, copy_relation_set
-        from deviating.data.language import pack
+        from headlab.analysis.detect.predictive import COPY_SOURCE
+        from deviating.data.language import copy_relation_set, pack
 
         windows = pack(lang.sample(4 * OWN_TEXT_WINDOWS, seed=seed), n_ctx=OWN_TEXT_CTX, drop_last=True)
         windows = windows[:OWN_TEXT_WINDOWS]

@@ -173,7 +173,7 @@ def head_scores(hm, inputs, *, scores: Sequence[str] | None = None, batch_size: 
             with the reason, in ``HeadScores.notes``.
         window: the ``local`` score's window.
         token_frequency: ``(d_vocab,)`` expected frequency of each token id (``inf`` = never
-            rare), e.g. :func:`headlab.analysis.detect.synthetic_token_frequency`.
+            rare), e.g. the book's ``deviating.data.language.synthetic_token_frequency``.
 
     ``write_norm`` is the mean, over real positions, of the norm of the head's write
     ``cache.result`` (in the residual stream's units; compare heads of one model only).
@@ -244,19 +244,3 @@ _SCORERS = {
     "rare_token": lambda p, x: rare_token_score(p, x.freq, x.mask, causal=x.causal, on_empty="nan"),
 }
 assert set(_SCORERS) == set(PATTERN_SCORES)
-
-
-def synthetic_token_frequency(lang, tok) -> torch.Tensor:
-    """``(len(tok),)``: ``lang.frequency(word)`` for each id of the language's tokenizer;
-    ``inf`` for special tokens (never rare)."""
-    from deviating.data.language.grammar import Language
-
-    if not isinstance(lang, Language):
-        raise TypeError(f"lang must be a deviating.data.language.Language, got {type(lang).__name__}")
-    special, words = set(tok.all_special_ids), set(lang.vocab)
-    freq = torch.full((len(tok),), float("inf"), dtype=torch.float64)
-    for i in range(len(tok)):
-        word = tok.convert_ids_to_tokens(i)
-        if i not in special and word in words:
-            freq[i] = lang.frequency(word)
-    return freq
