@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import headlab.__main__ as entry
-from headlab.analysis.atlas import ATLAS_SCORES, compute_atlas, default_texts, plot_atlas, repeated_random_tokens
+from headlab.analysis.atlas import ATLAS_SCORES, compute_atlas, default_texts, repeated_random_tokens
+from headlab.viz.atlas import plot_atlas
 from headlab.analysis.detect import LABELS, previous_token_score
 from deviating.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model
 

@@ -186,7 +186,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_atlas(args: argparse.Namespace) -> int:
-    from headlab.analysis.atlas import ATLAS_SCORES, compute_atlas, plot_atlas
+    from headlab.analysis.atlas import atlas_scores, compute_atlas
+    from headlab.viz.atlas import plot_atlas
     from headlab.heads.head import format_head
     from headlab.heads.loading import load
 
@@ -207,7 +208,7 @@ def _cmd_atlas(args: argparse.Namespace) -> int:
         print(f"wrote {args.png}")
     counts = ", ".join(f"{k} {v}" for k, v in sorted(atlas["label_counts"].items(), key=lambda kv: -kv[1]))
     print(f"labels: {counts}")
-    for name in ATLAS_SCORES:
+    for name in atlas_scores():
         values = [(e["scores"][name], tuple(e["head"])) for e in atlas["heads"] if e["scores"][name] is not None]
         if values and name != "entropy":
             value, head = max(values)

@@ -25,7 +25,7 @@ def _figure(width: float, height: float):
 
 def draw_figures(report: dict, out: str | Path, dpi: int = 110) -> dict[str, str]:
     """Draw the report's figures from its JSON alone into ``out``; returns {name: file name}."""
-    from headlab.analysis.atlas import plot_atlas
+    from headlab.viz.atlas import plot_atlas
     from headlab.viz.circuits import plot_circuit_drops
     from headlab.viz.grids import plot_head_grid, plot_keep_map
     from deviating.figures.importance import plot_mean_vs_worst, plot_pair_interactions, plot_score_vs_effect

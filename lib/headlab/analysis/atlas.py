@@ -41,19 +41,21 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from headlab.analysis.detect import (
-    DEFAULT_THRESHOLDS, LOCAL_WINDOW, PATTERN_SCORES, NotApplicable, RelationSet, Thresholds, english_relation_set,
-    head_scores, held_out_relation_scores, label_heads, ov_copying_score, relation_scores,
+    DEFAULT_THRESHOLDS, NotApplicable, RelationSet, Thresholds, english_relation_set, head_scores,
+    held_out_relation_scores, label_heads, ov_copying_score, relation_scores,
 )
+from headlab.analysis.detect.registry import BUILTIN_NAMES, pattern_scores, score
+from headlab.analysis.detect.registry import scores as score_entries
 from headlab.analysis.texts import (
     check_lengths, max_length, reads_english, repeated_tokens, special_wrapping, token_pool,
 )
 from headlab.english import load_english
 from headlab.heads.head import Head, parse_head
 from headlab.schema import check_schema, schema_of
-from headlab.viz.atlas import LABEL_COLOURS, plot_atlas  # the atlas figure lives with the book's other figures
 
-__all__ = ["Corpus", "compute_atlas", "load_atlas", "plot_atlas", "default_texts", "repeated_random_tokens",
-           "relation_summary", "check_lengths", "ATLAS_SCORES", "LABEL_COLOURS", "SCHEMA"]
+__all__ = ["Corpus", "compute_atlas", "load_atlas", "default_texts", "repeated_random_tokens",
+           "relation_summary", "check_lengths", "atlas_scores", "definitions", "ATLAS_SCORES", "DEFINITIONS",
+           "SCHEMA"]
 
 SCHEMA = schema_of("atlas")
 
@@ -61,23 +63,23 @@ INDUCTION_TEXTS = 4
 INDUCTION_LENGTH = 20
 EFFECT_TEXTS = 48
 EFFECT_KINDS = ("ablation", "write_norm", "none")
-# Scores that go into each head's "scores" (all in [0, 1] where defined, null where not).
-ATLAS_SCORES = ("previous_token", "next_token", "first_token", "separator", "punctuation", "local",
-                "entropy", "duplicate_token", "induction", "rare_token", "copying")
+COPYING_DEFINITION = "fraction of tokens t, fed alone, whose own logit is in the top 5 of the head's write"
 
-DEFINITIONS = {
-    "previous_token": "mean over texts of the mean, over real queries i >= 1, of the weight on key i-1",
-    "next_token": "the same for key i+1, over real queries before the last real position",
-    "first_token": "mean over real queries of the weight on the first real position ([CLS], <bos>)",
-    "separator": "weight on [SEP]/<eos>/sentence-final punctuation, over queries that can see one",
-    "punctuation": "weight on punctuation tokens, over queries that can see one",
-    "local": f"weight on keys j with |i - j| <= {LOCAL_WINDOW}",
-    "entropy": "row entropy / log(number of keys the row may attend to), rows with >= 2 keys",
-    "duplicate_token": "weight on earlier occurrences of the query's token, over queries that have one",
-    "induction": "on repeated random sequences: weight on the token after the query token's previous occurrence",
-    "rare_token": "weight on the least frequent word in view (synthetic language only)",
-    "copying": "fraction of tokens t, fed alone, whose own logit is in the top 5 of the head's write",
-}
+
+def atlas_scores() -> tuple[str, ...]:
+    """The scores that go into each head's ``"scores"`` (all in [0, 1] where defined, null where
+    not): every registered pattern score (:mod:`headlab.analysis.detect.registry`), then ``copying``."""
+    return pattern_scores() + ("copying",)
+
+
+def definitions() -> dict[str, str]:
+    """Score name -> its definition, as every atlas records it (each pattern score's registry entry)."""
+    return {**{s.name: s.definition for s in score_entries()}, "copying": COPYING_DEFINITION}
+
+
+# The built-in scores and their definitions (atlas_scores() and definitions() add registered ones).
+ATLAS_SCORES = BUILTIN_NAMES + ("copying",)
+DEFINITIONS = {name: definitions()[name] for name in ATLAS_SCORES}
 
 # --------------------------------------------------------------------------- inputs
 
@@ -222,13 +224,15 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
     scoring = head_scores
     if streaming:  # the fused kernel: no n x n pattern is ever held
         from headlab.analysis.streaming import streaming_head_scores as scoring
-    wanted = [s for s in PATTERN_SCORES if s != "induction"] + ["write_norm"]
+    names = atlas_scores()
+    on_repeats = [n for n in names[:-1] if score(n).on_repeats]  # induction: scored on repeated random tokens
+    wanted = [n for n in names[:-1] if n not in on_repeats] + ["write_norm"]
     scores = scoring(hm, texts, scores=wanted, batch_size=batch_size, token_frequency=token_frequency)
     repeats, span = _repeated(hm, induction_texts, induction_length, seed=seed)
-    induction = scoring(hm, repeats, scores=["induction"], batch_size=batch_size)
-    means = {**scores.means(), "induction": induction.mean("induction")}
-    uniform = {name: (induction if name == "induction" else scores).uniform_mean(name)
-               for name in means if name in PATTERN_SCORES}
+    induction = scoring(hm, repeats, scores=on_repeats, batch_size=batch_size)
+    means = {**scores.means(), **{n: induction.mean(n) for n in on_repeats}}
+    uniform = {name: (induction if name in on_repeats else scores).uniform_mean(name)
+               for name in means if name in names[:-1]}
     notes = dict(scores.notes)
 
     copying = None
@@ -251,13 +255,13 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
         effects = scores.mean("write_norm")
         effect_info.update(definition="mean over real positions of the norm of the head's write (cache.result)")
 
-    labels = label_heads({n: m for n, m in means.items() if n in PATTERN_SCORES}, effects, thresholds,
+    labels = label_heads({n: m for n, m in means.items() if n in names[:-1]}, effects, thresholds,
                          uniform={n: torch.full_like(means[n], u) for n, u in uniform.items()})
     heads = []
     for layer in range(hm.n_layers):
         for head in range(hm.n_heads):
             entry_scores = {}
-            for name in ATLAS_SCORES:
+            for name in names:
                 if name == "copying":
                     entry_scores[name] = None if copying is None else _round(copying[layer, head])
                 else:
@@ -270,7 +274,7 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
                 "relative_effect": None if labels.relative_effect is None else _round(labels.relative_effect[layer, head]),
                 "write_norm": _round(means["write_norm"][layer, head]),
             })
-    for name in ATLAS_SCORES:
+    for name in names:
         if name not in means and name != "copying" and name not in notes:
             notes[name] = "undefined on every text"
     atlas = {
@@ -278,7 +282,7 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
         "texts": source, "induction_texts": induction_texts, "induction_length": span,
         "seed": seed, "effect": effect_info, "thresholds": thresholds.to_dict(),
         "uniform": {n: _round(u) for n, u in uniform.items()},
-        "definitions": DEFINITIONS, "notes": notes, "label_counts": dict(labels.counts()), "heads": heads,
+        "definitions": definitions(), "notes": notes, "label_counts": dict(labels.counts()), "heads": heads,
     }
     if relations:
         atlas["relations"] = relation_summary(hm, seed=seed, corpus=corpus)
