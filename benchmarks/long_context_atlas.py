@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # this che
 import headlab  # noqa: E402
 from headlab.analysis.atlas import compute_atlas, default_texts  # noqa: E402
 from headlab.analysis.streaming import label_changes  # noqa: E402
+from deviating.data.language import corpus_for  # noqa: E402
 
 
 def long_texts(hm, seed: int = 0) -> tuple[list[str], str]:
@@ -74,11 +75,12 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     hm = headlab.load(args.model)
-    short, short_what = default_texts(hm)
+    corpus = corpus_for(hm)  # the synthetic language's texts and rare-word frequencies, for its models
+    short, short_what = default_texts(hm, corpus=corpus)
     long, long_what = long_texts(hm)
     started = time.perf_counter()
-    a = compute_atlas(hm, short)
-    b = compute_atlas(hm, long, streaming=True)
+    a = compute_atlas(hm, short, corpus=corpus)
+    b = compute_atlas(hm, long, streaming=True, corpus=corpus)
     changes = label_changes(a, b)
     print(f"{hm.name}: short = {short_what}; long = {long_what} (streamed); {time.perf_counter() - started:.0f} s")
     for name, atlas in (("short", a), ("long", b)):

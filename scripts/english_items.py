@@ -1,4 +1,4 @@
-"""Append hand-written items to the English set (``lib/deviating/data/english.jsonl``).
+"""Append hand-written items to the English set (``lib/headlab/english/english.jsonl``).
 
 This is a typing aid, not a generator: every sentence and every annotation is written by a
 person, one line at a time, in a compact notation that saves counting word indices by hand::
@@ -13,7 +13,7 @@ that occurs more than once in the text is named with its occurrence, ``her#2`` f
 
 The script splits the text into words (``.`` and ``,`` are words of their own; a possessive
 ``'s`` stays on its noun), resolves every name to an index, gives each item the next free id
-and its split (:func:`deviating.data.language.english_split.assign_splits`, which depends only
+and its split (:func:`headlab.english.split.assign_splits`, which depends only
 on the items before it), and appends it. Run ``--dry-run`` to print the items without writing.
 
 Usage::
@@ -29,10 +29,10 @@ import re
 import sys
 from pathlib import Path
 
-from deviating.data.language.english import ENGLISH_CONSTRUCTIONS, EnglishSentence
-from deviating.data.language.english_split import assign_splits
+from headlab.english import ENGLISH_CONSTRUCTIONS, EnglishSentence
+from headlab.english.split import assign_splits
 
-DATA = Path(__file__).resolve().parents[1] / "lib" / "deviating" / "data" / "english.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "lib" / "headlab" / "english" / "english.jsonl"
 WORD = re.compile(r"[A-Za-z0-9]+(?:[-'][A-Za-z0-9]+)*'?|[.,]")
 
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import headlab.__main__ as entry
-from headlab.analysis.atlas import ATLAS_SCORES, compute_atlas, default_texts, plot_atlas, repeated_random_tokens
+from headlab.analysis.atlas import ATLAS_SCORES, compute_atlas, default_texts, repeated_random_tokens
+from headlab.viz.atlas import plot_atlas
 from headlab.analysis.detect import LABELS, previous_token_score
 from deviating.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model
 
@@ -137,16 +138,17 @@ def test_repeated_random_tokens_on_wordpiece(minilm):
 def test_synthetic_language_model_gets_synthetic_texts_and_rare_words():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from deviating.data.language import Language, tokenizer
+    from deviating.data.language import Language, corpus_for, synthetic_language, tokenizer
     from headlab.heads.model import HeadModel
 
     tok = tokenizer(Language())
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=len(tok), n_positions=64))
     hm = HeadModel(model.eval(), tok, name="tiny-synthetic")
-    texts, what = default_texts(hm)
+    corpus = corpus_for(hm)  # the book's synthetic language, as a headlab Corpus
+    texts, what = default_texts(hm, corpus=corpus)
     assert "synthetic language" in what and all(t.startswith("<bos> ") for t in texts)
-    atlas = compute_atlas(hm, texts[:6], effect="write_norm")
+    atlas = compute_atlas(hm, texts[:6], effect="write_norm", corpus=corpus)
     for head in atlas["heads"]:
         assert 0.0 <= head["scores"]["rare_token"] <= 1.0
         assert 0.0 <= head["scores"]["copying"] <= 1.0  # a causal LM: copying is defined
@@ -154,12 +156,11 @@ def test_synthetic_language_model_gets_synthetic_texts_and_rare_words():
     assert atlas["effect"]["kind"] == "write_norm"
     from headlab.analysis.atlas import relation_summary
 
-    from headlab.analysis.atlas import synthetic_language
-
+    assert compute_atlas(hm, texts[:6], effect="none")["heads"][0]["scores"]["rare_token"] is None  # no corpus
     assert synthetic_language(hm).seed_vocab == 0  # recognised by its vocabulary
     hm.provenance = {"command": "...", "data": {"task": "language", "language": Language(seed_vocab=3).describe()}}
     assert synthetic_language(hm).seed_vocab == 3  # the provenance says which lexicon it was trained on
-    summary = relation_summary(hm)
+    summary = relation_summary(hm, corpus=corpus_for(hm))
     assert "synthetic" in summary["source"]
     # a causal model cannot look ahead from a subject to its verb: that relation has no items
     assert set(summary["argmax"]) == {"verb->subject", "pronoun->antecedent"}
@@ -202,7 +203,7 @@ def test_atlas_on_an_attention_only_organism():
 
     hm = headlab.load("attn-only-2l")
     _, what = default_texts(hm)
-    assert "random tokens" in what and "reads neither English nor the synthetic language" in what
+    assert "random tokens" in what and "reads no English and no corpus was given" in what
     atlas = compute_atlas(hm, effect="none")
     assert atlas["texts"] == what
     best = max(atlas["heads"], key=lambda h: h["scores"]["induction"])
@@ -234,3 +235,22 @@ def test_load_atlas_reads_the_shipped_atlases_and_upgrades_0_1_ones(tmp_path):
         load_atlas({**atlas, "schema": "headlab.report/1"})
     with pytest.raises(ValueError, match="cannot read a head from 'L0H0'"):
         load_atlas({**atlas, "heads": [{**atlas["heads"][0], "head": "L0H0"}]})
+
+
+def test_a_corpus_gives_the_atlas_its_texts_frequencies_and_relations():
+    """headlab knows no synthetic language: a Corpus (here the book's, named on the command line as
+    MODULE:FUNCTION) supplies the texts, the rare-word frequencies and the relations."""
+    from headlab.analysis.atlas import Corpus
+    from headlab.cli import corpus_factory
+    from deviating.data.language import Language, SyntheticCorpus, corpus_for
+
+    assert corpus_factory("deviating.data.language:corpus_for") is corpus_for
+    assert isinstance(SyntheticCorpus(Language()), Corpus)
+    for spec, message in (("deviating.data.language", "MODULE:FUNCTION"), ("no_such_module_xyz:f", "No module"),
+                          ("deviating.data.language:nope", "nope"), ("deviating.data.language:LANGUAGE_VERSION",
+                                                                     "not a function")):
+        with pytest.raises(ValueError, match=message):
+            corpus_factory(spec)
+    hm = planted_model(n_ctx=8)
+    with pytest.raises(TypeError, match="texts, token_frequency and relation_set"):
+        compute_atlas(hm, {"input_ids": torch.zeros(1, 4, dtype=torch.long)}, corpus="english")

@@ -13,8 +13,9 @@ from headlab.analysis.detect import (
     head_scores, induction_score, key_mass_score, label_heads, local_score, next_token_score, offset_baseline,
     offset_score, ov_copying_score, pointer_targets, prediction_accuracy, previous_occurrence,
     previous_token_score, punctuation_score, rare_token_score, relation_accuracy, relation_scores,
-    separator_score, synthetic_relation_set, synthetic_token_frequency, token_masks, unembedding,
+    separator_score, token_masks, unembedding,
 )
+from deviating.data.language import synthetic_relation_set, synthetic_token_frequency
 from deviating.planted import (
     FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model,
 )

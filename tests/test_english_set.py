@@ -1,6 +1,6 @@
 """Checks that catch annotation errors in the hand-annotated English set.
 
-Each test states one rule of the annotation guide (``lib/deviating/data/README.md``) and fails
+Each test states one rule of the annotation guide (``lib/headlab/english/README.md``) and fails
 naming the item (its id and text) that breaks it. The word knowledge they need is small and
 explicit: the nouns and names of the set with their gender class and number
 (``tests/data/english_nouns.txt``), and the verb forms below.
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from deviating.data.language import load_english
-from deviating.data.language.english_split import SPLITS, assign_splits, hash_split
+from headlab.english import load_english
+from headlab.english.split import SPLITS, assign_splits, hash_split
 
 HERE = Path(__file__).parent
-README = Path(resources.files("deviating")) / "data" / "README.md"
-DATA = Path(resources.files("deviating")) / "data" / "english.jsonl"
+README = Path(resources.files("headlab.english")) / "README.md"
+DATA = Path(resources.files("headlab.english")) / "english.jsonl"
 
 # The annotated third-person pronouns, and what each one may refer to (classes of english_nouns.txt).
 PRONOUN_AGREES = {

@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 import deviating.data.language as hl
+from headlab.english import ENGLISH_CONSTRUCTIONS
 from deviating.data.language import (
     Document, Language, agreement_items, align_words, copy_items, encode, load_english, pack,
     pronoun_items, rare_items, tokenizer,
@@ -371,7 +372,7 @@ PRONOUNS = {"he", "she", "it", "they", "him", "her", "them", "his", "its", "thei
 def test_english_set_is_large_valid_and_covers_the_constructions(english):
     assert len(english) >= 150
     counts = Counter(s.construction for s in english)
-    assert set(counts) == set(hl.english.ENGLISH_CONSTRUCTIONS) and min(counts.values()) >= 10
+    assert set(counts) == set(ENGLISH_CONSTRUCTIONS) and min(counts.values()) >= 10
     crossing = 0
     for s in english:
         assert s.verbs and s.words[-1] == "."

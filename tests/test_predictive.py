@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from headlab.analysis.detect import offset_baseline, prediction_accuracy, relation_scores
-from headlab.analysis.detect.predictive import (
-    BEFORE_PRONOUN_ANTECEDENT, BEFORE_VERB_SUBJECT, predictive_relation_set,
+from headlab.analysis.detect.predictive import BEFORE_PRONOUN_ANTECEDENT, BEFORE_VERB_SUBJECT
+from deviating.data.language import (
+    Language, agreement_items, pack, predictive_relation_set, pronoun_items, tokenizer,
 )
-from deviating.data.language import Language, agreement_items, pack, pronoun_items, tokenizer
 from headlab.heads.model import HeadModel
 from headlab.models.gpt import GPT, GPTConfig
 
@@ -138,8 +138,8 @@ def test_split_relation_refuses_items_that_do_not_match(windows) -> None:
 
 def test_copy_relation_points_at_the_token_after_the_earlier_copy(windows) -> None:
     from headlab.analysis.detect import relation_accuracy
-    from headlab.analysis.detect.predictive import COPY_SOURCE, RARE_SOURCE, copy_relation_set
-    from deviating.data.language import copy_items, rare_items
+    from headlab.analysis.detect.predictive import COPY_SOURCE, RARE_SOURCE
+    from deviating.data.language import copy_items, copy_relation_set, rare_items
 
     lang = Language()
     rs = copy_relation_set(windows, tokenizer(lang), lang)

@@ -19,9 +19,10 @@ from headlab.analysis.detect.calibration import (
 from headlab.analysis.roles.orphan import named_heads, orphan_heads, orphans_from_effects
 from headlab.analysis.roles.positional import first_token_heads, previous_token_heads
 from headlab.analysis.roles.syntactic import (
-    OFFSET, SUBJECT_OR_ANTECEDENT, english_split, relation_head, relation_outcomes, subject_or_antecedent_set,
+    OFFSET, english_split, relation_head, relation_outcomes,
 )
-from deviating.data.spans import repeated_tokens
+from headlab.analysis.texts import repeated_tokens
+from deviating.data.language import SUBJECT_OR_ANTECEDENT, subject_or_antecedent_set
 from deviating.exercises.fixtures import hand_pattern
 from deviating.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, UNIFORM_HEAD, planted_model
 from headlab.stats import Split, split_items
@@ -215,8 +216,8 @@ def test_a_head_chosen_elsewhere_is_measured_like_a_chosen_one(planted) -> None:
 
 
 def test_the_wider_subject_relation_adds_only_a_pronoun_subjects_antecedent() -> None:
-    from headlab.analysis.detect.predictive import BEFORE_VERB_SUBJECT, predictive_relation_set
-    from deviating.data.language import agreement_items
+    from headlab.analysis.detect.predictive import BEFORE_VERB_SUBJECT
+    from deviating.data.language import agreement_items, predictive_relation_set
     from deviating.training.recipes import RECIPES
 
     task = RECIPES["organism"].task

@@ -18,7 +18,7 @@ from headlab.analysis.atlas import compute_atlas, default_texts, repeated_random
 from headlab.analysis.detect import (
     duplicate_token_score, entropy_score, first_token_score, head_scores, induction_score, local_score,
     next_token_score, previous_occurrence, previous_token_score, punctuation_score, rare_token_score,
-    separator_score, synthetic_token_frequency, uniform_pattern,
+    separator_score, uniform_pattern,
 )
 from headlab.analysis.streaming import (
     label_changes, scores_from_statistics, streamed, streaming_head_scores, uniform_statistics,
@@ -29,6 +29,7 @@ from headlab.kernels.statistics import (
     STATISTICS, pattern_statistics, previous_occurrence_sorted, statistic_inputs,
 )
 from headlab.kernels.streaming import TritonUnavailable, fused_attention
+from deviating.data.language import Language, corpus_for, synthetic_token_frequency
 from fused_cases import CASES, judge, make_inputs, problems
 from tiny_models import make_model
 
@@ -214,12 +215,10 @@ def _compare(a, b, atol=1e-5):
 @pytest.mark.parametrize("name", ["attn-only-2l", "organism", "minilm"])
 def test_streamed_scores_equal_materialized_scores_on_the_books_models(name):
     hm = headlab.load(name)
-    texts, _ = default_texts(hm)  # texts, or a batch of random tokens for attn-only-2l
+    texts, _ = default_texts(hm, corpus=corpus_for(hm))  # texts, or a batch of random tokens for attn-only-2l
     texts = {k: v[:40] for k, v in texts.items()} if isinstance(texts, dict) else texts[:40]
     freq = None
     if name == "organism":
-        from deviating.data.language import Language
-
         freq = synthetic_token_frequency(Language(), hm.tokenizer)
     _compare(head_scores(hm, texts, token_frequency=freq), streaming_head_scores(hm, texts, token_frequency=freq))
     repeats = repeated_random_tokens(hm)
@@ -288,10 +287,11 @@ def test_mask_builder_refuses_what_the_kernel_cannot_express():
 @pytest.mark.parametrize("name", ["organism", "minilm"])
 def test_streaming_atlas_equals_the_materialized_atlas(name):
     hm = headlab.load(name)
-    texts, _ = default_texts(hm)
+    corpus = corpus_for(hm)  # the synthetic language for the organism (rare_token too), None for MiniLM
+    texts, _ = default_texts(hm, corpus=corpus)
     texts = texts[:48]
-    a = compute_atlas(hm, texts, effect="write_norm")
-    b = compute_atlas(hm, texts, effect="write_norm", streaming=True)
+    a = compute_atlas(hm, texts, effect="write_norm", corpus=corpus)
+    b = compute_atlas(hm, texts, effect="write_norm", streaming=True, corpus=corpus)
     assert label_changes(a, b) == []
     for x, y in zip(a["heads"], b["heads"]):
         for key, value in x["scores"].items():  # rounded to 4 decimals: at most one step apart

@@ -13,6 +13,7 @@ imports happen inside the commands so that ``--help`` stays fast. The book's own
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import tempfile
@@ -185,7 +186,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_atlas(args: argparse.Namespace) -> int:
-    from headlab.analysis.atlas import ATLAS_SCORES, compute_atlas, plot_atlas
+    from headlab.analysis.atlas import atlas_scores, compute_atlas
+    from headlab.viz.atlas import plot_atlas
     from headlab.heads.head import format_head
     from headlab.heads.loading import load
 
@@ -193,11 +195,12 @@ def _cmd_atlas(args: argparse.Namespace) -> int:
     target = check_output_file(args.json, "--json")
     png = check_output_file(args.png, "--png") if args.png else None
     check_device(args.device)
+    factory = corpus_factory(args.corpus) if args.corpus else None
     hm = load(args.model, device=args.device)
     atlas = compute_atlas(hm, texts, effect=args.effect, effect_texts=args.effect_texts,
                           induction_texts=args.induction_texts, induction_length=args.induction_length,
                           seed=args.seed, batch_size=args.batch_size, relations=args.relations,
-                          streaming=args.streaming)
+                          streaming=args.streaming, corpus=None if factory is None else factory(hm))
     target.write_text(json.dumps(atlas, indent=1))
     print(f"{hm.name}: {hm.n_layers * hm.n_heads} heads on {atlas['n_texts']} texts; wrote {args.json}")
     if png is not None:
@@ -205,7 +208,7 @@ def _cmd_atlas(args: argparse.Namespace) -> int:
         print(f"wrote {args.png}")
     counts = ", ".join(f"{k} {v}" for k, v in sorted(atlas["label_counts"].items(), key=lambda kv: -kv[1]))
     print(f"labels: {counts}")
-    for name in ATLAS_SCORES:
+    for name in atlas_scores():
         values = [(e["scores"][name], tuple(e["head"])) for e in atlas["heads"] if e["scores"][name] is not None]
         if values and name != "entropy":
             value, head = max(values)
@@ -218,6 +221,22 @@ def _cmd_atlas(args: argparse.Namespace) -> int:
                   f"vs offset {r['best_offset']:+d} {r['offset_accuracy']:.3f}{base}; held out: "
                   f"{held.get('accuracy', float('nan')):.3f} vs offset {held.get('offset_accuracy', float('nan')):.3f}")
     return 0
+
+
+def corpus_factory(spec: str):
+    """The function ``MODULE:NAME`` names: it takes the loaded model and returns a
+    :class:`headlab.analysis.atlas.Corpus` (or None), e.g. the book's
+    ``deviating.data.language:corpus_for``."""
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise ValueError(f"--corpus {spec!r}: give MODULE:FUNCTION, e.g. deviating.data.language:corpus_for")
+    try:
+        factory = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"--corpus {spec!r}: {err}") from err
+    if not callable(factory):
+        raise ValueError(f"--corpus {spec!r} names {type(factory).__name__}, not a function of the model")
+    return factory
 
 
 def add_commands(sub) -> None:
@@ -263,6 +282,9 @@ def _add_atlas(sub) -> None:
                    help="also score verb->subject, subject->verb and pronoun->antecedent against ground truth")
     p.add_argument("--streaming", action="store_true",
                    help="score heads with the fused kernel, without materializing any attention pattern")
+    p.add_argument("--corpus", metavar="MODULE:FUNCTION",
+                   help="a function of the model returning its corpus (texts, rare-word frequencies, relations), "
+                        "e.g. deviating.data.language:corpus_for for the book's synthetic language")
     p.add_argument("--seed", type=int, default=0, help="seed of the random repeated sequences")
     p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps")

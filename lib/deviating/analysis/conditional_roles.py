@@ -14,7 +14,7 @@ module adds is chapter 7's condition and its table:
   intervenes) with :meth:`~headlab.analysis.roles.syntactic.RelationOutcomes.measure_chosen`,
   the offset and the strongest baseline chosen per construction on the selection windows;
 * and again with a pronoun subject's antecedent counted as a hit
-  (:func:`~headlab.analysis.roles.syntactic.subject_or_antecedent_set`).
+  (:func:`~deviating.data.language.subject_or_antecedent_set`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from headlab.analysis.roles.syntactic import (
-    SUBJECT_OR_ANTECEDENT, RelationHead, relation_outcomes, subject_or_antecedent_set,
-)
+from headlab.analysis.roles.syntactic import RelationHead, relation_outcomes
 from headlab.stats import Split
 
 __all__ = ["SEPARATED", "ADJACENT", "ConstructionRoles", "construction_of", "subject_head_by_construction"]
@@ -77,8 +75,10 @@ def subject_head_by_construction(hm, docs, split: Split, *, constructions=SEPARA
             listed in ``left_out``).
         n_resamples, seed: of the bootstrap intervals (over documents).
     """
-    from headlab.analysis.detect.predictive import BEFORE_VERB_SUBJECT, predictive_relation_set
-    from deviating.data.language import agreement_items
+    from headlab.analysis.detect.predictive import BEFORE_VERB_SUBJECT
+    from deviating.data.language import (
+        SUBJECT_OR_ANTECEDENT, agreement_items, predictive_relation_set, subject_or_antecedent_set,
+    )
 
     docs = list(docs)
     if min_items < 2:

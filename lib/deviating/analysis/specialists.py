@@ -27,8 +27,8 @@ def specialists(hm: HeadModel, windows: Sequence, tokenizer=None) -> dict[str, t
     ``windows``: packed windows of the language (``Document`` s of equal length).
     """
     from headlab.analysis.detect import head_scores, relation_scores
-    from headlab.analysis.detect.predictive import BEFORE_PRONOUN_ANTECEDENT, BEFORE_VERB_SUBJECT, predictive_relation_set
-    from deviating.data.language import encode
+    from headlab.analysis.detect.predictive import BEFORE_PRONOUN_ANTECEDENT, BEFORE_VERB_SUBJECT
+    from deviating.data.language import encode, predictive_relation_set
 
     tok = tokenizer or hm.tokenizer
     if tok is None:

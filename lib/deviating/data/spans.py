@@ -7,7 +7,7 @@ predictable. Two distributions are built on it:
 * :class:`RepeatedSpans`, the training task of the attention-only organisms (``attn-only-1l``,
   ``attn-only-2l``, ``tiny-attn-2l``): random tokens after a ``<bos>``, one span of random
   length copied at a random distance, so no fixed-offset head can find the earlier copy;
-* :func:`repeated_tokens`: a span of *distinct* tokens drawn from a pool, then the same span
+* :func:`repeated_tokens` (:mod:`headlab.analysis.texts`, re-exported here): a span of *distinct* tokens drawn from a pool, then the same span
   again (each token of the copy has exactly one earlier occurrence), between optional fixed
   prefix and suffix ids. The atlas (:func:`headlab.analysis.atlas.repeated_random_tokens`),
   the checklist and the exercises measure induction on these.
@@ -18,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
 import torch
 
 from deviating.data.head_scores import per_input_head_scores, run_with_patterns, summarize_head_scores
+from headlab.analysis.texts import repeated_tokens  # re-exported: the book's callers import it from here
 from headlab.metrics import next_token_loss
 from headlab.models.gpt import GPT
 
@@ -60,38 +61,6 @@ def copy_span(tokens: torch.Tensor, start: torch.Tensor, period: torch.Tensor,
     source = (idx - period[:, None]).clamp(min=0)  # (batch, n)
     out = torch.where(in_second, tokens.gather(1, source), tokens)
     return out, in_second & (idx > second_start)
-
-
-def repeated_tokens(pool: Sequence[int] | torch.Tensor, n: int, length: int, generator: torch.Generator,
-                    prefix: Sequence[int] = (), suffix: Sequence[int] = ()) -> torch.Tensor:
-    """``n`` rows ``prefix + span + span + suffix``, each ``span`` of ``length`` distinct ids from ``pool``.
-
-    Each row's span is ``pool[torch.randperm(len(pool), generator=generator)[:length]]``, drawn
-    row after row, so the rows are deterministic given the generator's state.
-
-    Args:
-        pool: the ids to draw from (e.g. a vocabulary's ordinary tokens).
-        n: number of rows, at least 1.
-        length: span length, at least 1 and at most ``len(pool)`` (the tokens are distinct).
-        generator: the ``torch.Generator`` the spans are drawn with.
-        prefix: ids put before every row (a ``<bos>`` or ``[CLS]``).
-        suffix: ids put after every row (a ``[SEP]``).
-
-    Returns:
-        ``(n, len(prefix) + 2 * length + len(suffix))`` int64 ids.
-    """
-    pool = torch.as_tensor(pool, dtype=torch.long)
-    if n < 1:
-        raise ValueError(f"need n >= 1 rows, got {n}")
-    if not 1 <= length <= len(pool):
-        raise ValueError(f"length must be in [1, {len(pool)}] (distinct tokens of a pool of {len(pool)}), got {length}")
-    first = torch.stack([pool[torch.randperm(len(pool), generator=generator)[:length]] for _ in range(n)])
-    spans = torch.cat([first, torch.zeros_like(first)], dim=1)  # (n, 2 * length): the copy goes in the zeros
-    full = torch.full((n,), length)
-    spans, _ = copy_span(spans, torch.zeros(n, dtype=torch.long), full, full)
-    before = torch.tensor(list(prefix), dtype=torch.long).expand(n, -1)
-    after = torch.tensor(list(suffix), dtype=torch.long).expand(n, -1)
-    return torch.cat([before, spans, after], dim=1)
 
 
 @dataclass

@@ -15,7 +15,7 @@ induction head (:func:`headlab.analysis.roles.induction.induction_heads`) to bot
   :meth:`deviating.data.spans.RepeatedSpans.eval_data`, the sequences chapter 5 measures on); for
   a model of the book's synthetic language, windows of that language that hold a sentence it
   repeats, counting only the queries inside the copies (the ``copy->source`` relation of
-  :func:`headlab.analysis.detect.predictive.copy_relation_set`); for any other model, its own
+  :func:`deviating.data.language.copy_relation_set`); for any other model, its own
   texts (the report's inputs) each followed by the same tokens again, counting only the queries
   of the second copy.
 
@@ -30,11 +30,9 @@ from dataclasses import dataclass
 
 import torch
 
-from headlab.analysis.atlas import synthetic_language
-from deviating.report.inputs import repeated_sequences
-from deviating.report.inputs import span_task
-from headlab.analysis.detect.predictive import COPY_SOURCE, copy_relation_set
-from deviating.data.language import pack
+from deviating.data.language import copy_relation_set, pack, synthetic_language
+from deviating.report.inputs import repeated_sequences, span_task
+from headlab.analysis.detect.predictive import COPY_SOURCE
 
 __all__ = ["TargetSet", "random_repeats", "own_text_repeats", "OWN_TEXT_WINDOWS", "OWN_TEXT_CTX",
            "OWN_TASK_SEQUENCES"]

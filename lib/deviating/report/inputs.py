@@ -7,6 +7,7 @@ from dataclasses import fields
 import numpy as np
 import torch
 
+from deviating.data.language import corpus_for
 from deviating.data.spans import repeated_tokens
 from headlab.analysis.atlas import check_lengths, default_texts, repeated_random_tokens
 from deviating.report.thresholds import N_TEXTS
@@ -24,7 +25,7 @@ def report_inputs(hm, texts=None, n_texts: int | None = None, seed: int = 0) -> 
 
     ``texts``: a list of strings, or None for the model's default set: the training
     distribution of an attention-only organism (repeated random spans), else
-    :func:`headlab.analysis.atlas.default_texts`, spread down to ``n_texts`` (default ``N_TEXTS``).
+    :func:`headlab.analysis.atlas.default_texts` (with the synthetic language's corpus for its models), spread down to ``n_texts`` (default ``N_TEXTS``).
     Given texts are all used unless ``n_texts`` is set.
     """
     if n_texts is not None and n_texts < 2:
@@ -50,7 +51,7 @@ def report_inputs(hm, texts=None, n_texts: int | None = None, seed: int = 0) -> 
         source = (f"{n} sequences of the model's training data (random tokens with one span repeated, "
                   f"RepeatedSpans, seed {seed})")
     else:
-        inputs, source = default_texts(hm, seed=seed)
+        inputs, source = default_texts(hm, seed=seed, corpus=corpus_for(hm))
         if isinstance(inputs, list):
             total = len(inputs)
             inputs = [inputs[i] for i in _spread(total, n)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from headlab.analysis.atlas import synthetic_language
+from deviating.data.language import synthetic_language
 from headlab.analysis.importance import Importance
 from deviating.analysis.task_shares import TASKS, margin_share_lost
 from headlab.heads.head import Head

@@ -9,7 +9,7 @@ import numpy as np
 
 from headlab.heads.head import format_head, parse_head
 from deviating.report.thresholds import TOP_K, UNDERESTIMATE_MARGIN
-from headlab.analysis.atlas import plot_atlas
+from headlab.viz.atlas import plot_atlas
 from headlab.viz.circuits import plot_circuit_drops
 from headlab.viz.grids import plot_head_grid, plot_keep_map
 from deviating.figures.importance import plot_mean_vs_worst, plot_pair_interactions, plot_score_vs_effect

@@ -8,7 +8,7 @@ What the atlas measures (all definitions are in :mod:`headlab.analysis.detect`):
   text's eligible query positions (every text counts equally): ``previous_token``,
   ``next_token``, ``first_token``, ``separator``, ``punctuation``, ``local`` (window
   ``LOCAL_WINDOW``), ``entropy`` (normalised), ``duplicate_token`` and, given token
-  frequencies (the synthetic language), ``rare_token``.
+  frequencies (from a corpus, e.g. the synthetic language), ``rare_token``.
 * **Induction** needs repeats, which ordinary sentences barely have. The atlas builds
   ``induction_texts`` sequences of ``induction_length`` random tokens repeated once (drawn
   with ``seed`` from the non-special vocabulary, special tokens added as the tokenizer
@@ -25,32 +25,37 @@ What the atlas measures (all definitions are in :mod:`headlab.analysis.detect`):
   pronoun -> antecedent, beside the best fixed offset and the nearest-noun baseline, with
   the best head also chosen on half the items and scored on the other half.
 
-Default texts: for a model of the book's synthetic language, packed windows of generated
-text; for a tokenizer that reads English (MiniLM, GPT-2), every sentence of the
-hand-annotated English set; otherwise, random token sequences.
+Default texts: a :class:`Corpus`'s own texts when one is given (the book passes its synthetic
+language, ``deviating.data.language.corpus_for(hm)``); for a tokenizer that reads English
+(MiniLM, GPT-2), every sentence of the hand-annotated English set (:mod:`headlab.english`);
+otherwise, random token sequences. Token frequencies (``rare_token``) and the relations come
+from the corpus too.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, runtime_checkable
 
 import torch
 
 from headlab.analysis.detect import (
-    DEFAULT_THRESHOLDS, LOCAL_WINDOW, PATTERN_SCORES, NotApplicable, Thresholds, english_relation_set,
-    head_scores, held_out_relation_scores, label_heads, ov_copying_score, relation_scores, synthetic_relation_set,
-    synthetic_token_frequency,
+    DEFAULT_THRESHOLDS, NotApplicable, RelationSet, Thresholds, english_relation_set, head_scores,
+    held_out_relation_scores, label_heads, ov_copying_score, relation_scores,
 )
-from deviating.data.spans import repeated_tokens
+from headlab.analysis.detect.registry import BUILTIN_NAMES, pattern_scores, score
+from headlab.analysis.detect.registry import scores as score_entries
+from headlab.analysis.texts import (
+    check_lengths, max_length, reads_english, repeated_tokens, special_wrapping, token_pool,
+)
+from headlab.english import load_english
 from headlab.heads.head import Head, parse_head
 from headlab.schema import check_schema, schema_of
-from headlab.viz.atlas import LABEL_COLOURS, plot_atlas  # the atlas figure lives with the book's other figures
 
-__all__ = ["compute_atlas", "load_atlas", "plot_atlas", "default_texts", "repeated_random_tokens",
-           "relation_summary", "synthetic_language", "check_lengths", "ATLAS_SCORES", "LABEL_COLOURS", "SCHEMA"]
+__all__ = ["Corpus", "compute_atlas", "load_atlas", "default_texts", "repeated_random_tokens",
+           "relation_summary", "check_lengths", "atlas_scores", "definitions", "ATLAS_SCORES", "DEFINITIONS",
+           "SCHEMA"]
 
 SCHEMA = schema_of("atlas")
 
@@ -58,123 +63,69 @@ INDUCTION_TEXTS = 4
 INDUCTION_LENGTH = 20
 EFFECT_TEXTS = 48
 EFFECT_KINDS = ("ablation", "write_norm", "none")
-# Scores that go into each head's "scores" (all in [0, 1] where defined, null where not).
-ATLAS_SCORES = ("previous_token", "next_token", "first_token", "separator", "punctuation", "local",
-                "entropy", "duplicate_token", "induction", "rare_token", "copying")
+COPYING_DEFINITION = "fraction of tokens t, fed alone, whose own logit is in the top 5 of the head's write"
 
-DEFINITIONS = {
-    "previous_token": "mean over texts of the mean, over real queries i >= 1, of the weight on key i-1",
-    "next_token": "the same for key i+1, over real queries before the last real position",
-    "first_token": "mean over real queries of the weight on the first real position ([CLS], <bos>)",
-    "separator": "weight on [SEP]/<eos>/sentence-final punctuation, over queries that can see one",
-    "punctuation": "weight on punctuation tokens, over queries that can see one",
-    "local": f"weight on keys j with |i - j| <= {LOCAL_WINDOW}",
-    "entropy": "row entropy / log(number of keys the row may attend to), rows with >= 2 keys",
-    "duplicate_token": "weight on earlier occurrences of the query's token, over queries that have one",
-    "induction": "on repeated random sequences: weight on the token after the query token's previous occurrence",
-    "rare_token": "weight on the least frequent word in view (synthetic language only)",
-    "copying": "fraction of tokens t, fed alone, whose own logit is in the top 5 of the head's write",
-}
+
+def atlas_scores() -> tuple[str, ...]:
+    """The scores that go into each head's ``"scores"`` (all in [0, 1] where defined, null where
+    not): every registered pattern score (:mod:`headlab.analysis.detect.registry`), then ``copying``."""
+    return pattern_scores() + ("copying",)
+
+
+def definitions() -> dict[str, str]:
+    """Score name -> its definition, as every atlas records it (each pattern score's registry entry)."""
+    return {**{s.name: s.definition for s in score_entries()}, "copying": COPYING_DEFINITION}
+
+
+# The built-in scores and their definitions (atlas_scores() and definitions() add registered ones).
+ATLAS_SCORES = BUILTIN_NAMES + ("copying",)
+DEFINITIONS = {name: definitions()[name] for name in ATLAS_SCORES}
 
 # --------------------------------------------------------------------------- inputs
 
 
-def _max_len(hm) -> int | None:
-    config = getattr(hm.model, "config", None)
-    for name in ("max_position_embeddings", "n_positions", "n_ctx"):
-        value = getattr(config, name, None)
-        if isinstance(value, int):
-            return value
-    return None
+@runtime_checkable
+class Corpus(Protocol):
+    """Annotated text of one's own for the atlas: default texts, token frequencies and relations.
+
+    Pass one as ``compute_atlas(hm, corpus=...)`` (and to :func:`default_texts`,
+    :func:`relation_summary`) when ``hm`` reads a language the library does not know; the book's
+    synthetic language is one (``deviating.data.language.SyntheticCorpus``). The three methods
+    come from one corpus so that the texts, the frequencies and the relations agree.
+    """
+
+    def texts(self, hm, seed: int) -> tuple[list[str], str]:
+        """The default texts for ``hm`` (each at most its maximum length), and a sentence saying what they are."""
+
+    def token_frequency(self, tokenizer) -> torch.Tensor | None:
+        """``(len(tokenizer),)`` expected frequency of each id (``inf``: never rare); None: no ``rare_token``."""
+
+    def relation_set(self, hm, seed: int) -> RelationSet:
+        """Gold relations on text of this corpus, tokenized for ``hm``."""
 
 
-def _vocab_size(hm) -> int:
-    if hm.tokenizer is not None:
-        return len(hm.tokenizer)
-    config = getattr(hm.model, "config", None)
-    for name in ("vocab_size", "d_vocab"):
-        value = getattr(config, name, None)
-        if isinstance(value, int):
-            return value
-    raise ValueError(f"cannot tell {hm.name}'s vocabulary size (no tokenizer, no config.vocab_size)")
+def _check_corpus(corpus) -> None:
+    if corpus is not None and not isinstance(corpus, Corpus):
+        raise TypeError(f"corpus must have the methods texts, token_frequency and relation_set "
+                        f"(headlab.analysis.atlas.Corpus), got {type(corpus).__name__}")
 
 
-def _language_description(obj) -> dict | None:
-    """The first ``Language.describe()`` dict (it has a ``language_version``) nested in ``obj``."""
-    if isinstance(obj, dict):
-        if "language_version" in obj and "seed_vocab" in obj:
-            return obj
-        obj = list(obj.values())
-    if isinstance(obj, list):
-        for value in obj:
-            found = _language_description(value)
-            if found is not None:
-                return found
-    return None
-
-
-def synthetic_language(hm):
-    """The synthetic ``Language`` the model reads, or None: from the language description in
-    its provenance (trained organisms), else by vocabulary (a tokenizer that holds every word of
-    ``Language()``, seed_vocab 0)."""
-    from deviating.data.language import Language
-
-    description = _language_description(getattr(hm, "provenance", None))
-    if description is not None:
-        return Language.from_description(description)
-    if hm.tokenizer is None:
-        return None
-    lang = Language()
-    return lang if set(lang.vocab) <= set(hm.tokenizer.get_vocab()) else None
-
-
-def _reads_english(hm, texts: Sequence[str]) -> bool:
-    tok = hm.tokenizer
-    if tok is None:
-        return False
-    try:
-        ids = [i for t in texts for i in tok(t)["input_ids"]]
-    except Exception:  # noqa: BLE001 - a closed word-level vocabulary with no unknown token raises
-        return False   # (the `tokenizers` library raises a bare Exception): it cannot read English
-    if tok.unk_token_id is None:
-        return True
-    return sum(i == tok.unk_token_id for i in ids) <= 0.05 * len(ids)
-
-
-def default_texts(hm, seed: int = 0) -> tuple[list[str] | dict, str]:
-    """The atlas's default inputs for ``hm`` and a sentence saying what they are."""
-    from deviating.data.language import load_english, pack
-
-    lang = synthetic_language(hm)
-    if lang is not None:
-        n_ctx = min(64, _max_len(hm) or 64)
-        windows = pack(lang.sample(40, seed=seed), n_ctx=n_ctx, drop_last=True)[:64]
-        return [w.text for w in windows], (f"{len(windows)} windows of {n_ctx} tokens of the synthetic "
-                                           f"language (Language.sample(40, seed={seed}), packed)")
+def default_texts(hm, seed: int = 0, corpus: Corpus | None = None) -> tuple[list[str] | dict, str]:
+    """The atlas's default inputs for ``hm`` and a sentence saying what they are: the corpus's texts
+    when one is given; else every sentence of the hand-annotated English set
+    (:mod:`headlab.english`) for a tokenizer that reads English; else random token sequences."""
+    _check_corpus(corpus)
+    if corpus is not None:
+        return corpus.texts(hm, seed)
     english = [s.text for s in load_english()]
-    if _reads_english(hm, english):
+    if reads_english(hm, english):
         return english, f"the {len(english)} sentences of the hand-annotated English set"
-    length = min(32, _max_len(hm) or 32)
+    length = min(32, max_length(hm) or 32)
     gen = torch.Generator().manual_seed(seed)
-    pool = torch.tensor(_token_pool(hm))
+    pool = torch.tensor(token_pool(hm))
     ids = pool[torch.randint(len(pool), (32, length), generator=gen)]
     return ({"input_ids": ids, "attention_mask": torch.ones_like(ids)},
-            f"32 sequences of {length} random tokens (seed {seed}): {hm.name} reads neither English nor the synthetic language")
-
-
-def _token_pool(hm) -> list[int]:
-    """Ids to draw random tokens from: not special, not a placeholder like [unused3] or <extra>."""
-    tok = hm.tokenizer
-    n = _vocab_size(hm)
-    if tok is None:
-        return list(range(n))
-    special = set(tok.all_special_ids)
-    tokens = tok.convert_ids_to_tokens(list(range(n)))
-    pool = [i for i, t in enumerate(tokens) if i not in special and t is not None
-            and not re.fullmatch(r"\[.*\]|<.*>", t)]
-    if len(pool) < 2:
-        raise ValueError(f"{hm.name}'s vocabulary has too few ordinary tokens to draw random sequences from")
-    return pool
+            f"32 sequences of {length} random tokens (seed {seed}): {hm.name} reads no English and no corpus was given")
 
 
 def repeated_random_tokens(hm, n: int = INDUCTION_TEXTS, length: int = INDUCTION_LENGTH, seed: int = 0) -> dict:
@@ -192,75 +143,34 @@ def _repeated(hm, n: int, length: int, seed: int) -> tuple[dict, int]:
     if n < 1 or length < 2:
         raise ValueError(f"need n >= 1 sequences of length >= 2, got n={n}, length={length}")
     tok = hm.tokenizer
-    limit = _max_len(hm)
+    limit = max_length(hm)
     if limit is not None:
         length = min(length, (limit - 3) // 2)
-    pool = _token_pool(hm)
+    pool = token_pool(hm)
     length = min(length, len(pool))  # distinct tokens, so each has exactly one earlier occurrence
-    prefix, suffix = _special_wrapping(tok) if tok is not None else ([], [])
+    prefix, suffix = special_wrapping(tok) if tok is not None else ([], [])
     if tok is not None and not prefix and tok.bos_token_id is not None:
         prefix = [tok.bos_token_id]
     ids = repeated_tokens(pool, n, length, torch.Generator().manual_seed(seed), prefix=prefix, suffix=suffix)
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, length
 
 
-def _probe_token(tok) -> str:
-    """A plain word the tokenizer knows: "a" if it has it, else its first alphabetic non-special token."""
-    vocab = tok.get_vocab()
-    if "a" in vocab:
-        return "a"
-    special = set(tok.all_special_tokens)
-    words = sorted(t for t in vocab if t not in special)
-    return next((t for t in words if t.isalpha()), words[0])
-
-
-def _special_wrapping(tok) -> tuple[list[int], list[int]]:
-    """The ids the tokenizer puts before and after a text (``[CLS]`` and ``[SEP]`` for BERT)."""
-    probe = _probe_token(tok)
-    plain = tok(probe, add_special_tokens=False)["input_ids"]
-    wrapped = tok(probe)["input_ids"]
-    for start in range(len(wrapped) - len(plain) + 1):
-        if wrapped[start:start + len(plain)] == plain:
-            return wrapped[:start], wrapped[start + len(plain):]
-    return [], []
-
-
-def check_lengths(hm, texts) -> None:
-    """Refuse a list of texts of which one is longer, in tokens, than the model's maximum length
-    (a no-op for a token batch, or a model without a tokenizer or a stated maximum).
-
-    Raises:
-        ValueError: naming the first text that is too long, its length and the maximum.
-    """
-    limit = _max_len(hm)
-    if limit is None or not isinstance(texts, list) or hm.tokenizer is None:
-        return
-    for i, text in enumerate(texts):
-        n = len(hm.tokenizer(text)["input_ids"])
-        if n > limit:
-            raise ValueError(f"text {i + 1} has {n} tokens, more than {hm.name}'s maximum of {limit}; "
-                             "shorten or split it")
-
-
-def relation_summary(hm, seed: int = 0) -> dict:
+def relation_summary(hm, seed: int = 0, corpus: Corpus | None = None) -> dict:
     """Relation accuracies of every head on the annotated text the model reads.
 
-    The synthetic language (200 generated documents, packed) for its models, else the English
-    set for a fast tokenizer that reads English. Two ways to read a head's choice: its argmax
-    over all keys, and its argmax with special tokens left out (``[CLS]``/``[SEP]``/``<bos>``
-    soak up attention in many heads). Each with the held-out comparison.
+    The corpus's relation set when one is given (the book's synthetic language: 200 generated
+    documents, packed), else the English set for a fast tokenizer that reads English. Two ways to
+    read a head's choice: its argmax over all keys, and its argmax with special tokens left out
+    (``[CLS]``/``[SEP]``/``<bos>`` soak up attention in many heads). Each with the held-out comparison.
     """
-    from deviating.data.language import load_english, pack
-
-    lang = synthetic_language(hm)
-    if lang is not None:
-        windows = pack(lang.sample(200, seed=seed), n_ctx=min(64, _max_len(hm) or 64), drop_last=True)
-        rs = synthetic_relation_set(windows, hm.tokenizer)
-    elif getattr(hm.tokenizer, "is_fast", False) and _reads_english(hm, [s.text for s in load_english()]):
+    _check_corpus(corpus)
+    if corpus is not None:
+        rs = corpus.relation_set(hm, seed)
+    elif getattr(hm.tokenizer, "is_fast", False) and reads_english(hm, [s.text for s in load_english()]):
         rs = english_relation_set(hm.tokenizer)
     else:
-        raise ValueError(f"no annotated text for {hm.name}: relations need the synthetic language or a fast "
-                         "tokenizer that reads English")
+        raise ValueError(f"no annotated text for {hm.name}: relations need a fast tokenizer that reads English, "
+                         "or a corpus (compute_atlas(..., corpus=...)) that supplies its own relation set")
     out: dict = {"source": rs.source, "n_inputs": len(rs)}
     for key, ignore in (("argmax", False), ("argmax_without_special", True)):
         results = relation_scores(hm, rs, ignore_special=ignore)
@@ -281,10 +191,13 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
                   induction_texts: int = INDUCTION_TEXTS, induction_length: int = INDUCTION_LENGTH,
                   seed: int = 0, thresholds: Thresholds = DEFAULT_THRESHOLDS, batch_size: int = 32,
                   token_frequency: torch.Tensor | None = None, relations: bool = False,
-                  streaming: bool = False) -> dict:
+                  streaming: bool = False, corpus: Corpus | None = None) -> dict:
     """Every head's scores, effect and label, as the JSON-ready dict the CLI writes.
 
     ``texts``: a list of texts or a token batch; None for :func:`default_texts`.
+    ``corpus``: a :class:`Corpus` the model reads: its texts are the default, its token
+    frequencies score ``rare_token`` (unless ``token_frequency`` is given), its relation set is
+    the one ``relations`` uses.
     ``relations``: also add :func:`relation_summary` under ``"relations"``.
     ``streaming``: score the heads with the fused kernel, holding no attention pattern
     (:func:`headlab.analysis.streaming.streaming_head_scores`; same scores to float32 rounding).
@@ -296,28 +209,30 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
     """
     if effect not in EFFECT_KINDS:
         raise ValueError(f"unknown effect {effect!r}: choose from {', '.join(EFFECT_KINDS)}")
+    _check_corpus(corpus)
     source = "given"
     if texts is None:
-        texts, source = default_texts(hm, seed=seed)
+        texts, source = default_texts(hm, seed=seed, corpus=corpus)
     elif isinstance(texts, (list, tuple)):
         texts = list(texts)
         if not texts or not all(isinstance(t, str) and t.strip() for t in texts):
             raise ValueError("texts must be a non-empty list of non-empty strings")
     check_lengths(hm, texts)
-    lang = synthetic_language(hm)
-    if token_frequency is None and lang is not None:
-        token_frequency = synthetic_token_frequency(lang, hm.tokenizer)
+    if token_frequency is None and corpus is not None:
+        token_frequency = corpus.token_frequency(hm.tokenizer)
 
     scoring = head_scores
     if streaming:  # the fused kernel: no n x n pattern is ever held
         from headlab.analysis.streaming import streaming_head_scores as scoring
-    wanted = [s for s in PATTERN_SCORES if s != "induction"] + ["write_norm"]
+    names = atlas_scores()
+    on_repeats = [n for n in names[:-1] if score(n).on_repeats]  # induction: scored on repeated random tokens
+    wanted = [n for n in names[:-1] if n not in on_repeats] + ["write_norm"]
     scores = scoring(hm, texts, scores=wanted, batch_size=batch_size, token_frequency=token_frequency)
     repeats, span = _repeated(hm, induction_texts, induction_length, seed=seed)
-    induction = scoring(hm, repeats, scores=["induction"], batch_size=batch_size)
-    means = {**scores.means(), "induction": induction.mean("induction")}
-    uniform = {name: (induction if name == "induction" else scores).uniform_mean(name)
-               for name in means if name in PATTERN_SCORES}
+    induction = scoring(hm, repeats, scores=on_repeats, batch_size=batch_size)
+    means = {**scores.means(), **{n: induction.mean(n) for n in on_repeats}}
+    uniform = {name: (induction if name in on_repeats else scores).uniform_mean(name)
+               for name in means if name in names[:-1]}
     notes = dict(scores.notes)
 
     copying = None
@@ -340,13 +255,13 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
         effects = scores.mean("write_norm")
         effect_info.update(definition="mean over real positions of the norm of the head's write (cache.result)")
 
-    labels = label_heads({n: m for n, m in means.items() if n in PATTERN_SCORES}, effects, thresholds,
+    labels = label_heads({n: m for n, m in means.items() if n in names[:-1]}, effects, thresholds,
                          uniform={n: torch.full_like(means[n], u) for n, u in uniform.items()})
     heads = []
     for layer in range(hm.n_layers):
         for head in range(hm.n_heads):
             entry_scores = {}
-            for name in ATLAS_SCORES:
+            for name in names:
                 if name == "copying":
                     entry_scores[name] = None if copying is None else _round(copying[layer, head])
                 else:
@@ -359,7 +274,7 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
                 "relative_effect": None if labels.relative_effect is None else _round(labels.relative_effect[layer, head]),
                 "write_norm": _round(means["write_norm"][layer, head]),
             })
-    for name in ATLAS_SCORES:
+    for name in names:
         if name not in means and name != "copying" and name not in notes:
             notes[name] = "undefined on every text"
     atlas = {
@@ -367,10 +282,10 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
         "texts": source, "induction_texts": induction_texts, "induction_length": span,
         "seed": seed, "effect": effect_info, "thresholds": thresholds.to_dict(),
         "uniform": {n: _round(u) for n, u in uniform.items()},
-        "definitions": DEFINITIONS, "notes": notes, "label_counts": dict(labels.counts()), "heads": heads,
+        "definitions": definitions(), "notes": notes, "label_counts": dict(labels.counts()), "heads": heads,
     }
     if relations:
-        atlas["relations"] = relation_summary(hm, seed=seed)
+        atlas["relations"] = relation_summary(hm, seed=seed, corpus=corpus)
     return atlas
 
 

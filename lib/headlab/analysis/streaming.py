@@ -24,14 +24,11 @@ from typing import Iterator, Sequence
 
 import torch
 
-from headlab.analysis.detect import (
-    LOCAL_WINDOW, PATTERN_SCORES, HeadScores, scores_to_compute, token_masks,
-)
+from headlab.analysis.detect import LOCAL_WINDOW, HeadScores, scores_to_compute, token_masks
+from headlab.analysis.detect.registry import pattern_scores, score, score_from_per_query
 from headlab.kernels.hf_attention import ATTENTION_NAME, register, session
-from headlab.kernels.statistics import (
-    NO_TARGET, PUNCTUATION_BIT, SEPARATOR_BIT, STATISTICS, StatInputs, earlier_occurrence, in_view, statistic_inputs,
-)
-from headlab.kernels.streaming import HeadStatistics, fused_attention
+from headlab.kernels.statistics import HeadStatistics, StatInputs, statistic_inputs
+from headlab.kernels.streaming import fused_attention
 from headlab.heads.head import format_head, parse_head
 
 __all__ = ["streamed", "streaming_head_scores", "scores_from_statistics", "uniform_statistics", "label_changes"]
@@ -95,52 +92,23 @@ def streamed(hm, statistics: StatInputs | None = None, *, backend: str = "auto",
 # ------------------------------------------------------------------- scores from statistics
 
 
-def _eligible(inputs: StatInputs) -> dict[str, torch.Tensor]:
-    """``name -> (batch, n)`` bool: the queries each detector averages over (O(n), no pattern)."""
-    real, causal = inputs.key_real, inputs.causal
-    batch, n = real.shape
-    false = torch.zeros(batch, 1, dtype=torch.bool, device=real.device)
-    n_keys = real.cumsum(1) if causal else real.sum(1, keepdim=True).expand(-1, n)  # keys allowed per query
+def scores_from_statistics(stats: HeadStatistics, inputs: StatInputs,
+                           names: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
+    """Pattern scores from streamed statistics, ``name -> (batch, head)``: each registered score
+    (:func:`~headlab.analysis.detect.registry.pattern_scores`, or those in ``names``) whose
+    statistic was streamed.
 
-    def in_view_any(marked: torch.Tensor) -> torch.Tensor:  # some allowed key (self included) is marked
-        marked = marked & real
-        return marked.cumsum(1) > 0 if causal else marked.any(1, keepdim=True).expand(-1, n)
-
-    rare_class = inputs.rare_class
-    highest = in_view(torch.where(rare_class >= 0, rare_class, -1), causal, largest=True, fill=-1)
-    return {
-        "previous_token": real & torch.cat([false, real[:, :-1]], dim=1),
-        "next_token": real & torch.cat([real[:, 1:], false], dim=1),
-        "first_token": real,
-        "local": real,
-        "entropy": real & (n_keys >= 2),
-        "separator": real & in_view_any((inputs.key_flags & SEPARATOR_BIT) != 0),
-        "punctuation": real & in_view_any((inputs.key_flags & PUNCTUATION_BIT) != 0),
-        "duplicate_token": real & (earlier_occurrence(inputs.tokens) >= 0),
-        "induction": real & (inputs.induction_target >= 0),
-        "rare_token": real & (inputs.rare_target != NO_TARGET) & (highest > inputs.rare_target),
-    }, n_keys
-
-
-def scores_from_statistics(stats: HeadStatistics, inputs: StatInputs) -> dict[str, torch.Tensor]:
-    """Every pattern score of :data:`~headlab.analysis.detect.PATTERN_SCORES`, ``name -> (batch, head)``.
-
-    Each is the detector's definition (``headlab.analysis.detect``): the mean, over the
-    input's eligible queries, of one statistic per query (``entropy`` divided by
-    ``log(number of allowed keys)`` first). NaN for an input with no eligible query.
+    Each is its registry entry's definition: the mean, over the input's eligible queries, of one
+    statistic per query (``entropy`` divided by ``log(number of allowed keys)`` first). NaN for an
+    input with no eligible query.
     """
-    eligible, n_keys = _eligible(inputs)
     values = stats.values.float()  # (batch, head, n, statistic)
-    log_n = torch.log(n_keys.clamp(min=2).float())  # (batch, n)
     out = {}
-    for name in PATTERN_SCORES:  # each score reads the statistic of the same name
-        per_query = values[..., STATISTICS.index(name)]  # (batch, head, n)
-        if name == "entropy":
-            per_query = per_query / log_n[:, None, :]
-        where = eligible[name][:, None, :]
-        total = torch.where(where, per_query, 0.0).sum(-1)  # (batch, head)
-        count = eligible[name].sum(-1, keepdim=True)  # (batch, 1)
-        out[name] = total / count  # NaN (0 / 0) where no query is eligible
+    for name in pattern_scores() if names is None else names:
+        entry = score(name)
+        if entry.stream in stats.names:
+            per_query = values[..., stats.names.index(entry.stream)]  # (batch, head, n)
+            out[name] = score_from_per_query(entry, per_query, inputs)
     return out
 
 
@@ -170,11 +138,11 @@ def streaming_head_scores(hm, inputs, *, scores: Sequence[str] | None = None, ba
     torch on the CPU).
     """
     wanted, notes = scores_to_compute(
-        hm, scores, token_frequency, default=PATTERN_SCORES + ("write_norm",),
+        hm, scores, token_frequency, default=pattern_scores() + ("write_norm",),
         unavailable={"copying_dla": "not streamed: it needs each head's pattern and write together"})
     frequency = None if token_frequency is None else torch.as_tensor(token_frequency, dtype=torch.float64)
     per_input: dict[str, list[torch.Tensor]] = {name: [] for name in wanted}
-    uniform: dict[str, list[torch.Tensor]] = {name: [] for name in wanted if name in PATTERN_SCORES}
+    uniform: dict[str, list[torch.Tensor]] = {name: [] for name in wanted if name in pattern_scores()}
     for batch in hm.batches(inputs, batch_size):
         ids, mask = batch["input_ids"], batch["attention_mask"]
         masks = token_masks(hm.tokenizer, ids.cpu()) if hm.tokenizer is not None else {}
@@ -185,8 +153,9 @@ def streaming_head_scores(hm, inputs, *, scores: Sequence[str] | None = None, ba
         with torch.no_grad(), streamed(hm, stat_inputs, backend=backend, block_size=block_size) as recorded, \
                 capture as cache:
             hm.forward(batch)
-        layers = [scores_from_statistics(recorded[layer], stat_inputs) for layer in range(hm.n_layers)]
-        chance = scores_from_statistics(uniform_statistics(stat_inputs), stat_inputs)
+        patterns = [name for name in wanted if name != "write_norm"]
+        layers = [scores_from_statistics(recorded[layer], stat_inputs, patterns) for layer in range(hm.n_layers)]
+        chance = scores_from_statistics(uniform_statistics(stat_inputs), stat_inputs, patterns)
         real = mask.to(torch.float32).cpu()
         for name in wanted:
             if name == "write_norm":

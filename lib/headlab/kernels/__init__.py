@@ -9,7 +9,8 @@
   output without ever holding the ``n_q x n_k`` matrix (no pattern).
 - :func:`peak_memory` -- peak bytes allocated by a call (numpy, CPU or CUDA torch).
 - :func:`fused_attention` -- attention in one streamed pass that also returns head
-  statistics per query (:mod:`~headlab.kernels.statistics`) instead of the pattern:
+  statistics per query (:mod:`~headlab.kernels.statistics`; each mass one
+  :class:`KeySet` of :mod:`~headlab.kernels.keysets`) instead of the pattern:
   a Triton kernel (:mod:`~headlab.kernels.triton_attention`, needs ``headlab[kernels]``)
   or the same algorithm in torch tiles.
 """
@@ -19,8 +20,9 @@ from headlab.kernels.loops import LOOPS_MAX_WORK
 from headlab.kernels.memory import peak_memory
 from headlab.kernels.multihead import merge_heads, multi_head_attention, split_heads
 from headlab.kernels.reference import attention, causal_mask, softmax
-from headlab.kernels.statistics import STATISTICS, StatInputs, statistic_inputs
-from headlab.kernels.streaming import HeadStatistics, TritonUnavailable, fused_attention
+from headlab.kernels.keysets import KeySet, register_statistic, statistic_names, unregister_statistic
+from headlab.kernels.statistics import STATISTICS, HeadStatistics, StatInputs, statistic_inputs
+from headlab.kernels.streaming import TritonUnavailable, fused_attention
 
 __all__ = [
     "LOOPS_MAX_WORK",
@@ -29,7 +31,11 @@ __all__ = [
     "flash_attention",
     "fused_attention",
     "HeadStatistics",
+    "KeySet",
     "STATISTICS",
+    "register_statistic",
+    "statistic_names",
+    "unregister_statistic",
     "StatInputs",
     "statistic_inputs",
     "TritonUnavailable",

@@ -30,6 +30,11 @@ weight exactly 0, so it never counts in any mass.
 ``argmax`` (int)          the first allowed key with the largest weight (score); -1 if none
 ========================  ==================================================================
 
+Each mass is one :class:`~headlab.kernels.keysets.KeySet` entry of :mod:`headlab.kernels.keysets`;
+:func:`~headlab.kernels.keysets.register_statistic` adds one, which every backend then streams
+(:data:`STATISTICS` names the built-in columns; :func:`~headlab.kernels.keysets.statistic_names`
+every column, registered ones included).
+
 **Padding.** Padding *keys* are never allowed (weight 0). Padding *queries* get their
 statistics computed like any other row (models let them attend to the real keys),
 but they mean nothing and the scores in ``headlab.analysis.streaming`` never count
@@ -39,17 +44,19 @@ and ``argmax = -1``, as ``attention(..., empty_rows="zero")`` gives it a zero ro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
-#: The float columns of the statistics tensor ``(batch, head, q_pos, len(STATISTICS))``, in order.
-STATISTICS = ("entropy", "max_weight", "previous_token", "next_token", "self", "first_token", "local",
-              "duplicate_token", "induction", "separator", "punctuation", "rare_token")
+from headlab.kernels.keysets import (
+    BUILTIN_KEY_SETS, NON_MASS, PUNCTUATION_BIT, SEPARATOR_BIT, key_set, key_set_mask, statistic_names,
+)
+
+#: The built-in float columns of the statistics tensor ``(batch, head, q_pos, n_statistics)``, in
+#: order (registered statistics follow them: :func:`~headlab.kernels.keysets.statistic_names`).
+STATISTICS = NON_MASS + tuple(BUILTIN_KEY_SETS)
 #: The integer statistic, returned as its own ``(batch, head, q_pos)`` int64 tensor.
 ARGMAX = "argmax"
-#: Bits of :attr:`StatInputs.key_flags`.
-SEPARATOR_BIT, PUNCTUATION_BIT = 1, 2
 #: :attr:`StatInputs.rare_class` of a key that is never rare; :attr:`StatInputs.rare_target` of a
 #: query with no candidate. Distinct, so that "none" never matches "never rare".
 NEVER_RARE, NO_TARGET = -2, -1
@@ -216,14 +223,39 @@ def in_view(values: torch.Tensor, causal: bool, *, largest: bool, fill: int) -> 
     return torch.maximum(before, after) if largest else torch.minimum(before, after)
 
 
+@dataclass(frozen=True)
+class HeadStatistics:
+    """Streamed statistics of every (input, head, query).
+
+    Attributes:
+        values: ``(batch, head, q_pos, len(names))`` float32, one column per statistic.
+        argmax: ``(batch, head, q_pos)`` int64, the first allowed key with the largest weight.
+        names: the columns of ``values``, in order (default: every statistic registered now,
+            :func:`~headlab.kernels.keysets.statistic_names`).
+    """
+
+    values: torch.Tensor
+    argmax: torch.Tensor
+    names: tuple[str, ...] = field(default_factory=statistic_names)
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        """One statistic by name: ``(batch, head, q_pos)``."""
+        if name == ARGMAX:
+            return self.argmax
+        if name not in self.names:
+            raise KeyError(f"unknown statistic {name!r}; choose from {self.names + (ARGMAX,)}")
+        return self.values[..., self.names.index(name)]
+
+
 # --------------------------------------------------------------- the reference: from a pattern
 
 
 def pattern_statistics(pattern: torch.Tensor, inputs: StatInputs) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every statistic of ``STATISTICS`` (and the argmax) from a materialized pattern.
+    """Every statistic (:func:`~headlab.kernels.keysets.statistic_names`, registered ones included)
+    and the argmax, from a materialized pattern.
 
     ``pattern`` ``(batch, head, q_pos, k_pos)`` (rows over allowed keys summing to 1, or
-    all-zero rows). Returns ``(stats (batch, head, q_pos, len(STATISTICS)), argmax (batch,
+    all-zero rows). Returns ``(stats (batch, head, q_pos, n_statistics), argmax (batch,
     head, q_pos))``, in float32 (float64 for float64 patterns). Memory O(n^2): this is
     the definition the streaming kernels are tested against, not a way to save memory.
     """
@@ -233,32 +265,12 @@ def pattern_statistics(pattern: torch.Tensor, inputs: StatInputs) -> tuple[torch
     dtype = torch.float64 if pattern.dtype == torch.float64 else torch.float32
     allowed = inputs.allowed()[:, None]  # (batch, 1, q_pos, k_pos)
     p = torch.where(allowed, pattern.to(dtype), 0.0)
-    i = torch.arange(n, device=p.device)
-    offset = i[None, :] - i[:, None]  # (q_pos, k_pos): j - i
-
-    def mass(where: torch.Tensor) -> torch.Tensor:  # where: broadcastable to (batch, 1, q, k)
-        return (p * where).sum(-1)
-
-    tokens = inputs.tokens
-    same_token = (tokens[:, :, None] == tokens[:, None, :]) & (offset < 0)  # (batch, q, k): j < i
-    induction = i[None, None, :] == inputs.induction_target[:, :, None]  # (batch, q, k)
-    rare = (inputs.rare_class[:, None, :] == inputs.rare_target[:, :, None]) & (offset != 0)
-    flags = inputs.key_flags[:, None, None, :]
-    columns = {
-        "entropy": -torch.xlogy(p, p).sum(-1),
-        "max_weight": p.amax(-1),
-        "previous_token": mass(offset == -1),
-        "next_token": mass(offset == 1),
-        "self": mass(offset == 0),
-        "first_token": mass(i[None, None, None, :] == inputs.first[:, None, None, None]),
-        "local": mass(offset.abs() <= inputs.window),
-        "duplicate_token": mass(same_token[:, None]),
-        "induction": mass(induction[:, None]),
-        "separator": mass((flags & SEPARATOR_BIT) != 0),
-        "punctuation": mass((flags & PUNCTUATION_BIT) != 0),
-        "rare_token": mass(rare[:, None]),
-    }
-    stats = torch.stack([columns[name] for name in STATISTICS], dim=-1)
+    columns = [-torch.xlogy(p, p).sum(-1), p.amax(-1)]  # entropy, max_weight (NON_MASS order)
+    positions = torch.arange(n, device=p.device)
+    for name in statistic_names()[len(NON_MASS):]:
+        where = key_set_mask(key_set(name), inputs, positions, positions)  # (batch or 1, q, k)
+        columns.append((p * where[:, None]).sum(-1))
+    stats = torch.stack(columns, dim=-1)
     scores = torch.where(allowed, pattern.to(dtype), -torch.inf)
     argmax = torch.where(allowed.any(-1), scores.argmax(-1), -1)
     return stats, argmax

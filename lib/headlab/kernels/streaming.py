@@ -29,45 +29,22 @@ token, the first token, earlier copies of the query's token, ...) -- is such a s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 
 from headlab.kernels._checks import check_finite, scores_may_overflow
-from headlab.kernels.statistics import (
-    ARGMAX, PUNCTUATION_BIT, SEPARATOR_BIT, STATISTICS, StatInputs,
-)
+from headlab.kernels.keysets import key_set, key_set_mask, mass_names, statistic_names
+from headlab.kernels.statistics import HeadStatistics, StatInputs
+
+__all__ = ["BACKENDS", "KERNELS_EXTRA", "TritonUnavailable", "HeadStatistics", "fused_attention",
+           "load_triton_kernel", "tiled_attention"]
 
 BACKENDS = ("auto", "triton", "tiled")
 KERNELS_EXTRA = "pip install headlab[kernels]"  # what installs triton
-#: The statistics accumulated as masses (everything but entropy and max_weight).
-MASSES = STATISTICS[2:]
 
 
 class TritonUnavailable(ImportError):
     """The Triton backend was asked for, but the ``triton`` package is not installed."""
-
-
-@dataclass(frozen=True)
-class HeadStatistics:
-    """Streamed statistics of every (input, head, query).
-
-    Attributes:
-        values: ``(batch, head, q_pos, len(STATISTICS))`` float32, columns in
-            :data:`~headlab.kernels.statistics.STATISTICS` order.
-        argmax: ``(batch, head, q_pos)`` int64, the first allowed key with the largest weight.
-    """
-
-    values: torch.Tensor
-    argmax: torch.Tensor
-
-    def __getitem__(self, name: str) -> torch.Tensor:
-        """One statistic by name: ``(batch, head, q_pos)``."""
-        if name == ARGMAX:
-            return self.argmax
-        if name not in STATISTICS:
-            raise KeyError(f"unknown statistic {name!r}; choose from {STATISTICS + (ARGMAX,)}")
-        return self.values[..., STATISTICS.index(name)]
 
 
 def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
@@ -207,14 +184,15 @@ def tiled_attention(q, k, v, *, causal: bool, key_mask: torch.Tensor | None, sta
     real = torch.ones(batch, n_k, dtype=torch.bool, device=q.device) if key_mask is None else key_mask
     out = torch.empty(batch, kv_heads, group, n_q, d, dtype=dtype, device=q.device)
     want = statistics is not None
+    names, masses = statistic_names(), mass_names()  # the columns, read once per call
     if want:
-        values = torch.empty(batch, kv_heads, group, n_q, len(STATISTICS), dtype=dtype, device=q.device)
+        values = torch.empty(batch, kv_heads, group, n_q, len(names), dtype=dtype, device=q.device)
         argmax = torch.empty(batch, kv_heads, group, n_q, dtype=torch.int64, device=q.device)
     for i0 in range(0, n_q, block_size):
         i1 = min(i0 + block_size, n_q)
         rows = torch.arange(i0, i1, device=q.device)
         q_tile = qg[..., i0:i1, :] * scale  # (batch, kv_head, group, bq, d)
-        state = _RowState.start(q_tile.shape[:-1], d, len(MASSES) if want else 0, dtype, q.device)
+        state = _RowState.start(q_tile.shape[:-1], d, len(masses) if want else 0, dtype, q.device)
         stop = min(n_k, i1) if causal else n_k  # causal: keys after the tile's last row are never allowed
         for j0 in range(0, stop, block_size):
             j1 = min(j0 + block_size, stop)
@@ -224,7 +202,7 @@ def tiled_attention(q, k, v, *, causal: bool, key_mask: torch.Tensor | None, sta
             if causal:
                 allowed = allowed & (cols[None, :] <= rows[:, None])  # (batch, 1, 1, bq, bk)
             s = s.masked_fill(~allowed, -torch.inf)
-            sets = _mass_sets(statistics, rows, cols) if want else ()
+            sets = _mass_sets(statistics, masses, rows, cols) if want else ()
             state.update(s, allowed, vg[..., j0:j1, :], cols, sets)
         out[..., i0:i1, :] = state.output()
         if want:
@@ -232,32 +210,17 @@ def tiled_attention(q, k, v, *, causal: bool, key_mask: torch.Tensor | None, sta
     out = out.reshape(batch, heads, n_q, d).to(q.dtype)
     if not want:
         return out, None
-    return out, HeadStatistics(values.reshape(batch, heads, n_q, -1).float(), argmax.reshape(batch, heads, n_q))
+    return out, HeadStatistics(values.reshape(batch, heads, n_q, -1).float(), argmax.reshape(batch, heads, n_q), names)
 
 
-def _mass_sets(inputs: StatInputs, rows: torch.Tensor, cols: torch.Tensor) -> list[torch.Tensor]:
-    """For one tile, the keys each mass statistic sums over, in :data:`MASSES` order.
+def _mass_sets(inputs: StatInputs, masses: tuple[str, ...], rows: torch.Tensor, cols: torch.Tensor) -> list:
+    """For one tile, the keys each mass statistic sums over, in ``masses`` order.
 
     Each is a bool mask broadcastable to ``(batch, 1, 1, bq, bk)``: rows are queries
-    ``rows``, columns keys ``cols``. (The same conditions as the Triton kernel's.)
+    ``rows``, columns keys ``cols`` (:func:`~headlab.kernels.keysets.key_set_mask`, the same
+    conditions the Triton kernel reads from its table).
     """
-    offset = cols[None, :] - rows[:, None]  # (bq, bk): j - i
-    b = (slice(None), None, None)  # (batch, ...) -> (batch, 1, 1, ...)
-    tok_q, tok_k = inputs.tokens[:, rows], inputs.tokens[:, cols]
-    flags = inputs.key_flags[:, cols][:, None, :]  # (batch, 1, bk)
-    sets = {
-        "previous_token": offset == -1,
-        "next_token": offset == 1,
-        "self": offset == 0,
-        "first_token": (cols[None, :] == inputs.first[:, None])[:, None, :],  # (batch, 1, bk)
-        "local": offset.abs() <= inputs.window,
-        "duplicate_token": (tok_q[:, :, None] == tok_k[:, None, :]) & (offset < 0),
-        "induction": cols[None, None, :] == inputs.induction_target[:, rows, None],
-        "separator": (flags & SEPARATOR_BIT) != 0,
-        "punctuation": (flags & PUNCTUATION_BIT) != 0,
-        "rare_token": (inputs.rare_class[:, None, cols] == inputs.rare_target[:, rows, None]) & (offset != 0),
-    }
-    return [sets[name][b] if sets[name].dim() == 3 else sets[name] for name in MASSES]
+    return [key_set_mask(key_set(name), inputs, rows, cols)[:, None, None] for name in masses]
 
 
 class _RowState:

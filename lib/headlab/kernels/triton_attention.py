@@ -24,7 +24,9 @@ How the code maps to the tiles of chapter 2 (the names are :mod:`~headlab.kernel
 6. **The statistics** (when ``STATS``): every mass is rescaled by the same ``alpha`` and
    adds ``sum_j p`` over its keys (the previous token, the first token, ...); the entropy
    term ``t`` and the position of the maximum are updated beside them
-   (:mod:`headlab.kernels.streaming` explains each update).
+   (:mod:`headlab.kernels.streaming` explains each update). The kernel names no statistic:
+   each mass is one row of the table ``Spec`` (:func:`~headlab.kernels.keysets.spec_table`),
+   whose conditions on ``(i, j)`` it evaluates, so a registered statistic needs no change here.
 7. **Write out** ``acc / l`` and, per query, ``entropy = log l - t / l``,
    ``max_weight = 1 / l`` and each mass divided by ``l``: O(n) numbers per head.
 
@@ -42,12 +44,15 @@ import torch
 import triton
 import triton.language as tl
 
-from headlab.kernels.statistics import PUNCTUATION_BIT, SEPARATOR_BIT, STATISTICS, StatInputs
+from headlab.kernels.keysets import MATCH_FIELDS, NON_MASS, SPEC_COLUMNS, mass_names, spec_table, statistic_names
+from headlab.kernels.statistics import HeadStatistics, StatInputs
 
-# Rows of the per-position side input ``side`` (batch, N_SIDE, n), int32.
-KEY_REAL, TOKEN, FLAGS, RARE_CLASS, RARE_TARGET, INDUCTION_TARGET = range(6)
-N_SIDE = 6
-N_STATS = len(STATISTICS)
+# Rows of the per-position side input ``side`` (batch, N_SIDE, n), int32: the key mask, the
+# flags, then one row per match field (MATCH_FIELDS order) and a row of zeros ("no match").
+KEY_REAL, FLAGS = 0, 1
+FIELD_ROW = 2  # the row of MATCH_FIELDS[0]; spec_table's field index f is row FIELD_ROW + f
+N_SIDE = FIELD_ROW + len(MATCH_FIELDS) + 1
+N_SPEC = len(SPEC_COLUMNS)
 
 
 @triton.jit
@@ -57,12 +62,13 @@ def _mass(p, where):
 
 
 def _attention_kernel(  # jitted below
-    Q, K, V, Out, Stats, Argmax, Side, First,
+    Q, K, V, Out, Stats, Argmax, Side, Spec,
     stride_qb, stride_qh, stride_qn,
     stride_kb, stride_kh, stride_kn,
     stride_vb, stride_vh, stride_vn,
     n_heads, n_q, n_k, d, group, scale,
     CAUSAL: tl.constexpr, STATS: tl.constexpr, WINDOW: tl.constexpr,
+    N_MASS: tl.constexpr, BLOCK_S: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     IEEE: tl.constexpr, UPCAST: tl.constexpr,
 ):
@@ -74,6 +80,7 @@ def _attention_kernel(  # jitted below
     rows = i0 + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
     dims = tl.arange(0, BLOCK_D)  # (BLOCK_D,): d padded to a power of two, masked
     side = Side + b * N_SIDE * n_k  # this batch element's per-position integers
+    in_q = rows < n_q
 
     # 2. the query tile, loaded once
     q_ptrs = Q + b * stride_qb + h * stride_qh + rows[:, None] * stride_qn + dims[None, :]
@@ -87,22 +94,8 @@ def _attention_kernel(  # jitted below
     # the statistics' running sums, each relative to the same m as row_sum
     t = tl.zeros([BLOCK_M], tl.float32)  # sum_j exp(s_j - m) (s_j - m), for the entropy
     best = tl.full([BLOCK_M], -1, tl.int32)  # the key where m was reached
-    prev = tl.zeros([BLOCK_M], tl.float32)
-    nxt = tl.zeros([BLOCK_M], tl.float32)
-    own = tl.zeros([BLOCK_M], tl.float32)
-    first = tl.zeros([BLOCK_M], tl.float32)
-    local = tl.zeros([BLOCK_M], tl.float32)
-    dup = tl.zeros([BLOCK_M], tl.float32)
-    ind = tl.zeros([BLOCK_M], tl.float32)
-    sep = tl.zeros([BLOCK_M], tl.float32)
-    punct = tl.zeros([BLOCK_M], tl.float32)
-    rare = tl.zeros([BLOCK_M], tl.float32)
-    if STATS:  # what each query row compares its keys with
-        in_q = rows < n_q
-        tok_q = tl.load(side + TOKEN * n_k + rows, mask=in_q, other=-1)
-        rare_q = tl.load(side + RARE_TARGET * n_k + rows, mask=in_q, other=-1)
-        ind_q = tl.load(side + INDUCTION_TARGET * n_k + rows, mask=in_q, other=-1)
-        first_pos = tl.load(First + b)
+    slots = tl.arange(0, BLOCK_S)  # one column per mass statistic (N_MASS of them)
+    masses = tl.zeros([BLOCK_M, BLOCK_S], tl.float32)
 
     # 3. the loop over key tiles; a causal tile stops at its last row
     stop = n_k
@@ -151,25 +144,23 @@ def _attention_kernel(  # jitted below
                                      n_k), 1)
             best = tl.where(tile_max > row_max, at_max, best)
             offset = cols[None, :] - rows[:, None]  # j - i
-            tok_k = tl.load(side + TOKEN * n_k + cols, mask=in_k, other=-2)
             flags = tl.load(side + FLAGS * n_k + cols, mask=in_k, other=0)
-            rare_k = tl.load(side + RARE_CLASS * n_k + cols, mask=in_k,
-                             other=-2)
-            prev = prev * alpha + _mass(p, offset == -1)
-            nxt = nxt * alpha + _mass(p, offset == 1)
-            own = own * alpha + _mass(p, offset == 0)
-            first = first * alpha + _mass(p, (cols == first_pos)[None, :])
-            near = (offset <= WINDOW) & (offset >= -WINDOW)
-            local = local * alpha + _mass(p, near)
-            same = tok_k[None, :] == tok_q[:, None]
-            dup = dup * alpha + _mass(p, same & (offset < 0))
-            ind = ind * alpha + _mass(p, cols[None, :] == ind_q[:, None])
-            is_sep = ((flags & SEPARATOR_BIT) != 0)[None, :]
-            sep = sep * alpha + _mass(p, is_sep)
-            is_punct = ((flags & PUNCTUATION_BIT) != 0)[None, :]
-            punct = punct * alpha + _mass(p, is_punct)
-            same_rare = rare_k[None, :] == rare_q[:, None]
-            rare = rare * alpha + _mass(p, same_rare & (offset != 0))
+            masses = masses * alpha[:, None]
+            for c in tl.static_range(N_MASS):  # each mass: its row of Spec
+                spec = Spec + c * N_SPEC  # lo, hi, window?, not self?, flag, fields
+                keys = ((offset >= tl.load(spec)) & (offset <= tl.load(spec + 1))
+                        & ((tl.load(spec + 2) == 0)
+                           | ((offset <= WINDOW) & (offset >= -WINDOW)))
+                        & ((tl.load(spec + 3) == 0) | (offset != 0)))
+                bit = tl.load(spec + 4)
+                keys = keys & ((bit == 0) | ((flags & bit) != 0))[None, :]
+                k_row = side + (FIELD_ROW + tl.load(spec + 5)) * n_k
+                q_row = side + (FIELD_ROW + tl.load(spec + 6)) * n_k
+                k_val = tl.load(k_row + cols, mask=in_k, other=0)
+                q_val = tl.load(q_row + rows, mask=in_q, other=0)
+                keys = keys & (k_val[None, :] == q_val[:, None])
+                share = _mass(p, keys)  # (BLOCK_M,)
+                masses = masses + tl.where(slots[None, :] == c, share[:, None], 0.0)
 
         row_sum = row_sum * alpha + tl.sum(p, 1)
         if IEEE:
@@ -185,26 +176,16 @@ def _attention_kernel(  # jitted below
     out_ptrs = Out + (bh * n_q + rows[:, None]) * d + dims[None, :]
     tl.store(out_ptrs, (acc / l[:, None]).to(Out.dtype.element_ty), mask=(rows[:, None] < n_q) & (dims[None, :] < d))
     if STATS:
-        in_q = rows < n_q
-        base = Stats + (bh * n_q + rows) * N_STATS
+        n_stats = N_MASS + 2
+        base = Stats + (bh * n_q + rows) * n_stats
         tl.store(base + 0, tl.where(has, tl.log(l) - t / l, 0.0), mask=in_q)  # entropy
         tl.store(base + 1, tl.where(has, 1.0 / l, 0.0), mask=in_q)  # max_weight
-        tl.store(base + 2, prev / l, mask=in_q)
-        tl.store(base + 3, nxt / l, mask=in_q)
-        tl.store(base + 4, own / l, mask=in_q)
-        tl.store(base + 5, first / l, mask=in_q)
-        tl.store(base + 6, local / l, mask=in_q)
-        tl.store(base + 7, dup / l, mask=in_q)
-        tl.store(base + 8, ind / l, mask=in_q)
-        tl.store(base + 9, sep / l, mask=in_q)
-        tl.store(base + 10, punct / l, mask=in_q)
-        tl.store(base + 11, rare / l, mask=in_q)
+        tl.store(base[:, None] + 2 + slots[None, :], masses / l[:, None],
+                 mask=in_q[:, None] & (slots[None, :] < N_MASS))  # the masses
         tl.store(Argmax + bh * n_q + rows, best, mask=in_q)
 
 
-assert STATISTICS == ("entropy", "max_weight", "previous_token", "next_token", "self", "first_token", "local",
-                      "duplicate_token", "induction", "separator", "punctuation", "rare_token"), \
-    "the kernel's store order (step 7) must follow STATISTICS"
+assert NON_MASS == ("entropy", "max_weight"), "the kernel's store order (step 7) puts these two first"
 
 
 def interpreting() -> bool:
@@ -218,18 +199,22 @@ _attention_kernel = triton.jit(_attention_kernel)
 
 
 def side_inputs(statistics: StatInputs | None, key_mask: torch.Tensor | None, batch: int, n: int,
-                device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pack the per-position integers into ``(batch, N_SIDE, n)`` int32 and ``first`` ``(batch,)``."""
+                device) -> torch.Tensor:
+    """Pack the per-position integers into ``(batch, N_SIDE, n)`` int32: the key mask, the flags,
+    each field of :data:`~headlab.kernels.keysets.MATCH_FIELDS` and a row of zeros."""
     side = torch.zeros(batch, N_SIDE, n, dtype=torch.int32, device=device)
     side[:, KEY_REAL] = 1 if key_mask is None else key_mask.to(torch.int32)
-    first = torch.zeros(batch, dtype=torch.int32, device=device)
     if statistics is not None:
-        for row, x in ((TOKEN, statistics.tokens), (FLAGS, statistics.key_flags),
-                       (RARE_CLASS, statistics.rare_class), (RARE_TARGET, statistics.rare_target),
-                       (INDUCTION_TARGET, statistics.induction_target)):
-            side[:, row] = x.to(torch.int32)
-        first = statistics.first.to(device=device, dtype=torch.int32)
-    return side, first
+        side[:, FLAGS] = statistics.key_flags.to(torch.int32)
+        for f, name in enumerate(MATCH_FIELDS):
+            if name == "position":
+                value = torch.arange(n, device=device).expand(batch, n)
+            elif name == "first":
+                value = statistics.first[:, None].expand(batch, n)
+            else:
+                value = getattr(statistics, name)
+            side[:, FIELD_ROW + f] = value.to(device=device, dtype=torch.int32)
+    return side
 
 
 def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
@@ -245,8 +230,6 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causa
     so the arithmetic is the tensor cores' (float32 sums), only the weights ``p`` stay
     float32 where the GPU rounds them to bfloat16 before ``p @ v``.
     """
-    from headlab.kernels.streaming import HeadStatistics
-
     if block_size < 16 or block_size & (block_size - 1):
         raise ValueError(f"block_size must be a power of two >= 16 (tl.dot's smallest tile), got {block_size}")
     batch, heads, n_q, d = q.shape
@@ -254,9 +237,11 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causa
     q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
     out = torch.empty(batch, heads, n_q, d, dtype=q.dtype, device=q.device)
     want = statistics is not None
-    stats = torch.empty(batch, heads, n_q, N_STATS if want else 1, dtype=torch.float32, device=q.device)
+    names, masses = statistic_names(), mass_names()  # the columns, read once per call
+    stats = torch.empty(batch, heads, n_q, len(names) if want else 1, dtype=torch.float32, device=q.device)
     argmax = torch.empty(batch, heads, n_q if want else 1, dtype=torch.int32, device=q.device)
-    side, first = side_inputs(statistics, key_mask, batch, n_k, q.device)
+    side = side_inputs(statistics, key_mask, batch, n_k, q.device)
+    spec = spec_table(masses, q.device)
     if not q.is_cuda and not interpreting():
         raise RuntimeError(
             "the Triton kernel got CPU tensors, which only Triton's interpreter runs: set the environment "
@@ -267,15 +252,16 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causa
                         "use backend='tiled' for float64")
     grid = (triton.cdiv(n_q, block_size), batch * heads)
     _attention_kernel[grid](
-        q, k, v, out, stats, argmax, side, first,
+        q, k, v, out, stats, argmax, side, spec,
         q.stride(0), q.stride(1), q.stride(2),
         k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2),
         heads, n_q, n_k, d, heads // kv_heads, float(scale),
         CAUSAL=causal, STATS=want, WINDOW=statistics.window if want else 0,
+        N_MASS=len(masses), BLOCK_S=triton.next_power_of_2(max(len(masses), 1)),
         BLOCK_M=block_size, BLOCK_N=block_size, BLOCK_D=max(16, triton.next_power_of_2(d)),
         IEEE=q.dtype == torch.float32, UPCAST=q.dtype != torch.float32 and interpreting(),
     )
     if not want:
         return out, None
-    return out, HeadStatistics(stats, argmax.long())
+    return out, HeadStatistics(stats, argmax.long(), names)

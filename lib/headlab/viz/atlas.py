@@ -7,21 +7,34 @@ from typing import Sequence
 
 import torch
 
+from headlab.analysis.detect.registry import broad_families, families, score_colours
 from headlab.heads.head import format_head, parse_head
 from headlab.viz.figures import layer_head_axes, new_axes
 
 
-LABEL_COLOURS = {
-    "previous_token": "#1f77b4", "next_token": "#17becf", "first_token": "#9467bd",
-    "separator": "#8c564b", "punctuation": "#e377c2", "duplicate_token": "#bcbd22",
-    "induction": "#d62728", "rare_token": "#ff7f0e", "local": "#6baed6", "orphan": "#2ca02c",
-    "diffuse": "#b0b0b0", "inactive": "#d9d9d9", "unlabelled": "#d9d9d9",
-}
+#: Colours of the labels that are not score families (each family's colour is its registry entry's).
+OTHER_COLOURS = {"orphan": "#2ca02c", "diffuse": "#b0b0b0", "inactive": "#d9d9d9", "unlabelled": "#d9d9d9"}
+
+
+def label_colours() -> dict[str, str]:
+    """Label -> colour: every family of :mod:`headlab.analysis.detect.registry` (registered ones
+    included), then the other labels."""
+    colours = score_colours()
+    return {**{name: colours[name] for name in families() + broad_families()}, **OTHER_COLOURS}
+
+
+#: The colours of the built-in labels (:func:`label_colours` adds registered families).
+LABEL_COLOURS = label_colours()
 
 
 _SHORT = {"previous_token": "prev", "next_token": "next", "first_token": "first", "separator": "sep",
           "punctuation": "punct", "duplicate_token": "dup", "induction": "ind", "rare_token": "rare",
           "local": "local", "orphan": "orphan", "diffuse": "diffuse", "inactive": "inact", "unlabelled": "?"}
+
+
+def short_label(label: str) -> str:
+    """The label as the grid prints it in a cell (a registered family: its first five letters)."""
+    return _SHORT.get(label, label[:5])
 
 
 def plot_atlas(atlas: dict, ax=None, printed=None):
@@ -38,6 +51,7 @@ def plot_atlas(atlas: dict, ax=None, printed=None):
     from matplotlib.patches import Patch, Rectangle
 
     n_layers, n_heads = atlas["n_layers"], atlas["n_heads"]
+    colours = label_colours()
     if ax is None:
         fig, axes = new_axes(size=(max(5.0, 1.0 + 0.56 * n_heads), 1.9 + 0.5 * n_layers))
         ax = axes[0, 0]
@@ -54,16 +68,16 @@ def plot_atlas(atlas: dict, ax=None, printed=None):
             image[layer, head] = torch.tensor(to_rgb("#f0f0f0"))
             ax.add_patch(Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, hatch="///",
                                    edgecolor="0.6", linewidth=0))
-            ax.text(head, layer, f"({_SHORT[full]})", ha="center", va="center", fontsize=7, color="0.25")
+            ax.text(head, layer, f"({short_label(full)})", ha="center", va="center", fontsize=7, color="0.25")
             continue
-        image[layer, head] = torch.tensor(to_rgb(LABEL_COLOURS[label]))
+        image[layer, head] = torch.tensor(to_rgb(colours[label]))
         dark = float((image[layer, head] * torch.tensor([0.3, 0.6, 0.1])).sum()) < 0.5
-        ax.text(head, layer, _SHORT[label], ha="center", va="center", fontsize=7,
+        ax.text(head, layer, short_label(label), ha="center", va="center", fontsize=7,
                 color="white" if dark else "black")
     ax.imshow(image.numpy(), aspect="auto", interpolation="nearest")
     layer_head_axes(ax, n_layers, n_heads, line="white", linewidth=1.5)
-    present = [lab for lab in LABEL_COLOURS if lab in counts]
-    handles = [Patch(facecolor=LABEL_COLOURS[lab], label=f"{lab} ({counts[lab]})") for lab in present]
+    present = [lab for lab in colours if lab in counts]
+    handles = [Patch(facecolor=colours[lab], label=f"{lab} ({counts[lab]})") for lab in present]
     if "unstable" in counts:
         handles.append(Patch(facecolor="#f0f0f0", hatch="///", edgecolor="0.6",
                              label=f"unstable ({counts['unstable']})"))
@@ -84,14 +98,14 @@ def plot_lift_vs_effect(ax, atlas: dict, annotate: Sequence[str] = ("orphan",), 
     Heads whose label is in ``annotate``, or that are listed in ``annotate_heads`` (which then
     replaces ``annotate``), are named ``L.H``. The dotted line is ``threshold`` (default: the
     atlas's lift threshold)."""
-    seen = set()
+    seen, colours = set(), label_colours()
     wanted = None if annotate_heads is None else {tuple(parse_head(h)) for h in annotate_heads}
     for entry in atlas["heads"]:
         lifts = [v for v in entry["lift"].values() if v is not None]
         x, y, label = max(lifts) if lifts else 0.0, entry["effect"], entry["label"]
         if y is None:
             raise ValueError("this atlas has no effects (computed with effect='none')")
-        ax.plot(x, y, "o", ms=5, color=LABEL_COLOURS[label], mec="black", mew=0.3,
+        ax.plot(x, y, "o", ms=5, color=colours[label], mec="black", mew=0.3,
                 label=None if label in seen else label)
         seen.add(label)
         named = label in annotate if wanted is None else tuple(parse_head(entry["head"])) in wanted
@@ -120,7 +134,8 @@ def plot_atlases(atlases: Sequence[dict], size: tuple[float, float] = (3.4, 2.4)
         ax.get_legend().remove()
         ax.set_title(atlas["model"], fontsize=9)
         present.update(atlas.get("label_counts", {}))
-    labels = [lab for lab in LABEL_COLOURS if lab in present]
-    fig.legend(handles=[Patch(facecolor=LABEL_COLOURS[lab], label=lab) for lab in labels],
+    colours = label_colours()
+    labels = [lab for lab in colours if lab in present]
+    fig.legend(handles=[Patch(facecolor=colours[lab], label=lab) for lab in labels],
                loc="outside lower center", ncol=min(len(labels), 6), fontsize=7, frameon=False)
     return fig

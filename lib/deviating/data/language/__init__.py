@@ -85,7 +85,7 @@ verbs are present tense and agree; relative-clause verbs agree when present tens
 """
 
 from deviating.data.language.document import BOS, EOS, PAD, Document, pack
-from deviating.data.language.english import EnglishSentence, align_words, load_english
+from headlab.english import EnglishSentence, align_words, load_english  # the English set lives in headlab
 from deviating.data.language.grammar import (
     CONSTRUCTIONS, LANGUAGE_VERSION, PRONOUN_CONSTRUCTIONS, Language, LanguageConfig,
 )
@@ -94,10 +94,19 @@ from deviating.data.language.items import (
     rare_items,
 )
 from deviating.data.language.tokenize import encode, tokenizer
+from deviating.data.language.relations import (
+    SUBJECT_OR_ANTECEDENT, copy_relation_set, nearest_at_or_before, predictive_relation_set,
+    subject_or_antecedent_set, synthetic_relation_set, synthetic_token_frequency,
+)
+from deviating.data.language.corpus import SyntheticCorpus, corpus_for, synthetic_language
 
 __all__ = [
     "BOS", "EOS", "PAD", "CONSTRUCTIONS", "LANGUAGE_VERSION", "PRONOUN_CONSTRUCTIONS",
     "AgreementItem", "CopyItem", "Document", "EnglishSentence", "Language", "LanguageConfig",
     "PronounItem", "RareItem", "agreement_items", "align_words", "copy_items", "encode",
     "load_english", "pack", "pronoun_items", "rare_items", "tokenizer",
+    # for headlab's detectors and atlas
+    "SUBJECT_OR_ANTECEDENT", "SyntheticCorpus", "copy_relation_set", "corpus_for", "nearest_at_or_before",
+    "predictive_relation_set", "subject_or_antecedent_set", "synthetic_language", "synthetic_relation_set",
+    "synthetic_token_frequency",
 ]

@@ -8,81 +8,26 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from functools import cached_property
 from typing import Any
 
+from deviating.data.language.config import CONSTRUCTIONS, PRONOUN_CONSTRUCTIONS, LanguageConfig
 from deviating.data.language.document import Document
 from deviating.data.language.lexicon import (
     ADVERBS, COPULA, DETERMINERS, FRONT_PREPOSITIONS, NOUN_PREPOSITIONS, OBJECT_PRONOUNS,
     OPEN_CLASSES, PUNCTUATION, RELATIVE, SPECIAL_TOKENS, SUBJECT_PRONOUNS, Lemma, build_lexicon,
 )
+from deviating.data.language.sampler import DocumentSampler
+
+__all__ = ["LANGUAGE_VERSION", "CONSTRUCTIONS", "PRONOUN_CONSTRUCTIONS", "LanguageConfig", "Language"]
 
 # Bump whenever the output of `Language.sample` (or the vocabulary) changes for any seed.
 LANGUAGE_VERSION = 1
 
-CONSTRUCTIONS = ("simple", "pp", "subj_rel", "obj_rel", "pron_subj", "pron_obj")
-PRONOUN_CONSTRUCTIONS = ("pron_subj", "pron_obj")
-
 # How many documents `Language.frequency` measures closed-class and slot rates on.
 CALIBRATION_DOCS = 3000
 CALIBRATION_SEED = 987_654_321
-
-
-@dataclass(frozen=True)
-class LanguageConfig:
-    """Every probability of the grammar (see the docstring of `deviating.data.language`)."""
-
-    min_sentences: int = 3
-    max_sentences: int = 7
-    # Construction weights (normalised; the first sentence of a document draws only from the
-    # non-pronoun constructions).
-    w_simple: float = 0.20
-    w_pp: float = 0.16
-    w_subj_rel: float = 0.14
-    w_obj_rel: float = 0.14
-    w_pron_subj: float = 0.20
-    w_pron_obj: float = 0.16
-    p_copy: float = 0.12
-    p_front: float = 0.15
-    p_front_adverb: float = 0.5
-    p_plural: float = 0.5
-    p_mismatch: float = 0.6
-    p_subj_rel_transitive: float = 0.7
-    p_rel_present: float = 0.5
-    p_vp_intrans: float = 0.35
-    p_vp_trans: float = 0.40
-    p_obj_pp: float = 0.2
-    p_one_adj: float = 0.3
-    p_two_adj: float = 0.1
-    p_det_the: float = 0.65
-    p_det_indefinite: float = 0.25
-    cast_size: int = 4
-    p_cast: float = 0.3
-    zipf_alpha: float = 1.2
-    rare_threshold: float = 1e-4
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.name.startswith(("p_", "w_")) and not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
-                raise ValueError(f"{f.name} must be a number in [0, 1], got {v!r}")
-        if not (isinstance(self.min_sentences, int) and 1 <= self.min_sentences <= self.max_sentences):
-            raise ValueError(f"need integers 1 <= min_sentences <= max_sentences, got "
-                             f"{self.min_sentences!r} and {self.max_sentences!r}")
-        if not isinstance(self.cast_size, int) or self.cast_size < 1:
-            raise ValueError(f"cast_size must be a positive integer, got {self.cast_size!r}")
-        if sum(getattr(self, f"w_{c}") for c in CONSTRUCTIONS if c not in PRONOUN_CONSTRUCTIONS) <= 0:
-            raise ValueError("at least one non-pronoun construction needs a positive weight "
-                             "(the first sentence of a document cannot contain a pronoun)")
-        for a, b in (("p_vp_intrans", "p_vp_trans"), ("p_one_adj", "p_two_adj"),
-                     ("p_det_the", "p_det_indefinite")):
-            if getattr(self, a) + getattr(self, b) > 1.0:
-                raise ValueError(f"{a} + {b} must be at most 1, got {getattr(self, a) + getattr(self, b)}")
-        if not self.zipf_alpha > 0:
-            raise ValueError(f"zipf_alpha must be positive, got {self.zipf_alpha!r}")
-        if not 0 < self.rare_threshold < 1:
-            raise ValueError(f"rare_threshold must be a probability in (0, 1), got {self.rare_threshold!r}")
 
 
 class Language:
@@ -235,6 +180,4 @@ class Language:
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
         # the string is a frozen seed key (the module's name before 0.2): changing it changes every document
         rng = random.Random(f"headlab.language.sample:{self.seed_vocab}:{seed}")
-        from deviating.data.language.sampler import DocumentSampler  # it reads a Language: imported here
-
         return [DocumentSampler(self, rng, i).run() for i in range(n_docs)]

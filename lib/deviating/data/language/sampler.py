@@ -9,7 +9,7 @@ import random
 from dataclasses import fields
 
 from deviating.data.language.document import Document
-from deviating.data.language.grammar import CONSTRUCTIONS, PRONOUN_CONSTRUCTIONS, Language
+from deviating.data.language.config import CONSTRUCTIONS, PRONOUN_CONSTRUCTIONS
 from deviating.data.language.lexicon import (
     ADVERBS, COPULA, DETERMINERS, FRONT_PREPOSITIONS, NOUN_PREPOSITIONS, OBJECT_PRONOUNS,
     RELATIVE, SUBJECT_PRONOUNS, Lemma,
@@ -55,9 +55,14 @@ class DocumentBuilder:
 
 
 class DocumentSampler:
-    """Generates one document (the grammar of `deviating.data.language`, step by step)."""
+    """Generates one document (the grammar of `deviating.data.language`, step by step).
 
-    def __init__(self, lang: Language, rng: random.Random, doc_id: int) -> None:
+    ``lang`` is the :class:`~deviating.data.language.grammar.Language` that drives it (this
+    module sits below the grammar and reads only its ``config``, ``lexicon``, ``cumulative``
+    and construction weights).
+    """
+
+    def __init__(self, lang, rng: random.Random, doc_id: int) -> None:
         self.lang, self.cfg, self.rng = lang, lang.config, rng
         self.b = DocumentBuilder(doc_id)
         self.cast = [self._zipf("noun") for _ in range(self.cfg.cast_size)]

@@ -24,8 +24,8 @@ Modules, by meaning:
 * ``copying`` — :func:`ov_copying_score`, :func:`dla_copying_score` (causal LMs only;
   :class:`NotApplicable` otherwise);
 * ``relations`` / ``annotated`` — :func:`relation_accuracy` against ground truth, beside
-  :func:`offset_baseline` and the nearest-noun baseline; relation sets from the synthetic
-  language and the English set; :func:`relation_scores` for a model;
+  :func:`offset_baseline` and the nearest-noun baseline; the English set's relation set
+  (any corpus can build its own :class:`RelationSet`); :func:`relation_scores` for a model;
 * ``labels`` — :func:`label_heads`: one label per head from pattern scores and effects;
   ``calibration`` — the rule's threshold read off a null of decoy keys, and label stability
   (import from :mod:`headlab.analysis.detect.calibration`);
@@ -35,7 +35,6 @@ Modules, by meaning:
 from headlab.analysis.detect.base import allowed_keys, uniform_pattern
 from headlab.analysis.detect.annotated import (
     RelationResult, RelationSet, english_relation_set, held_out_relation_scores, relation_scores,
-    synthetic_relation_set,
 )
 from headlab.analysis.detect.copying import NotApplicable, Unembed, dla_copying_score, ov_copying_score, unembedding
 from headlab.analysis.detect.labels import (
@@ -49,7 +48,7 @@ from headlab.analysis.detect.relations import (
 )
 from headlab.analysis.detect.scores import (
     LOCAL_WINDOW, PATTERN_SCORES, WRITE_MEASURES, HeadScores, head_scores, is_punctuation, scores_to_compute,
-    synthetic_token_frequency, token_masks,
+    token_masks,
 )
 from headlab.analysis.detect.spread import entropy_score
 from headlab.analysis.detect.tokens import (
@@ -70,12 +69,12 @@ __all__ = [
     # relations
     "VERB_SUBJECT", "SUBJECT_VERB", "PRONOUN_ANTECEDENT", "pointer_targets", "visible_targets",
     "relation_hits", "query_hits", "relation_accuracy", "OffsetBaseline", "offset_baseline", "prediction_accuracy",
-    "nearest_preceding", "RelationSet", "RelationResult", "synthetic_relation_set",
+    "nearest_preceding", "RelationSet", "RelationResult",
     "english_relation_set", "relation_scores", "held_out_relation_scores",
     # labels
     "FAMILIES", "BROAD_FAMILIES", "LABELS", "LABEL_LIFT", "DIFFUSE_ENTROPY", "ORPHAN_EFFECT",
     "Thresholds", "DEFAULT_THRESHOLDS", "HeadLabels", "label_heads", "lift",
     # running a model
     "PATTERN_SCORES", "WRITE_MEASURES", "LOCAL_WINDOW", "HeadScores", "head_scores", "scores_to_compute", "token_masks",
-    "is_punctuation", "synthetic_token_frequency", "uniform_pattern", "allowed_keys",
+    "is_punctuation", "uniform_pattern", "allowed_keys",
 ]

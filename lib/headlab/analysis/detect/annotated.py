@@ -1,13 +1,11 @@
 """Relation sets from annotated text, and every head's relation accuracy on them.
 
-Two sources of ground truth:
+A :class:`RelationSet` is token ids with gold relations; any annotated corpus can build one
+(the book builds them from its synthetic language, ``deviating.data.language.synthetic_relation_set``).
+The one built here:
 
-* the synthetic language (:func:`synthetic_relation_set`): ``Document.subject`` gives
-  verb -> subject (and, reversed, subject -> verb), ``Document.antecedent`` gives
-  pronoun -> antecedent, and the part-of-speech tags give the *nearest preceding noun*
-  baseline exactly. One word is one token.
-* the hand-annotated English set (:func:`english_relation_set`, for a real tokenizer such
-  as MiniLM's): the query is the **first sub-token** of the verb (pronoun, subject), and
+* the hand-annotated English set (:mod:`headlab.english`; :func:`english_relation_set`, for a
+  real tokenizer such as MiniLM's): the query is the **first sub-token** of the verb (pronoun, subject), and
   **every sub-token** of the target word counts as a target. The English set has no
   part-of-speech tags, so its coreference baseline is the *nearest preceding mention*: the
   nearest earlier word that the set annotates as a noun phrase head (a non-pronoun subject
@@ -23,9 +21,10 @@ from typing import Sequence
 
 import torch
 
+from headlab.english import load_english
 from headlab.analysis.detect.relations import (
     PRONOUN_ANTECEDENT, SUBJECT_VERB, VERB_SUBJECT, OffsetBaseline, nearest_preceding, offset_baseline,
-    pointer_targets, prediction_accuracy, relation_hits, visible_targets,
+    prediction_accuracy, relation_hits, visible_targets,
 )
 
 # Third-person (and other personal) pronouns: never a "mention" for the English baseline.
@@ -68,35 +67,12 @@ class RelationSet:
                            self.offsets)
 
 
-def synthetic_relation_set(docs: Sequence, tok) -> RelationSet:
-    """Relations of synthetic-language documents (e.g. packed windows of equal length).
-
-    ``tok``: the language's tokenizer (``deviating.data.language.tokenizer(lang)``).
-    """
-    from deviating.data.language import PAD, encode
-
-    ids = encode(tok, docs)  # (batch, pos); one word, one id
-    mask = torch.tensor([[t != PAD for t in d.tokens] for d in docs], dtype=torch.long)
-    subject = torch.tensor([d.subject for d in docs], dtype=torch.long)
-    antecedent = torch.tensor([d.antecedent for d in docs], dtype=torch.long)
-    nouns = torch.tensor([[tag == "NOUN" for tag in d.pos_tag] for d in docs])
-    relations = {
-        VERB_SUBJECT: pointer_targets(subject),
-        SUBJECT_VERB: pointer_targets(subject, reverse=True),
-        PRONOUN_ANTECEDENT: pointer_targets(antecedent),
-    }
-    baselines = {PRONOUN_ANTECEDENT: ("nearest preceding noun", nearest_preceding(nouns))}
-    return RelationSet(ids, mask, relations, baselines, source="synthetic language (Document annotations)")
-
-
 def english_relation_set(tok, items: Sequence | None = None) -> RelationSet:
     """Relations of the hand-annotated English set for a fast Hugging Face tokenizer.
 
     Each item is tokenized as ``tok(words, is_split_into_words=True)`` (special tokens
-    included), so positions line up with :func:`deviating.data.language.align_words`.
+    included), so positions line up with :func:`headlab.english.align_words`.
     """
-    from deviating.data.language import load_english
-
     if not getattr(tok, "is_fast", False):
         raise TypeError("english_relation_set needs a fast tokenizer (with word_ids())")
     items = load_english() if items is None else list(items)
@@ -131,7 +107,7 @@ def english_relation_set(tok, items: Sequence | None = None) -> RelationSet:
             gold[PRONOUN_ANTECEDENT][b, spans[pron][0], spans[ante]] = True
             mentions[b, spans[ante][0]] = True
     baselines = {PRONOUN_ANTECEDENT: ("nearest preceding mention", nearest_preceding(mentions))}
-    return RelationSet(ids, mask, gold, baselines, source="hand-annotated English set (deviating/data/english.jsonl)")
+    return RelationSet(ids, mask, gold, baselines, source="hand-annotated English set (headlab/english/english.jsonl)")
 
 
 @dataclass

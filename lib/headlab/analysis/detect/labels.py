@@ -14,7 +14,8 @@ and the lift is 0).
 
 The rule (:func:`label_heads`), for each head:
 
-1. **A named family** if its best lift among :data:`FAMILIES` is at least
+1. **A named family** if its best lift among the named families (:data:`FAMILIES`, and any
+   registered with :func:`headlab.analysis.detect.registry.register_score`) is at least
    ``thresholds.lift``; ties go to the family listed first (the more specific one, e.g.
    ``separator`` before ``punctuation``). Strength: that lift.
 2. Else **local** if the ``local`` lift (weight within a small window) reaches
@@ -39,10 +40,12 @@ from typing import Mapping
 
 import torch
 
-# Families a head can be named after, in order of precedence on ties.
-FAMILIES = ("previous_token", "next_token", "first_token", "separator", "punctuation",
-            "duplicate_token", "induction", "rare_token")
-BROAD_FAMILIES = ("local",)
+from headlab.analysis.detect.registry import broad_families, families
+
+# The built-in families a head can be named after, in order of precedence on ties (each is a
+# registry entry with family "named" or "broad"; label_heads reads the registry itself).
+FAMILIES = families()
+BROAD_FAMILIES = broad_families()
 OTHER_LABELS = ("orphan", "diffuse", "inactive", "unlabelled")
 LABELS = FAMILIES + BROAD_FAMILIES + OTHER_LABELS
 
@@ -114,8 +117,8 @@ def label_heads(scores: Mapping[str, torch.Tensor], effects: torch.Tensor | None
     """Label every head by the rule in the module docstring.
 
     Args:
-        scores: name -> ``(n_layers, n_heads)`` mean scores; names from :data:`FAMILIES`,
-            ``"local"`` and ``"entropy"`` are used, others ignored. A NaN score (undefined
+        scores: name -> ``(n_layers, n_heads)`` mean scores; the registry's named and broad
+            families and ``"entropy"`` are used, others ignored. A NaN score (undefined
             on these inputs) takes no part.
         effects: ``(n_layers, n_heads)``, >= 0: how much each head matters (e.g. the mean
             absolute ablation effect from ``headlab.analysis.sweep``), or None.
@@ -125,9 +128,10 @@ def label_heads(scores: Mapping[str, torch.Tensor], effects: torch.Tensor | None
     """
     if not isinstance(thresholds, Thresholds):
         raise TypeError(f"thresholds must be a headlab.analysis.detect.Thresholds, got {type(thresholds).__name__}")
-    names = [n for n in FAMILIES + BROAD_FAMILIES if n in scores]
+    named, broad = families(), broad_families()
+    names = [n for n in named + broad if n in scores]
     if not names and "entropy" not in scores:
-        raise ValueError(f"no score to label with: give some of {FAMILIES + BROAD_FAMILIES + ('entropy',)}")
+        raise ValueError(f"no score to label with: give some of {named + broad + ('entropy',)}")
     shape = None
     lifts = {}
     for name in names:
@@ -158,17 +162,18 @@ def label_heads(scores: Mapping[str, torch.Tensor], effects: torch.Tensor | None
     for layer in range(n_layers):
         for head in range(n_heads):
             best_name, best = None, neg
-            for name in FAMILIES:
+            for name in named:
                 if name in lifts:
                     value = lifts[name][layer, head]
                     if not torch.isnan(value) and value > best:
                         best_name, best = name, value
-            local = lifts.get("local")
-            local = None if local is None or torch.isnan(local[layer, head]) else local[layer, head]
+            wide = [(lifts[n][layer, head], n) for n in broad
+                    if n in lifts and not torch.isnan(lifts[n][layer, head])]
+            wide_value, wide_name = max(wide, key=lambda vn: vn[0]) if wide else (None, None)
             if best_name is not None and best >= thresholds.lift:
                 label, value = best_name, best
-            elif local is not None and local >= thresholds.lift:
-                label, value = "local", local
+            elif wide_value is not None and wide_value >= thresholds.lift:
+                label, value = wide_name, wide_value
             elif relative is not None and relative[layer, head] >= thresholds.orphan_effect:
                 label, value = "orphan", peak[layer, head]
             elif entropy is not None and entropy[layer, head] >= thresholds.diffuse_entropy:

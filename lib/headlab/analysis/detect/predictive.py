@@ -1,18 +1,20 @@
 """Relations as a causal language model needs them: from the position that *predicts* a word.
 
-:func:`headlab.analysis.detect.synthetic_relation_set` asks whether a head attends from a verb to
-its subject. A causal language model has to know the subject one step earlier: the verb's
-form (*sleeps* or *sleep*) is predicted at the position before the verb, and whatever
-attention gathers the subject's number must happen there. The same holds for a pronoun's
-form (*he*, *she*, *they*) and its antecedent. So the relations here put the query at the
-predicting position ``pos`` of the language's evaluation items:
+A verb -> subject relation asks whether a head attends from a verb to its subject. A causal
+language model has to know the subject one step earlier: the verb's form (*sleeps* or
+*sleep*) is predicted at the position before the verb, and whatever attention gathers the
+subject's number must happen there. The same holds for a pronoun's form (*he*, *she*,
+*they*) and its antecedent. So the predictive relations put the query at the predicting
+position; this module names them, and the corpus that knows its items builds them (the
+book's synthetic language: ``deviating.data.language.predictive_relation_set``, beside the
+baselines *nearest noun or pronoun at or before the query* and *nearest noun before the
+pronoun*; ``deviating.data.language.copy_relation_set`` for copying):
 
-* ``"before verb->subject"``: from the token before each agreeing verb to the verb's subject
-  (``deviating.data.language.agreement_items``), beside the baseline *nearest noun or pronoun at or
-  before the query*;
-* ``"before pronoun->antecedent"``: from the token before each pronoun to its antecedent
-  (``deviating.data.language.pronoun_items``), beside the baseline *nearest noun before the
-  pronoun* (the query itself included, if it is a noun).
+* ``BEFORE_VERB_SUBJECT``: from the token before each agreeing verb to the verb's subject;
+* ``BEFORE_PRONOUN_ANTECEDENT``: from the token before each pronoun to its antecedent;
+* ``COPY_SOURCE``: from a position inside a repeated sentence to the earlier occurrence of
+  the token to predict (an induction head's target, on real text);
+* ``RARE_SOURCE``: from the position before a repeated rare word to its latest earlier occurrence.
 
 The query can be its own target ("the cat | sleeps": the token before the verb is the
 subject), so the fixed-offset baseline of these sets tries offset 0 too (``RelationSet.offsets``).
@@ -20,8 +22,6 @@ Scores and baselines are computed exactly as for the other relation sets
 (:func:`headlab.analysis.detect.relation_scores`, :func:`headlab.analysis.detect.held_out_relation_scores`);
 :func:`split_relation` splits a relation by a property of its items (construction,
 attractor, distance), so that each group gets its own accuracies and baselines.
-:func:`copy_relation_set` does the same for copying: from a position inside a repeated
-sentence (or before a repeated rare word) to the earlier occurrence of the token to predict.
 """
 
 from __future__ import annotations
@@ -31,55 +31,13 @@ from typing import Any, Callable, Sequence
 import torch
 
 from headlab.analysis.detect.annotated import RelationSet
-from headlab.analysis.detect.relations import nearest_preceding, pointer_targets
 
-__all__ = ["BEFORE_VERB_SUBJECT", "BEFORE_PRONOUN_ANTECEDENT", "COPY_SOURCE", "RARE_SOURCE", "predictive_relation_set",
-           "split_relation", "copy_relation_set"]
+__all__ = ["BEFORE_VERB_SUBJECT", "BEFORE_PRONOUN_ANTECEDENT", "COPY_SOURCE", "RARE_SOURCE", "split_relation"]
 
 BEFORE_VERB_SUBJECT = "before verb->subject"
 BEFORE_PRONOUN_ANTECEDENT = "before pronoun->antecedent"
-
-
-def _nearest_at_or_before(candidates: torch.Tensor) -> torch.Tensor:
-    """For each position ``i``, the nearest ``j <= i`` with ``candidates[b, j]``, else -1."""
-    nearest = torch.full(candidates.shape, -1, dtype=torch.long)
-    nearest[:, :-1] = nearest_preceding(candidates)[:, 1:]  # nearest j < i + 1
-    last = candidates.shape[1] - 1
-    nearest[:, last] = torch.where(candidates[:, last], torch.tensor(last), nearest_preceding(candidates)[:, last])
-    return nearest
-
-
-def predictive_relation_set(docs: Sequence, tok) -> RelationSet:
-    """The two predictive relations of synthetic-language documents (e.g. packed windows).
-
-    ``tok``: the language's tokenizer. A query is only made where the target lies inside
-    the same document (as for the evaluation items).
-    """
-    from deviating.data.language import PAD, agreement_items, encode, pronoun_items
-
-    docs = list(docs)
-    if not docs:
-        raise ValueError("no documents to build relations from")
-    ids = encode(tok, docs)  # (batch, pos): one word, one id
-    mask = torch.tensor([[t != PAD for t in d.tokens] for d in docs], dtype=torch.long)
-    subject = torch.full(ids.shape, -1, dtype=torch.long)
-    for item in agreement_items(docs):
-        subject[item.doc, item.pos] = item.subject_pos
-    antecedent = torch.full(ids.shape, -1, dtype=torch.long)
-    for item in pronoun_items(docs):
-        antecedent[item.doc, item.pos] = item.antecedent_pos
-    nouns = torch.tensor([[tag == "NOUN" for tag in d.pos_tag] for d in docs])
-    pronouns = torch.tensor([[tag == "PRON" for tag in d.pos_tag] for d in docs])
-    relations = {BEFORE_VERB_SUBJECT: pointer_targets(subject),
-                 BEFORE_PRONOUN_ANTECEDENT: pointer_targets(antecedent)}
-    baselines = {  # the query pos predicts the word at pos + 1: "before" it means at or before pos
-        BEFORE_VERB_SUBJECT: ("nearest noun or pronoun before the verb", _nearest_at_or_before(nouns | pronouns)),
-        BEFORE_PRONOUN_ANTECEDENT: ("nearest noun before the pronoun", _nearest_at_or_before(nouns)),
-    }
-    pos = ids.shape[1]
-    return RelationSet(ids, mask, relations, baselines,
-                       source="synthetic language, queries at the predicting position",
-                       offsets=tuple(range(-(pos - 1), 1)))
+COPY_SOURCE = "copy->source"
+RARE_SOURCE = "rare->earlier occurrence"
 
 
 def split_relation(relation_set: RelationSet, name: str, items: Sequence,
@@ -123,41 +81,3 @@ def split_relation(relation_set: RelationSet, name: str, items: Sequence,
             baselines[split] = relation_set.baselines[name]
     return RelationSet(relation_set.input_ids, relation_set.attention_mask, relations, baselines,
                        relation_set.source, relation_set.offsets)
-
-
-COPY_SOURCE = "copy->source"
-RARE_SOURCE = "rare->earlier occurrence"
-
-
-def copy_relation_set(docs: Sequence, tok, lang=None) -> RelationSet:
-    """Copying as a relation: where a head must look to predict a repeated token.
-
-    * ``"copy->source"``: from each position ``pos`` inside a repeated sentence
-      (``deviating.data.language.copy_items``) to ``source_pos``, the earlier occurrence of the token
-      to predict, which is the token *after* the earlier occurrence of the current one: the
-      target of an induction head, on the language's own text rather than on random tokens;
-    * with ``lang`` (the documents' ``Language``), ``"rare->earlier occurrence"``: from the
-      position before each repeated rare word (``deviating.data.language.rare_items``) to its latest
-      earlier occurrence.
-
-    Only the fixed-offset baseline applies (offsets up to 0, as for the predictive relations).
-    """
-    from deviating.data.language import PAD, copy_items, encode, rare_items
-
-    docs = list(docs)
-    if not docs:
-        raise ValueError("no documents to build relations from")
-    ids = encode(tok, docs)
-    mask = torch.tensor([[t != PAD for t in d.tokens] for d in docs], dtype=torch.long)
-    sources = {COPY_SOURCE: copy_items(docs)}
-    if lang is not None:
-        sources[RARE_SOURCE] = rare_items(docs, lang)
-    relations = {}
-    for name, items in sources.items():
-        pointers = torch.full(ids.shape, -1, dtype=torch.long)
-        for item in items:
-            pointers[item.doc, item.pos] = item.source_pos
-        relations[name] = pointer_targets(pointers)
-    pos = ids.shape[1]
-    return RelationSet(ids, mask, relations, {}, source="synthetic language, copies and rare words",
-                       offsets=tuple(range(-(pos - 1), 1)))

@@ -17,18 +17,14 @@ import torch
 from headlab.analysis.detect.base import uniform_pattern
 from headlab.analysis.detect.copying import NotApplicable, dla_copying_score, unembedding
 from headlab.analysis.detect.labels import DEFAULT_THRESHOLDS, HeadLabels, Thresholds, label_heads, lift
-from headlab.analysis.detect.positional import local_score, next_token_score, previous_token_score
-from headlab.analysis.detect.spread import entropy_score
-from headlab.analysis.detect.tokens import (
-    duplicate_token_score, first_token_score, induction_score, punctuation_score, rare_token_score,
-    separator_score,
-)
+from headlab.analysis.detect.registry import BUILTIN_NAMES, ScoreInputs, pattern_score, pattern_scores, score
+from headlab.kernels.statistics import DEFAULT_WINDOW, statistic_inputs
 
-# Scores in [0, 1] computed from patterns, and measures of what a head writes.
-PATTERN_SCORES = ("previous_token", "next_token", "first_token", "separator", "punctuation", "local",
-                  "entropy", "duplicate_token", "induction", "rare_token")
+# Scores in [0, 1] computed from patterns (the built-in entries of the registry,
+# headlab.analysis.detect.registry; registered ones are in pattern_scores()), and measures of what a head writes.
+PATTERN_SCORES = BUILTIN_NAMES
 WRITE_MEASURES = ("write_norm", "copying_dla")
-LOCAL_WINDOW = 2
+LOCAL_WINDOW = DEFAULT_WINDOW
 SENTENCE_END = frozenset({".", "!", "?"})
 _SUBWORD_MARKERS = ("##", "\u0120", "\u2581")  # WordPiece continuation, GPT-2's space, SentencePiece's space
 
@@ -130,33 +126,37 @@ class HeadScores:
     def labels(self, effects: torch.Tensor | None = None,
                thresholds: Thresholds = DEFAULT_THRESHOLDS) -> HeadLabels:
         """:func:`~headlab.analysis.detect.label_heads` on these scores."""
-        means = {n: m for n, m in self.means().items() if n in PATTERN_SCORES}
+        means = {n: m for n, m in self.means().items() if n in pattern_scores()}
         uniform = {n: torch.full_like(m, self.uniform_mean(n)) for n, m in means.items()}
         return label_heads(means, effects, thresholds, uniform=uniform)
 
 
 def scores_to_compute(hm, scores: Sequence[str] | None, token_frequency=None, *,
-                      default: Sequence[str] = PATTERN_SCORES + WRITE_MEASURES,
+                      default: Sequence[str] | None = None,
                       unavailable: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """The scores a run of :func:`head_scores` (or its streamed twin) computes, and why each
     asked-for score it leaves out is left out: ``(wanted, notes)``.
 
-    ``scores=None`` asks for ``default``. A name outside :data:`PATTERN_SCORES` +
-    :data:`WRITE_MEASURES` raises. ``separator`` and ``punctuation`` are left out when ``hm`` has
-    no tokenizer, ``rare_token`` when no ``token_frequency`` is given, and every name in
-    ``unavailable`` (name -> reason) by the caller's own reason.
+    ``scores=None`` asks for ``default`` (None: every registered pattern score and
+    :data:`WRITE_MEASURES`). A name that is neither a registered pattern score nor in
+    :data:`WRITE_MEASURES` raises. A score that needs a tokenizer (``separator``,
+    ``punctuation``) is left out when ``hm`` has none, one that needs token frequencies
+    (``rare_token``) when no ``token_frequency`` is given, and every name in ``unavailable``
+    (name -> reason) by the caller's own reason.
     """
-    wanted = list(default) if scores is None else list(scores)
-    unknown = [s for s in wanted if s not in PATTERN_SCORES + WRITE_MEASURES]
+    known = pattern_scores() + WRITE_MEASURES
+    wanted = list(known if default is None else default) if scores is None else list(scores)
+    unknown = [s for s in wanted if s not in known]
     if unknown:
-        raise ValueError(f"unknown score(s) {unknown}; choose from {PATTERN_SCORES + WRITE_MEASURES}")
+        raise ValueError(f"unknown score(s) {unknown}; choose from {known}")
     reasons = dict(unavailable or {})
-    if hm.tokenizer is None:
-        for name in ("separator", "punctuation"):
+    for name in wanted:
+        needs = score(name).needs if name in pattern_scores() else ()
+        if "tokenizer" in needs and hm.tokenizer is None:
             reasons[name] = f"{hm.name} has no tokenizer to tell which tokens are separators or punctuation"
-    if token_frequency is None:
-        reasons["rare_token"] = ("no token frequencies given (token_frequency=...); for English there is no "
-                                 "frequency list offline, so rare words are scored on the synthetic language only")
+        if "token_frequency" in needs and token_frequency is None:
+            reasons[name] = ("no token frequencies given (token_frequency=...); for English there is no "
+                             "frequency list offline, so rare words are scored on the synthetic language only")
     notes = {name: why for name, why in reasons.items() if name in wanted}
     return [s for s in wanted if s not in notes], notes
 
@@ -166,14 +166,14 @@ def head_scores(hm, inputs, *, scores: Sequence[str] | None = None, batch_size: 
     """Score every head of ``hm`` on ``inputs`` (texts, or token ids / a batch dict).
 
     Args:
-        scores: which of :data:`PATTERN_SCORES` + :data:`WRITE_MEASURES` to compute
-            (default: all that apply). ``separator`` and ``punctuation`` need a tokenizer
+        scores: which registered pattern scores (:func:`~headlab.analysis.detect.registry.pattern_scores`)
+            and :data:`WRITE_MEASURES` to compute (default: all that apply). ``separator`` and ``punctuation`` need a tokenizer
             (:func:`token_masks`); ``rare_token`` needs ``token_frequency``; ``copying_dla``
             needs a causal LM with an unembedding. Scores that cannot be computed are listed,
             with the reason, in ``HeadScores.notes``.
         window: the ``local`` score's window.
         token_frequency: ``(d_vocab,)`` expected frequency of each token id (``inf`` = never
-            rare), e.g. :func:`headlab.analysis.detect.synthetic_token_frequency`.
+            rare), e.g. the book's ``deviating.data.language.synthetic_token_frequency``.
 
     ``write_norm`` is the mean, over real positions, of the norm of the head's write
     ``cache.result`` (in the residual stream's units; compare heads of one model only).
@@ -187,21 +187,24 @@ def head_scores(hm, inputs, *, scores: Sequence[str] | None = None, batch_size: 
             wanted.remove("copying_dla")
             notes["copying_dla"] = f"not applicable: {err}"
     per_input: dict[str, list[torch.Tensor]] = {name: [] for name in wanted}
-    uniform: dict[str, list[torch.Tensor]] = {name: [] for name in wanted if name in PATTERN_SCORES}
+    entries = {name: score(name) for name in wanted if name in pattern_scores()}
+    uniform: dict[str, list[torch.Tensor]] = {name: [] for name in entries}
     need_z = any(name in WRITE_MEASURES for name in wanted)
     for batch in hm.batches(inputs, batch_size):
         _, cache = hm.run_with_cache(batch, names=("pattern", "z") if need_z else ("pattern",))
         ids, mask = cache.input_ids.cpu(), cache.attention_mask.cpu()
-        ctx = _Inputs(ids, mask, hm.causal, window,
-                      token_masks(hm.tokenizer, ids) if hm.tokenizer is not None else {},
-                      None if token_frequency is None else torch.as_tensor(token_frequency, dtype=torch.float64)[ids])
+        masks = token_masks(hm.tokenizer, ids) if hm.tokenizer is not None else {}
+        freq = None if token_frequency is None else torch.as_tensor(token_frequency, dtype=torch.float64)[ids]
+        ctx = ScoreInputs(ids, mask, hm.causal, window, masks, freq,
+                          statistic_inputs(mask, causal=hm.causal, tokens=ids, window=window, frequency=freq,
+                                           separator=masks.get("separator"), punctuation=masks.get("punctuation")))
         layers: dict[str, list[torch.Tensor]] = {name: [] for name in wanted}
         for layer in range(hm.n_layers):
             pattern = cache.pattern(layer).float().cpu()  # (batch, head, q_pos, k_pos)
             result = cache.result(layer).float().cpu() if need_z else None  # (batch, pos, head, d_model)
             for name in wanted:
-                if name in PATTERN_SCORES:
-                    layers[name].append(_SCORERS[name](pattern, ctx))
+                if name in entries:
+                    layers[name].append(pattern_score(entries[name], pattern, ctx))
                 elif name == "write_norm":
                     norms = result.norm(dim=-1).transpose(1, 2)  # (batch, head, pos)
                     layers[name].append((norms * mask[:, None]).sum(-1) / mask.sum(-1, keepdim=True))
@@ -211,52 +214,7 @@ def head_scores(hm, inputs, *, scores: Sequence[str] | None = None, batch_size: 
         for name in wanted:
             per_input[name].append(torch.stack(layers[name], dim=1))  # (batch, n_layers, n_heads)
             if name in uniform:
-                uniform[name].append(_SCORERS[name](flat, ctx)[:, 0])  # (batch,)
+                uniform[name].append(pattern_score(entries[name], flat, ctx)[:, 0])  # (batch,)
     return HeadScores({n: torch.cat(v) for n, v in per_input.items()},
                       {n: torch.cat(v).double() for n, v in uniform.items()},
                       hm.n_layers, hm.n_heads, notes)
-
-
-@dataclass
-class _Inputs:
-    """What the pattern scores of one batch need besides the pattern."""
-
-    ids: torch.Tensor
-    mask: torch.Tensor
-    causal: bool
-    window: int
-    masks: dict[str, torch.Tensor]
-    freq: torch.Tensor | None
-
-
-# name -> (pattern, inputs) -> (batch, head); undefined inputs get NaN
-_SCORERS = {
-    "previous_token": lambda p, x: previous_token_score(p, x.mask, on_empty="nan"),
-    "next_token": lambda p, x: next_token_score(p, x.mask, on_empty="nan"),
-    "first_token": lambda p, x: first_token_score(p, x.mask, on_empty="nan"),
-    "separator": lambda p, x: separator_score(p, x.masks["separator"], x.mask, causal=x.causal, on_empty="nan"),
-    "punctuation": lambda p, x: punctuation_score(p, x.masks["punctuation"], x.mask, causal=x.causal,
-                                                  on_empty="nan"),
-    "local": lambda p, x: local_score(p, x.window, x.mask, on_empty="nan"),
-    "entropy": lambda p, x: entropy_score(p, x.mask, causal=x.causal, on_empty="nan"),
-    "duplicate_token": lambda p, x: duplicate_token_score(p, x.ids, x.mask, on_empty="nan"),
-    "induction": lambda p, x: induction_score(p, x.ids, x.mask, on_empty="nan"),
-    "rare_token": lambda p, x: rare_token_score(p, x.freq, x.mask, causal=x.causal, on_empty="nan"),
-}
-assert set(_SCORERS) == set(PATTERN_SCORES)
-
-
-def synthetic_token_frequency(lang, tok) -> torch.Tensor:
-    """``(len(tok),)``: ``lang.frequency(word)`` for each id of the language's tokenizer;
-    ``inf`` for special tokens (never rare)."""
-    from deviating.data.language.grammar import Language
-
-    if not isinstance(lang, Language):
-        raise TypeError(f"lang must be a deviating.data.language.Language, got {type(lang).__name__}")
-    special, words = set(tok.all_special_ids), set(lang.vocab)
-    freq = torch.full((len(tok),), float("inf"), dtype=torch.float64)
-    for i in range(len(tok)):
-        word = tok.convert_ids_to_tokens(i)
-        if i not in special and word in words:
-            freq[i] = lang.frequency(word)
-    return freq

@@ -27,9 +27,9 @@ serves the selection, the measurement and any subgroup (a construction, items wi
 :meth:`RelationOutcomes.choose_and_measure` and :meth:`RelationOutcomes.measure`; a head chosen
 on one subgroup is measured on another by :meth:`RelationOutcomes.measure_chosen` (the offset and
 the strongest baseline still chosen on the selection inputs of the subgroup measured).
-:func:`subject_head` and :func:`antecedent_head` are the two roles the book names;
-:func:`subject_or_antecedent_set` scores a subject head with a pronoun subject's antecedent
-counted as a hit (where a head that reads the number of a pronoun subject looks).
+:func:`subject_head` and :func:`antecedent_head` are the two roles the book names (the book's
+``deviating.data.language.subject_or_antecedent_set`` widens the subject relation of its
+synthetic language with a pronoun subject's antecedent).
 """
 
 from __future__ import annotations
@@ -44,14 +44,12 @@ from headlab.analysis.detect.predictive import BEFORE_PRONOUN_ANTECEDENT, BEFORE
 from headlab.analysis.detect.relations import PRONOUN_ANTECEDENT, VERB_SUBJECT, query_hits, visible_targets
 from headlab.stats import Estimate, Split, TestResult, bootstrap_mean, mcnemar, paired_difference, split_items
 
-__all__ = ["SPECIAL_TOKEN_RULE", "OFFSET", "SUBJECT_OR_ANTECEDENT", "RelationOutcomes", "RelationHead",
-           "relation_outcomes", "english_split", "relation_head", "subject_head", "antecedent_head",
-           "subject_or_antecedent_set"]
+__all__ = ["SPECIAL_TOKEN_RULE", "OFFSET", "RelationOutcomes", "RelationHead",
+           "relation_outcomes", "english_split", "relation_head", "subject_head", "antecedent_head"]
 
 SPECIAL_TOKEN_RULE = ("a head points at a target when its largest weight over every real key, "
                       "[CLS], [SEP] and <bos> included, is on the target")
 OFFSET = "best fixed offset"
-SUBJECT_OR_ANTECEDENT = "before verb->subject or its antecedent"
 
 
 @dataclass(frozen=True)
@@ -242,7 +240,7 @@ def relation_outcomes(hm, relation_set: RelationSet, relation: str, *, batch_siz
 
 def english_split(items) -> Split:
     """The English set's fixed split (each item's ``split`` field, fixed before any result was
-    computed; see ``deviating/data/README.md``) as a :class:`headlab.stats.Split` of positions."""
+    computed; see ``headlab/english/README.md``) as a :class:`headlab.stats.Split` of positions."""
     sides = [getattr(i, "split", None) for i in items]
     bad = [s for s in sides if s not in ("select", "measure")]
     if bad:
@@ -261,8 +259,8 @@ def relation_head(hm, relation_set: RelationSet, relation: str, split: Split | N
 
     Args:
         hm: a :class:`~headlab.heads.model.HeadModel`.
-        relation_set: inputs and gold relations (``english_relation_set``, ``synthetic_relation_set``,
-            ``predictive_relation_set``).
+        relation_set: inputs and gold relations (``english_relation_set``, or a corpus's own, such
+            as the book's ``synthetic_relation_set`` and ``predictive_relation_set``).
         relation: which relation of the set.
         split: inputs to choose on and to measure on; default
             ``headlab.stats.split_items(len(relation_set))`` (for the English set pass
@@ -286,34 +284,3 @@ def antecedent_head(hm, relation_set: RelationSet, split: Split | None = None, *
     before each pronoun) when the set has it, else for pronoun -> antecedent."""
     name = BEFORE_PRONOUN_ANTECEDENT if BEFORE_PRONOUN_ANTECEDENT in relation_set.relations else PRONOUN_ANTECEDENT
     return relation_head(hm, relation_set, name, split, **kw)
-
-
-def subject_or_antecedent_set(relation_set: RelationSet, docs) -> RelationSet:
-    """The predictive subject relation of ``relation_set`` (built by
-    ``headlab.analysis.detect.predictive.predictive_relation_set`` from the synthetic-language
-    documents ``docs``) with one more target per pronoun subject: the noun the pronoun refers
-    to (``Document.antecedent``), when it lies in the same document.
-
-    The one relation of the set returned, ``SUBJECT_OR_ANTECEDENT``, has the same queries
-    in the same order as ``BEFORE_VERB_SUBJECT``, no named baseline and the same offsets; a
-    head points at a target when its largest weight is on the subject or on that antecedent.
-    """
-    from deviating.data.language import agreement_items
-
-    if BEFORE_VERB_SUBJECT not in relation_set.relations:
-        raise ValueError(f"the set has no {BEFORE_VERB_SUBJECT!r} relation (it has "
-                         f"{', '.join(relation_set.relations)}); build it with predictive_relation_set")
-    docs = list(docs)
-    gold = relation_set.relations[BEFORE_VERB_SUBJECT].clone()
-    if len(docs) != gold.shape[0]:
-        raise ValueError(f"{len(docs)} documents for a set of {gold.shape[0]} inputs: pass the documents "
-                         "the set was built from")
-    for item in agreement_items(docs):
-        if not bool(gold[item.doc, item.pos, item.subject_pos]):
-            raise ValueError(f"agreement item at doc {item.doc}, pos {item.pos} is not a query of the set: "
-                             "pass the documents the set was built from")
-        antecedent = docs[item.doc].antecedent[item.subject_pos]
-        if antecedent >= 0:
-            gold[item.doc, item.pos, antecedent] = True
-    return RelationSet(relation_set.input_ids, relation_set.attention_mask, {SUBJECT_OR_ANTECEDENT: gold}, {},
-                       relation_set.source, relation_set.offsets)

@@ -1,9 +1,11 @@
-"""The hand-annotated English set (``deviating/data/english.jsonl``) and word-to-token alignment.
+"""The hand-annotated English set (``headlab/english/english.jsonl``) and word-to-token alignment.
+
+A resource for any model that reads English (the annotation guide is ``README.md`` beside it).
 
 Each line is one item (one sentence, sometimes two): its natural `text`, the `words` (the
 text split into words and punctuation marks), a `construction` label, every finite verb
 with the head of its subject, and every personal pronoun with its antecedent. Indices
-point into `words`. See ``deviating/data/README.md`` for the labels.
+point into `words`. See ``headlab/english/README.md`` for the labels.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Sequence
 
-from deviating.data.language.english_split import SPLITS
+from headlab.english.split import SPLITS, assign_splits, hash_split
+
+__all__ = ["ENGLISH_CONSTRUCTIONS", "SPLITS", "EnglishSentence", "align_words", "assign_splits", "hash_split",
+           "load_english"]
 
 ENGLISH_CONSTRUCTIONS = ("simple", "pp", "subj_rel", "obj_rel", "long_distance", "pronoun", "coordination")
 
@@ -58,16 +63,16 @@ class EnglishSentence:
 
 
 def load_english(split: str | None = None) -> list[EnglishSentence]:
-    """The items of ``deviating/data/english.jsonl``, validated, in file (id) order.
+    """The items of ``headlab/english/english.jsonl``, validated, in file (id) order.
 
     Args:
         split: None for every item; ``"select"`` or ``"measure"`` for one half of the fixed
-            split (see :mod:`deviating.data.language.english_split`): choose heads on
+            split (see :mod:`headlab.english.split`): choose heads on
             ``"select"``, report on ``"measure"``.
     """
     if split is not None and split not in SPLITS:
         raise ValueError(f"split={split!r}: use None (every item), 'select' or 'measure'")
-    path = resources.files("deviating") / "data" / "english.jsonl"
+    path = resources.files("headlab.english") / "english.jsonl"
     out = []
     with path.open(encoding="utf-8") as f:
         for n, line in enumerate(f, start=1):

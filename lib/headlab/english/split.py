@@ -4,7 +4,7 @@ A head chosen as the best of many on some items scores optimistically on those s
 so the English set carries a fixed split, decided before any result was looked at: choose
 heads, thresholds or variants on the ``"select"`` items and report numbers on the
 ``"measure"`` items. Each item stores its split (the ``split`` field of
-``deviating/data/english.jsonl``); :func:`assign_splits` is the rule that produced it, and a
+``headlab/english/english.jsonl``); :func:`assign_splits` is the rule that produced it, and a
 test checks that the stored field still equals the rule.
 
 The rule: within each construction, take the items in id order in consecutive pairs; the
