@@ -605,7 +605,7 @@ ROWS.append(Row("api: models", "GPTConfig.from_dict with an unknown field",
 
 
 def _gate_inputs(ablated):
-    from headlab.models.onnx import gate_inputs
+    from headlab.heads.onnx import gate_inputs
     return gate_inputs(headlab.load("attn-only-1l").model, ablated)
 
 

@@ -14,7 +14,7 @@ import torch
 import headlab
 import headlab.models.checkpoints
 from headlab.models.gpt import GPT, GPTConfig
-from headlab.models.onnx import (EXPORT_VERSION, GatedGPT, export_gpt, export_organism, gate_inputs,
+from headlab.heads.onnx import (EXPORT_VERSION, GatedGPT, export_gpt, export_organism, gate_inputs,
                                  onnx_file_name)
 
 ort = pytest.importorskip("onnxruntime")
