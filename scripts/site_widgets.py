@@ -11,7 +11,7 @@ browser, with no kernel and no other server, so the site serves:
 * ``ort/``: onnxruntime-web's single-threaded wasm build (``ort.wasm.bundle.min.mjs``
   and ``ort-wasm-simd-threaded.wasm``), fetched with ``npm pack`` (cached in
   ``_build/.vendor-cache``);
-* ``onnx/``: the ONNX export (:mod:`headlab.models.onnx`) of every model a page's
+* ``onnx/``: the ONNX export (:mod:`headlab.heads.onnx`) of every model a page's
   widgets name, and nothing else. Exports are cached in ``_build/.onnx-cache``.
 
 ``python scripts/site_widgets.py SITE`` installs them into an already built site.
@@ -96,7 +96,7 @@ def widget_models(site: Path) -> dict[str, list[str]]:
 
 def export(file: str) -> Path:
     """The export named ``file`` (``<checkpoint>-<sha12>-v<version>.onnx``), from the cache or made now."""
-    from headlab.models.onnx import export_organism, onnx_file_name
+    from headlab.heads.onnx import export_organism, onnx_file_name
 
     match = ONNX_NAME_RE.match(file)
     if not match:

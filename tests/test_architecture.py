@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -239,6 +240,42 @@ def architecture_branches(module: Module, arch_names: set[str]) -> list[str]:
 # --------------------------------------------------------------------------- the library
 
 
+HEAD_INTERFACE = "headlab.heads"
+_HOOK_CALL = re.compile(r"^register_(module_)?(forward_)?(pre_)?(full_backward_)?(backward_)?(state_dict_)?"
+                        r"(load_state_dict_)?(post_)?hook$")
+
+
+def _patches_forward(target: ast.AST) -> bool:
+    return isinstance(target, ast.Attribute) and target.attr in ("forward", "__call__")
+
+
+def hooks_outside_heads(module: Module) -> list[str]:
+    """Hook registrations (``m.register_forward_hook(...)``, ``register_module_forward_pre_hook``, ...)
+    and module patches (``block.forward = ...``, ``setattr(block, "forward", ...)``) outside
+    ``headlab.heads``: an edit of a forward pass belongs to the head interface."""
+    if _inside(module, HEAD_INTERFACE):
+        return []
+    out = []
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if _HOOK_CALL.match(name):
+                out.append(f"{module.path}:{node.lineno}: calls {name}: hooks are the head interface's; use a "
+                           "context of headlab.heads (capture, ablate, patch_z, heads.replay, Dispatcher.hook)")
+            if name == "setattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
+                    and node.args[1].value in ("forward", "__call__"):
+                out.append(f"{module.path}:{node.lineno}: setattr(..., {node.args[1].value!r}) patches a module: "
+                           "only headlab.heads may replace a forward")
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+            if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        for target in targets:
+            if _patches_forward(target):
+                out.append(f"{module.path}:{node.lineno}: assigns {ast.unparse(target)}, patching a module: only "
+                           "headlab.heads may replace a forward (see headlab.heads.replay)")
+    return _by_line(out)
+
+
 def _owners(modules) -> dict[str, set[str]]:
     owners: dict[str, set[str]] = {}
     for module in modules:
@@ -275,6 +312,11 @@ def test_no_branch_on_an_architecture_name_outside_adapters():
     arch = architecture_names(library())
     _fail_on([v for m in library() for v in architecture_branches(m, arch)],
              "architectures differ only in heads/adapters.py")
+
+
+def test_no_hook_or_module_patch_outside_the_head_interface():
+    _fail_on([v for m in library() for v in hooks_outside_heads(m)],
+             "no hook registration or forward patching outside headlab.heads")
 
 
 # --------------------------------------------------------------------------- the scanner itself
@@ -344,3 +386,26 @@ def test_scanner_architecture_branches():
     assert architecture_branches(_mod(ADAPTERS, source), arch) == []
     adapters = _mod(ADAPTERS, "A = Architecture(name='newfamily', model_types=('nf', 'nf2'))\n")
     assert {"newfamily", "nf", "nf2"} <= architecture_names([adapters])
+
+
+def test_scanner_hooks_outside_heads():
+    source = ("def f(block, proj, hm, torch_module):\n"
+              "    block.register_forward_hook(lambda *a: None)\n"
+              "    proj.register_forward_pre_hook(g, with_kwargs=True)\n"
+              "    block.forward = lambda *a, **k: a\n"
+              "    torch_module.register_module_forward_hook(g)\n"
+              "    setattr(block, 'forward', g)\n"
+              "    x.register_full_backward_hook(g)\n"
+              "    hm.dispatcher.hook(block, g)\n"
+              "    forward = block.forward\n"
+              "    self.attention_function = g\n"
+              "    y = hook(block)\n")
+    found = hooks_outside_heads(_mod("headlab.analysis.sweep", source))
+    assert [int(m.split(":")[1]) for m in found] == [2, 3, 4, 5, 6, 7], found
+    assert "calls register_forward_hook: hooks are the head interface's" in found[0]
+    assert "assigns block.forward, patching a module" in found[2]
+    assert "setattr(..., 'forward') patches a module" in found[4]
+    assert hooks_outside_heads(_mod("deviating.analysis.adversarial", source))  # the book's package too
+    assert hooks_outside_heads(_mod("headlab.heads.replay", source)) == []
+    assert hooks_outside_heads(_mod("headlab.heads", source, init=True)) == []
+    assert hooks_outside_heads(_mod("headlab.headsup", source))  # a name that only starts like it

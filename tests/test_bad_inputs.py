@@ -31,7 +31,9 @@ import pytest
 import torch
 
 import headlab
+from headlab.heads.ablation import Ablation
 from headlab.heads.gate import AblationNotApplied
+from headlab.metrics import Metric
 
 ORGANISM, ATTN, MINILM = "organism", "attn-only-2l", "minilm"
 
@@ -274,10 +276,11 @@ rows("api: heads", "batches batch_size", [0, -1, 1.5, True, "2"],
 rows("api: heads", "metric kind", ["los", "cosine", "retrieval"],
      lambda env, v: env[ORGANISM].metric(run(env[ORGANISM], ["the dog ."]), env[ORGANISM].tokenize(["the dog ."]), kind=v),
      ValueError, lambda v: esc(repr(v)))
-rows("api: heads", "replacements mode", ["avg", None], lambda env, v: env[ORGANISM].replacements(v, ["the dog ."], [0]),
+rows("api: heads", "replacements mode", ["avg", None], lambda env, v: env[ORGANISM].replacements(v, [0]),
      (ValueError, TypeError), lambda v: esc(repr(v)))
 rows("api: heads", "replacements layers", [[1.5], [9]],
-     lambda env, v: env[ORGANISM].replacements("mean", ["the dog ."], v), (ValueError, TypeError), lambda v: esc(v[0]))
+     lambda env, v: env[ORGANISM].replacements(Ablation("mean", reference=["the dog ."]), v), (ValueError, TypeError),
+     lambda v: esc(v[0]))
 
 
 @row("api: heads", "gated with a gate of the wrong shape", ValueError, r"\(3, 3\)")
@@ -379,19 +382,19 @@ def _(env):
     return env[MINILM].head_gradients(["one text only"])
 
 
-@row("api: gradients", "head_gradients kind='cosine' (zero at the clean model)", ValueError, "'cosine'")
+@row("api: gradients", "head_gradients Metric('cosine') (zero at the clean model)", ValueError, "'cosine'")
 def _(env):
-    return env[MINILM].head_gradients(env.PROBES[MINILM], kind="cosine")
+    return env[MINILM].head_gradients(env.PROBES[MINILM], Metric("cosine"))
 
 
-@row("api: gradients", "head_gradients kind='bogus'", ValueError, "'bogus'")
+@row("api: gradients", "head_gradients Metric('bogus')", ValueError, "'bogus'")
 def _(env):
-    return env[ORGANISM].head_gradients(env.PROBES[ORGANISM], kind="bogus")
+    return env[ORGANISM].head_gradients(env.PROBES[ORGANISM], Metric("bogus"))
 
 
 @row("api: gradients", "head_gradients loss_mask of the wrong shape", ValueError, r"\(1, 2\)")
 def _(env):
-    return env[ORGANISM].head_gradients(env.PROBES[ORGANISM], loss_mask=torch.ones(1, 2, dtype=torch.bool))
+    return env[ORGANISM].head_gradients(env.PROBES[ORGANISM], Metric(loss_mask=torch.ones(1, 2, dtype=torch.bool)))
 
 
 # ------------------------------------------------------------------------------- kernels
@@ -605,7 +608,7 @@ ROWS.append(Row("api: models", "GPTConfig.from_dict with an unknown field",
 
 
 def _gate_inputs(ablated):
-    from headlab.models.onnx import gate_inputs
+    from headlab.heads.onnx import gate_inputs
     return gate_inputs(headlab.load("attn-only-1l").model, ablated)
 
 

@@ -21,6 +21,7 @@ import torch
 from torch.nn.modules import module as torch_module
 
 import headlab
+from headlab.heads.ablation import Ablation
 from headlab.heads.dispatch import live_routes
 
 TRIALS = 1000
@@ -74,7 +75,7 @@ def random_context(rng, m, fault):
     if kind == "zero":
         return kind, m.ablate(random_heads(rng, m))
     if kind in ("mean", "resample"):
-        return kind, m.ablate(random_heads(rng, m), mode=kind, reference=REFERENCE, seed=rng.randrange(3))
+        return kind, m.ablate(random_heads(rng, m), Ablation(kind, REFERENCE, rng.randrange(3)))
     if kind == "gated":
         gate = (torch.rand(m.n_layers, m.n_heads, generator=torch.Generator().manual_seed(rng.randrange(99))) > 0.3)
         return kind, m.gated(gate.float())
@@ -167,7 +168,7 @@ def test_a_fault_inside_a_reference_pass_leaves_the_outer_ablation_working():
         with torch.no_grad(), m.ablate([(1, 2)]):
             arm.at(5)  # inside the reference forward of the inner ablation
             with pytest.raises(InjectedFault):
-                with m.ablate([(0, 1)], mode="mean", reference=REFERENCE):
+                with m.ablate([(0, 1)], Ablation("mean", reference=REFERENCE)):
                     pass
             assert torch.equal(m(batch), outer)
     finally:

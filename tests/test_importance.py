@@ -114,13 +114,12 @@ def test_gradient_importance_takes_the_metric_and_its_loss_mask():
     mask = torch.zeros(3, 6, dtype=torch.bool)
     mask[:, 3:] = True
     grads = gradient_importance(hm, batch, metric=Metric("loss", loss_mask=mask), batch_size=2)
-    torch.testing.assert_close(grads, hm.head_gradients(batch, loss_mask=mask), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(grads, hm.head_gradients(batch, Metric(loss_mask=mask)), atol=1e-5, rtol=1e-4)
     assert not torch.allclose(grads, hm.head_gradients(batch), atol=1e-4)  # the mask changed what counts
     with pytest.raises(ValueError, match="differentiates a named metric"):
         gradient_importance(hm, batch, metric=lambda output, b: output[:, -1, 0])
-    with pytest.warns(DeprecationWarning, match=r"metric=Metric\('loss', loss_mask=\.\.\.\)"):
-        old = gradient_importance(hm, batch, kind="loss", loss_mask=mask, batch_size=2)
-    torch.testing.assert_close(old, grads)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'kind'"):  # removed in 0.2.0
+        gradient_importance(hm, batch, kind="loss", loss_mask=mask, batch_size=2)
 
 
 def test_mean_ablation_reaches_every_group_measurement():

@@ -8,6 +8,7 @@ import random
 import pytest
 import torch
 
+from headlab.heads.ablation import Ablation
 from headlab.heads.adapters import UnsupportedModelError
 from headlab.heads.model import AblationNotApplied, HeadModel
 from tiny_models import ADAPTER_FACTORIES, make_model, random_batch
@@ -113,12 +114,12 @@ def test_mean_and_resample_ablation(tiny):
     reference = random_batch(hm, n=5, seq=8, seed=3)
     layer, head = 1, 2
     ref_z = hm.run_with_cache(reference, names=("z",))[1].z(layer)[..., head, :]  # (5, 8, d_head)
-    with hm.capture(("z",)) as cache, hm.ablate([(layer, head)], mode="mean", reference=reference):
+    with hm.capture(("z",)) as cache, hm.ablate([(layer, head)], Ablation("mean", reference=reference)):
         with torch.no_grad():
             hm(batch)
     z = cache.z(layer)[..., head, :]
     torch.testing.assert_close(z, ref_z.reshape(-1, hm.d_head).mean(0).expand_as(z), atol=1e-6, rtol=1e-5)
-    with hm.capture(("z",)) as cache, hm.ablate([(layer, head)], mode="resample", reference=reference, seed=7):
+    with hm.capture(("z",)) as cache, hm.ablate([(layer, head)], Ablation("resample", reference, 7)):
         with torch.no_grad():
             hm(batch)
     z = cache.z(layer)[..., head, :]  # (3, 6, d_head): each row is some reference input's z at the same position
@@ -126,7 +127,7 @@ def test_mean_and_resample_ablation(tiny):
         for p in range(6):
             assert min(float((z[b, p] - ref_z[r, p]).abs().max()) for r in range(5)) < 1e-6
     # the draw depends on the seed
-    with hm.capture(("z",)) as other, hm.ablate([(layer, head)], mode="resample", reference=reference, seed=8):
+    with hm.capture(("z",)) as other, hm.ablate([(layer, head)], Ablation("resample", reference, 8)):
         with torch.no_grad():
             hm(batch)
     assert not torch.equal(other.z(layer)[..., head, :], z)
@@ -194,7 +195,7 @@ def test_random_nested_contexts_with_exceptions_leave_no_trace():
                 if kind == "ablate":
                     ctx = hm.ablate(heads)
                 elif kind == "ablate_mean":
-                    ctx = hm.ablate(heads, mode="mean", reference=batch)
+                    ctx = hm.ablate(heads, Ablation("mean", reference=batch))
                 else:
                     ctx = hm.capture(rng.choice([("pattern",), ("z",), ("pattern", "z")]))
                 stack.append(ctx)
@@ -246,17 +247,17 @@ def test_bad_modes_and_references():
     snap = snapshot(hm)
     batch = random_batch(hm, n=2, seq=6)
     with pytest.raises(ValueError, match="unknown ablation mode"):
-        with hm.ablate([(0, 0)], mode="delete"):
+        with hm.ablate([(0, 0)], Ablation("delete")):
             pass
     with pytest.raises(ValueError, match="needs reference"):
-        with hm.ablate([(0, 0)], mode="mean"):
+        with hm.ablate([(0, 0)], Ablation("mean")):
             pass
     with pytest.raises(ValueError, match="takes no reference"):
-        with hm.ablate([(0, 0)], reference=batch):
+        with hm.ablate([(0, 0)], Ablation(reference=batch)):
             pass
     short = random_batch(hm, n=2, seq=3)
     with pytest.raises(ValueError, match="longest reference"):
-        with torch.no_grad(), hm.ablate([(0, 0)], mode="resample", reference=short):
+        with torch.no_grad(), hm.ablate([(0, 0)], Ablation("resample", reference=short)):
             hm(batch)
     with pytest.raises(ValueError, match="unknown activation"):
         with hm.capture(("attention",)):
@@ -434,12 +435,12 @@ def test_a_mean_ablation_inside_another_ablation_is_no_false_alarm():
         with hm.ablate([(1, 2)]):
             outer = hm(batch)
         with hm.ablate([(1, 2)]):
-            with hm.ablate([(0, 1)], mode="mean", reference=batch):
+            with hm.ablate([(0, 1)], Ablation("mean", reference=batch)):
                 pass  # no forward in the inner block: nothing to check, nothing raised
-            with hm.ablate([(0, 1)], mode="mean", reference=batch):
+            with hm.ablate([(0, 1)], Ablation("mean", reference=batch)):
                 both = hm(batch)
             assert torch.equal(hm(batch), outer)  # the outer ablation still applies after the inner block
-        with hm.ablate([(1, 2), (0, 1)], mode="mean", reference=batch):
+        with hm.ablate([(1, 2), (0, 1)], Ablation("mean", reference=batch)):
             union = hm(batch)
     assert not torch.equal(both, outer)
     assert hm.dispatcher.idle and hm.hooks_installed == 0

@@ -13,9 +13,10 @@ import torch
 
 import headlab
 import headlab.models.checkpoints
+from headlab.heads.ablation import Ablation
+from headlab.heads.onnx import (EXPORT_VERSION, GatedGPT, export_gpt, export_organism, gate_inputs,
+                                onnx_file_name)
 from headlab.models.gpt import GPT, GPTConfig
-from headlab.models.onnx import (EXPORT_VERSION, GatedGPT, export_gpt, export_organism, gate_inputs,
-                                 onnx_file_name)
 
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -78,12 +79,12 @@ def test_gate_is_headmodel_ablation(exported, mode):
     real = batch["attention_mask"].bool()
     last = hm.n_layers - 1
     settings = [[(0, 0)], [(0, hm.n_heads - 1), (last, 0)], [(layer, 0) for layer in range(hm.n_layers)]]
-    reference = hm.replacements("mean", batch, list(range(hm.n_layers))) if mode == "mean" else None
+    reference = hm.replacements(Ablation("mean", reference=batch), list(range(hm.n_layers))) if mode == "mean" else None
     for heads in settings:
         mean = torch.stack([reference[l] for l in range(hm.n_layers)]) if mode == "mean" else None
         gate, replacement = gate_inputs(hm.model, heads, mean)
         logits, patterns, _ = run(sess, batch, gate, replacement)
-        with hm.ablate(heads, mode=mode, reference=batch if mode == "mean" else None):
+        with hm.ablate(heads, Ablation(mode, reference=batch if mode == "mean" else None)):
             out, cache = hm.run_with_cache(batch, names=("pattern",))
         with torch.no_grad():
             clean = hm(batch)

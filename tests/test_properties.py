@@ -17,6 +17,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from headlab.heads.ablation import Ablation
 from headlab.kernels import attention, flash_attention, fused_attention
 from tiny_models import make_model, random_batch
 
@@ -108,7 +109,7 @@ def run(hm, batch, *blocks):
     import contextlib
     with torch.no_grad(), contextlib.ExitStack() as stack:
         for heads, mode in blocks:
-            stack.enter_context(hm.ablate(heads, mode=mode, reference=batch if mode != "zero" else None))
+            stack.enter_context(hm.ablate(heads, Ablation(mode, reference=batch if mode != "zero" else None)))
         return hm(batch)
 
 

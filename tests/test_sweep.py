@@ -1,12 +1,12 @@
 """Batched sweeps equal the one-forward-per-head loop, on every adapter and mode, for single heads,
 pairs and groups; the lower layers run once; the chunking rule's choices; the Ablation and
-Metric values are checked where they are made; 0.1's keyword arguments still work, with a warning;
-the sweep's JSON carries its schema and reads back."""
+Metric values are checked where they are made; 0.1's keyword arguments are refused; a metric of the
+wrong shape and a malformed JSON get errors that name them; the sweep's JSON carries its schema and
+reads back."""
 
 from __future__ import annotations
 
 import json
-import warnings
 
 import pytest
 import torch
@@ -83,7 +83,8 @@ def test_lower_layers_run_once_per_input():
     hm = make_model("gpt2")
     batch = random_batch(hm, n=3, seq=6)
     calls = {0: [], 1: []}
-    handles = [hm.out_proj(l).register_forward_hook(lambda m, a, out, l=l: calls[l].append(out.shape[0]))
+    # rows = every dimension but (pos, d_model): W_O's output is viewed as (k, n, pos, d_model) when tiled
+    handles = [hm.out_proj(l).register_forward_hook(lambda m, a, out, l=l: calls[l].append(out.shape[:-2].numel()))
                for l in (0, 1)]
     try:
         sweep(hm, batch, per_pass=2)  # 4 heads a layer: 2 chunks of 2 per layer
@@ -228,28 +229,69 @@ def test_metric_is_checked_where_it_is_made():
         Metric("loss", loss_mask=torch.ones(3, dtype=torch.bool))
 
 
-def test_old_keyword_arguments_still_work_and_show_the_new_call():
+def test_the_loose_keywords_of_0_1_are_gone():
+    """0.2.0 removed ``mode=``, ``reference=``, ``seed=``, ``kind=``, ``loss_mask=`` (CHANGELOG.md):
+    only the Ablation and Metric values remain, and the old keywords are refused by name."""
     hm = make_model("gpt2")
     batch = random_batch(hm, n=3, seq=6)
     reference = random_batch(hm, n=4, seq=8, seed=5)
-    mask = torch.zeros(3, 6, dtype=torch.bool)
-    mask[:, 2:] = True
-    with pytest.warns(DeprecationWarning) as caught:
-        old = sweep(hm, batch, mode="mean", reference=reference, kind="loss", loss_mask=mask)
-    (warning,) = [w for w in caught if issubclass(w.category, DeprecationWarning)]
-    message = str(warning.message)
-    assert "sweep(mode=, reference=, kind=, loss_mask=...) is deprecated" in message
-    assert ("sweep(..., ablation=Ablation('mean', reference=...), metric=Metric('loss', loss_mask=...))"
-            in message)
-    assert warning.filename == __file__  # it points at the caller's line, not into the library
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
-        new = sweep(hm, batch, ablation=Ablation("mean", reference=reference), metric=Metric("loss", loss_mask=mask))
-    torch.testing.assert_close(old.effects, new.effects)
-    with pytest.raises(TypeError, match="give either ablation= or mode=, not both"):
-        sweep(hm, batch, ablation=Ablation(), mode="zero")
-    with pytest.raises(TypeError, match="unexpected keyword argument 'modes'"):
-        sweep(hm, batch, modes="zero")
+    for function in (sweep, loop_sweep, pair_effects, subset_effects):
+        for keyword, value in (("mode", "mean"), ("reference", reference), ("kind", "loss"), ("seed", 1)):
+            if function is subset_effects and keyword == "seed":
+                continue  # its own seed draws the subsets
+            with pytest.raises(TypeError, match=f"unexpected keyword argument '{keyword}'"):
+                function(hm, batch, **{keyword: value})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'mode'"):
+        hm.ablate([(0, 0)], mode="mean", reference=reference).__enter__()
+    assert not hasattr(__import__("headlab.heads.ablation").heads.ablation, "upgrade_arguments")
+    mean = Ablation("mean", reference=reference)
+    with torch.no_grad(), hm.ablate([(0, 1)], mean):  # the value, positionally
+        ablated = hm(batch)
+    with torch.no_grad(), hm.ablate([(0, 1)], ablation=mean):
+        torch.testing.assert_close(hm(batch), ablated)
+    with pytest.raises(TypeError, match="replacements needs an Ablation, got str 'mean'"):
+        hm.replacements("mean", [0])
+
+
+def test_a_metric_that_returns_one_scalar_is_refused_by_name():
+    """Issue 28, item 5: a metric reducing over the inputs used to fail inside a reshape
+    ("shape '[1, 2]' is invalid"); now the error names the metric, the shape and the fix."""
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=3, seq=6)
+
+    def mean_loss(output, b):
+        return output.float().logsumexp(-1).mean()  # one number for the whole batch
+
+    for run in (sweep, loop_sweep):
+        with pytest.raises(ValueError, match=r"metric 'mean_loss' returned shape \(\) for a batch of 3 rows .*"
+                                             r"one value per row, shape \(3,\)"):
+            run(hm, batch, metric=Metric(mean_loss))
+    with pytest.raises(ValueError, match=r"returned list .*one value per row"):
+        sweep(hm, batch, metric=Metric(lambda output, b: [0.0] * len(output)))
+    assert hm.hooks_installed == 0
+
+
+def test_from_json_names_what_is_wrong():
+    """Issue 28, item 5: ``SweepResult.from_json({"groups": "x"})`` used to fail with "string
+    indices must be integers"; each malformed field is now named, with what to read instead."""
+    hm = make_model("gpt2")
+    good = sweep(hm, random_batch(hm, n=2, seq=5), groups=[[(0, 3)]]).to_json()
+    with pytest.raises(SchemaError, match="has no 'mode' field"):
+        SweepResult.from_json({"groups": "x"})
+    with pytest.raises(SchemaError, match=r"'groups' must be a list .*got 'x'; read a file written by to_json"):
+        SweepResult.from_json({**good, "groups": "x"})
+    with pytest.raises(SchemaError, match=r"group 0 must be .*got \[1, 2\]"):
+        SweepResult.from_json({**good, "groups": [[1, 2]]})
+    with pytest.raises(SchemaError, match=r"group 0 must have one effect per input \(2"):
+        SweepResult.from_json({**good, "groups": [{"heads": [[0, 3]], "effects": [0.1]}]})
+    with pytest.raises(SchemaError, match=r"'clean' must be a list of numbers"):
+        SweepResult.from_json({**good, "clean": "0.5"})
+    with pytest.raises(SchemaError, match=r"'n_heads' must be a positive int, got '4'"):
+        SweepResult.from_json({**good, "n_heads": "4"})
+    with pytest.raises(SchemaError, match=r"a group's heads are not \[\[layer, head\]"):
+        SweepResult.from_json({**good, "groups": [{"heads": [["a", 3]], "effects": [0.1, 0.2]}]})
+    with pytest.raises(SchemaError, match="expected a JSON object, got str"):
+        SweepResult.from_json("x")
 
 
 def test_custom_metric_sees_the_input_index():

@@ -11,5 +11,5 @@ from headlab.devices import resolve_device
 from headlab.heads.loading import load
 from headlab.heads.model import HeadModel
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["load", "HeadModel", "resolve_device", "__version__"]

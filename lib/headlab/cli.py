@@ -5,8 +5,8 @@
     python -m headlab atlas --model minilm --json atlas.json --png atlas.png
 
 Each command is a thin layer over one library function (:meth:`HeadModel` geometry,
-:func:`headlab.analysis.sweep.sweep`, :func:`headlab.analysis.atlas.compute_atlas`); heavy
-imports happen inside the commands so that ``--help`` stays fast. The book's own commands
+:func:`headlab.analysis.sweep.sweep`, :func:`headlab.analysis.atlas.compute_atlas`). Without
+``--metric``, ``sweep`` measures the model's default metric (:func:`headlab.metrics.default_kind`). The book's own commands
 (``report``, ``train``, ``grade``) are ``python -m deviating COMMAND``.
 """
 
@@ -15,9 +15,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import tempfile
 from pathlib import Path
+
+from headlab.analysis.atlas import (EFFECT_KINDS, EFFECT_TEXTS, INDUCTION_LENGTH, INDUCTION_TEXTS, atlas_scores,
+                                    compute_atlas)
+from headlab.analysis.sweep import sweep
+from headlab.devices import resolve_device
+from headlab.heads.ablation import Ablation
+from headlab.heads.head import format_head
+from headlab.heads.loading import load
+from headlab.metrics import METRIC_KINDS, Metric
+from headlab.viz.atlas import plot_atlas
 
 DEFAULT_MODEL = "minilm"
 
@@ -136,8 +145,6 @@ def positive_int(text: str) -> int:
 
 
 def check_device(device: str) -> None:
-    from headlab.devices import resolve_device
-
     try:
         resolve_device(device)
     except (TypeError, ValueError) as err:
@@ -145,8 +152,6 @@ def check_device(device: str) -> None:
 
 
 def _cmd_heads(args: argparse.Namespace) -> int:
-    from headlab.heads.loading import load
-
     hm = load(args.model, device=args.device)
     info = {
         "model": hm.name, "architecture": hm.arch.name, "kind": "causal LM" if hm.causal else "encoder",
@@ -162,12 +167,6 @@ def _cmd_heads(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from headlab.analysis.sweep import sweep
-    from headlab.heads.ablation import Ablation
-    from headlab.heads.head import format_head
-    from headlab.heads.loading import load
-    from headlab.metrics import Metric
-
     texts = read_texts(args.texts)
     reference = read_texts(args.reference, "--reference") if args.reference else (texts if args.mode != "zero" else None)
     target = check_output_file(args.json, "--json")
@@ -186,11 +185,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_atlas(args: argparse.Namespace) -> int:
-    from headlab.analysis.atlas import atlas_scores, compute_atlas
-    from headlab.viz.atlas import plot_atlas
-    from headlab.heads.head import format_head
-    from headlab.heads.loading import load
-
     texts = read_texts(args.texts) if args.texts else None
     target = check_output_file(args.json, "--json")
     png = check_output_file(args.png, "--png") if args.png else None
@@ -252,8 +246,9 @@ def add_commands(sub) -> None:
     p.add_argument("--json", required=True, help="where to write the results")
     p.add_argument("--mode", default="zero", choices=["zero", "mean", "resample"])
     p.add_argument("--reference", help="texts file for mean/resample (default: the texts themselves)")
-    p.add_argument("--metric", default=None, choices=["loss", "cosine", "retrieval"],
-                   help="loss (causal LMs), cosine or retrieval (encoders)")
+    p.add_argument("--metric", default=None, choices=list(METRIC_KINDS),
+                   help="loss (causal LMs), cosine or retrieval (encoders); default: loss for a causal LM, "
+                        "cosine for an encoder")
     p.add_argument("--max-batch", type=positive_int, default=None,
                    help="cap on the inputs one tiled forward pass may hold (default: the measured tile budget decides)")
     p.add_argument("--top", type=int, default=10, help="print the N largest mean effects")
@@ -265,8 +260,6 @@ def add_commands(sub) -> None:
 
 
 def _add_atlas(sub) -> None:
-    from headlab.analysis.atlas import EFFECT_KINDS, EFFECT_TEXTS, INDUCTION_LENGTH, INDUCTION_TEXTS
-
     p = sub.add_parser("atlas", help="score and label every head (previous-token, first-token, induction, ...)")
     p.add_argument("--model", default=DEFAULT_MODEL, help="model name (default: %(default)s)")
     p.add_argument("--texts", help="UTF-8 file, one text per line (default: a built-in set, see the docs)")

@@ -36,10 +36,23 @@ from typing import Callable, Iterable, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Metric", "METRIC_KINDS", "next_token_loss", "mean_pool", "cosine_distance", "retrieval_loss",
-           "ItemMetric", "agreement_metric", "pronoun_metric", "copy_metric"]
+__all__ = ["Metric", "METRIC_KINDS", "default_kind", "next_token_loss", "mean_pool", "cosine_distance",
+           "retrieval_loss", "ItemMetric", "agreement_metric", "pronoun_metric", "copy_metric"]
 
 METRIC_KINDS = ("loss", "cosine", "retrieval")
+
+
+def default_kind(causal: bool, gradients: bool = False) -> str:
+    """The default metric, the one rule every measurement follows when given none.
+
+    ``"loss"`` (the next-token loss) for a causal LM. For an encoder ``"cosine"`` (1 - cos of the
+    pooled embedding to the clean one), except where a gradient is taken (``gradients=True``):
+    1 - cos is at its minimum at the clean model, so its gradient there is zero, and the
+    self-retrieval loss ``"retrieval"`` is used instead.
+    """
+    if causal:
+        return "loss"
+    return "retrieval" if gradients else "cosine"
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,7 +121,7 @@ class Metric:
         if callable(self.kind):
             fn = self.kind
             return self.name, lambda output, k: fn(output, tiled(k))
-        kind = self.kind or ("loss" if hm.causal else "cosine")
+        kind = self.kind or default_kind(hm.causal)
         pooled = None
         if not hm.causal:
             with torch.no_grad():

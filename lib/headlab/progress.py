@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
+from tqdm.auto import tqdm as auto_tqdm
 from tqdm.std import tqdm as _std_tqdm
 
 __all__ = ["tqdm", "TextProgress", "text_mode", "ENV"]
@@ -74,6 +75,4 @@ def tqdm(*args, **kwargs):
     same arguments when ``HEADLAB_PROGRESS=text``."""
     if text_mode():
         return TextProgress(*args, **kwargs)
-    from tqdm.auto import tqdm as auto_tqdm
-
     return auto_tqdm(*args, **kwargs)

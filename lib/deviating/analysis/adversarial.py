@@ -170,21 +170,11 @@ def embedding_module(hm: HeadModel) -> torch.nn.Module:
 def _slot_gradients(hm: HeadModel, ids, s, slots: torch.Tensor) -> torch.Tensor:
     """``(n, n_slots, d_model)``: d margin / d token embedding at each slot."""
     module = embedding_module(hm)
-    store = {}
-
-    def hook(mod, args, output):
-        store["e"] = output
-        return output
-
-    handle = module.register_forward_hook(hook)
-    try:
-        with torch.enable_grad():
-            logits = hm.forward(ids.to(hm.device))
-            m = _margin_from_logits(logits, s["query"].to(hm.device), s["correct"].to(hm.device),
-                                    s["competitors"].to(hm.device), s["everyone"].to(hm.device))
-            (grad,) = torch.autograd.grad(m.sum(), store["e"])  # (n, pos, d_model); no parameter .grad touched
-    finally:
-        handle.remove()
+    with torch.enable_grad(), hm.outputs_of(module) as embedded:
+        logits = hm.forward(ids.to(hm.device))
+        m = _margin_from_logits(logits, s["query"].to(hm.device), s["correct"].to(hm.device),
+                                s["competitors"].to(hm.device), s["everyone"].to(hm.device))
+        (grad,) = torch.autograd.grad(m.sum(), embedded[-1])  # (n, pos, d_model); no parameter .grad touched
     rows = torch.arange(len(ids))[:, None]
     return grad[rows, slots.to(grad.device)].cpu()  # (n, n_slots, d_model)
 

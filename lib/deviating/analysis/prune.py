@@ -21,12 +21,12 @@ from __future__ import annotations
 import contextlib
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import torch
 
 from headlab.analysis.sweep import sweep
-from headlab.heads.ablation import Ablation, upgrade_arguments
+from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head, parse_head
 from headlab.heads.model import HeadModel
 from headlab.metrics import Metric
@@ -51,9 +51,8 @@ class EvalSet:
     metric: Metric
     higher_is_better: bool
 
-    def __init__(self, inputs, metric: Metric | str | Callable | None = None, higher_is_better: bool = False,
-                 **legacy: Any):
-        _, metric = upgrade_arguments("EvalSet", legacy, metric=metric, takes=("metric",))
+    def __init__(self, inputs, metric: Metric | str | Callable | None = None, higher_is_better: bool = False):
+        metric = Metric.of(metric)
         self.inputs, self.metric, self.higher_is_better = inputs, metric, bool(higher_is_better)
 
 
@@ -128,15 +127,15 @@ def random_order(hm: HeadModel, seed: int = 0) -> list[Head]:
 
 
 def iterative_order(hm: HeadModel, inputs, by: str = "mean", *, ablation: Ablation | None = None,
-                    metric: Metric | None = None, stop_after: int | None = None, progress: bool = False,
-                    **legacy: Any) -> list[Head]:
+                    metric: Metric | None = None, stop_after: int | None = None, progress: bool = False
+                    ) -> list[Head]:
     """Greedy pruning order: at each step ablate the heads removed so far, measure every remaining
     head's effect on ``inputs``, and remove the one whose effect is smallest by ``by``
     (``"mean"`` or ``"worst"``, the largest effect on any input). ``stop_after``: order only that
     many heads (the rest follow in one-shot order of the last measurement). ``ablation`` (how the
-    heads are removed, both those already pruned and the one measured), ``metric`` and the
-    deprecated ``**legacy`` keywords as in :func:`~headlab.analysis.sweep.sweep`."""
-    ablation, metric = upgrade_arguments("iterative_order", legacy, ablation=ablation, metric=metric)
+    heads are removed, both those already pruned and the one measured) and ``metric`` as in
+    :func:`~headlab.analysis.sweep.sweep`."""
+    ablation, metric = Ablation.of(ablation), Metric.of(metric)
     if by not in ("mean", "worst"):
         raise ValueError(f"by must be 'mean' or 'worst', not {by!r}")
     remaining = hm.heads()
@@ -166,12 +165,11 @@ def iterative_order(hm: HeadModel, inputs, by: str = "mean", *, ablation: Ablati
 
 def pruning_curve(hm: HeadModel, order: Sequence[Head], eval_sets: dict[str, EvalSet],
                   counts: Sequence[int] | None = None, *, ablation: Ablation | None = None,
-                  progress: bool = False, **legacy: Any) -> PruningCurve:
+                  progress: bool = False) -> PruningCurve:
     """Evaluate every set with the first ``c`` heads of ``order`` removed, for each ``c`` in ``counts``
     (default: 0, 1, ..., all heads). ``ablation``: how the heads are removed (default: zero
-    ablation); each set brings its own metric. ``**legacy``: headlab 0.1's ``mode=`` and
-    ``reference=`` (deprecated)."""
-    ablation, _ = upgrade_arguments("pruning_curve", legacy, ablation=ablation, takes=("ablation",))
+    ablation); each set brings its own metric."""
+    ablation = Ablation.of(ablation)
     order = [parse_head(h) for h in order]
     if sorted(order) != sorted(set(order)):
         raise ValueError("the pruning order names a head twice")
@@ -207,7 +205,7 @@ def window_loss(output: torch.Tensor, batch) -> torch.Tensor:
 
 def pruning_curve_shared(hm: HeadModel, order: Sequence[Head], inputs, metrics: dict[str, tuple[Callable, bool]],
                          counts: Sequence[int] | None = None, *, ablation: Ablation | None = None,
-                         batch_size: int = 64, progress: bool = False, **legacy: Any) -> PruningCurve:
+                         batch_size: int = 64, progress: bool = False) -> PruningCurve:
     """Like :func:`pruning_curve`, but every metric reads the *same* inputs, so each count costs one
     forward pass for all of them (e.g. the loss and several item accuracies on the same windows).
 
@@ -215,10 +213,9 @@ def pruning_curve_shared(hm: HeadModel, order: Sequence[Head], inputs, metrics: 
     return NaN for inputs it does not score (an :class:`headlab.metrics.ItemMetric` on a window
     without items): those inputs are dropped from that metric's values (they are NaN at every count,
     since which inputs hold items does not depend on the ablation). ``ablation``: how the heads
-    are removed (default: zero ablation); ``**legacy``: headlab 0.1's ``mode=`` and ``reference=``
-    (deprecated).
+    are removed (default: zero ablation).
     """
-    ablation, _ = upgrade_arguments("pruning_curve_shared", legacy, ablation=ablation, takes=("ablation",))
+    ablation = Ablation.of(ablation)
     order = [parse_head(h) for h in order]
     if len(order) != len(set(order)):
         raise ValueError("the pruning order names a head twice")

@@ -9,11 +9,10 @@ together and asks, head by head, how much of the task's margin is gone once the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from headlab.heads.ablation import Ablation, upgrade_arguments
+from headlab.heads.ablation import Ablation
 from headlab.metrics import agreement_metric, copy_metric, pronoun_metric
 
 __all__ = ["TASKS", "busiest_windows", "TaskDrops", "margin_drops", "margin_share_lost"]
@@ -108,8 +107,8 @@ def margin_drops(hm, docs, task: str, n_windows: int = 16, *, ablation: Ablation
     return TaskDrops(task, tuple(chosen_ids), result.clean, -result.by_head() / clean, result.mode, score)
 
 
-def margin_share_lost(hm, docs, task: str, n_windows: int = 16, *, ablation: Ablation | None = None,
-                      **legacy: Any) -> torch.Tensor:
+def margin_share_lost(hm, docs, task: str, n_windows: int = 16, *, ablation: Ablation | None = None
+                      ) -> torch.Tensor:
     """``(n_layers, n_heads)``: the share of a task's margin that each head carries, by ablation.
 
     On the ``n_windows`` windows that hold the most items of the task (:func:`busiest_windows`),
@@ -125,11 +124,9 @@ def margin_share_lost(hm, docs, task: str, n_windows: int = 16, *, ablation: Abl
         task: one of :data:`TASKS`.
         n_windows: how many windows to measure on.
         ablation: how a head is removed (default: zero ablation).
-        **legacy: headlab 0.1's ``mode=`` (deprecated).
 
     Raises:
         ValueError: an unknown task, windows without items of the task, or a clean margin that
             averages 0 (a share of it is undefined).
     """
-    ablation, _ = upgrade_arguments("margin_share_lost", legacy, ablation=ablation, takes=("ablation",))
-    return margin_drops(hm, docs, task, n_windows, ablation=ablation).share()
+    return margin_drops(hm, docs, task, n_windows, ablation=Ablation.of(ablation)).share()

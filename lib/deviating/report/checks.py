@@ -14,7 +14,6 @@ import copy
 import sys
 import time
 from itertools import combinations
-from typing import Any
 
 import torch
 
@@ -25,7 +24,6 @@ from headlab.analysis.importance import Importance, PairEffects, backup_heads, s
 from headlab.analysis.roles.induction import InductionHeads
 from headlab.analysis.roles.orphan import named_heads, orphans_from_effects
 from headlab.analysis.sweep import sweep
-from headlab.heads.ablation import upgrade_arguments
 from headlab.heads.head import Head, format_head
 from headlab.metrics import Metric
 from deviating.report.circuits import circuits_section
@@ -265,7 +263,7 @@ def keep_section(imp: Importance, circuits: dict, redundancy: dict, patterns: di
 
 def checklist(hm, texts=None, *, n_texts: int | None = None, seed: int = 0, scope: str = "auto",
               top_k: int = PAIR_TOP_K, metric: Metric | None = None, replicas: list | None = None,
-              progress: bool = False, **legacy: Any) -> dict:
+              progress: bool = False) -> dict:
     """Run every check of the checklist on ``hm`` and return the JSON-ready report (see :mod:`deviating.report`).
 
     Args:
@@ -280,9 +278,8 @@ def checklist(hm, texts=None, *, n_texts: int | None = None, seed: int = 0, scop
         replicas: the same recipe trained with other seeds (loaded models), for the ``seeds``
             check; measured on the same texts.
         progress: show progress bars.
-        **legacy: headlab 0.1's ``kind=`` (deprecated).
     """
-    _, metric = upgrade_arguments("checklist", legacy, metric=metric, takes=("metric",))
+    metric = Metric.of(metric)
     seconds: dict[str, float] = {}
     start = clock = time.perf_counter()
 

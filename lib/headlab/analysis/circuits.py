@@ -46,13 +46,14 @@ measure it for every head of a model.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 from torch import nn
 
+from headlab.analysis.atlas import repeated_random_tokens
 from headlab.analysis.detect import induction_score, previous_token_score
-from headlab.heads.ablation import Ablation, upgrade_arguments
+from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head
 from headlab.heads.model import HeadModel
 
@@ -288,7 +289,7 @@ def _scores(hm: HeadModel, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def induction_circuit(hm: HeadModel, inputs=None, *, n: int = 16, length: int = 20, seed: int = 0,
-                      ablation: Ablation | None = None, **legacy: Any) -> InductionCircuit:
+                      ablation: Ablation | None = None) -> InductionCircuit:
     """Find the induction head of ``hm`` and the earlier heads it depends on.
 
     ``inputs``: a batch on which every input has a repeated token; default ``n`` sequences of
@@ -296,15 +297,13 @@ def induction_circuit(hm: HeadModel, inputs=None, *, n: int = 16, length: int = 
     with ``seed``). The induction head is the head of layer 1 or above with the highest mean
     induction score (nothing can feed a head of layer 0); every head of the layers below it is
     then removed in turn (``ablation``, default zero ablation) and every head's induction score
-    measured again. ``**legacy``: headlab 0.1's ``mode=`` and ``reference=`` (deprecated).
+    measured again.
     """
-    ablation, _ = upgrade_arguments("induction_circuit", legacy, ablation=ablation, takes=("ablation",))
+    ablation = Ablation.of(ablation)
     if hm.n_layers < 2:
         raise ValueError(f"{hm.name} has one layer: an induction circuit needs a head in an earlier layer "
                          "to feed the induction head (see chapter 5)")
     if inputs is None:
-        from headlab.analysis.atlas import repeated_random_tokens
-
         inputs = repeated_random_tokens(hm, n=n, length=length, seed=seed)
     batch = hm.tokenize(inputs)
     with torch.no_grad():
@@ -326,18 +325,18 @@ def induction_circuit(hm: HeadModel, inputs=None, *, n: int = 16, length: int = 
 # ------------------------------------------------------------------- who reads whom, by ablation
 
 
-def pattern_change(hm: HeadModel, inputs, heads: Sequence[Head], *, ablation: Ablation | None = None,
-                   **legacy: Any) -> torch.Tensor:
+def pattern_change(hm: HeadModel, inputs, heads: Sequence[Head], *, ablation: Ablation | None = None
+                   ) -> torch.Tensor:
     """How much every head's attention moves when ``heads`` are ablated: ``(n_inputs, n_layers, n_heads)``.
 
     For each input and head: the mean, over real query positions, of the total-variation
     distance ``0.5 * sum_k |p_ablated[q, k] - p_clean[q, k]|`` between the head's attention
-    row with ``heads`` removed (``ablation``, default zero ablation; ``**legacy``: headlab 0.1's
-    ``mode=`` and ``reference=``, deprecated) and its clean row; 0 means the head attends
-    exactly as before, 1 that it attends somewhere else entirely. Heads in and below the lowest ablated layer cannot move (an ablation acts
-    on the output of a head, which only later layers read) and score 0.
+    row with ``heads`` removed (``ablation``, default zero ablation) and its clean row; 0 means the
+    head attends exactly as before, 1 that it attends somewhere else entirely. Heads in and below
+    the lowest ablated layer cannot move (an ablation acts on the output of a head, which only later
+    layers read) and score 0.
     """
-    ablation, _ = upgrade_arguments("pattern_change", legacy, ablation=ablation, takes=("ablation",))
+    ablation = Ablation.of(ablation)
     batch = hm.tokenize(inputs)
     with torch.no_grad():
         _, clean = hm.run_with_cache(batch, names=("pattern",))

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head
 from headlab.heads.model import HeadModel
-from headlab.metrics import ItemMetric, mean_pool, next_token_loss
+from headlab.metrics import ItemMetric, mean_pool, next_token_loss, retrieval_loss
 from headlab.progress import tqdm
 
 __all__ = ["GroupEffects", "group_effects", "causal_lm_metrics", "encoder_metrics", "kl_from_clean",
@@ -167,8 +167,6 @@ def encoder_metrics() -> dict[str, EffectMetric]:
     """For a sentence encoder: ``"cosine"`` (1 - cos of the pooled embedding with its clean self),
     ``"similarity"`` (:func:`similarity_shift`) and ``"retrieval"`` (the InfoNCE self-retrieval
     loss at temperature 0.05, minus its clean value: near zero when retrieval is saturated)."""
-    from headlab.metrics import retrieval_loss
-
     def pooled(output, batch):
         return mean_pool(output, batch["attention_mask"]).double()
 

@@ -24,16 +24,16 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 import torch
 
 from headlab.analysis.sweep import SweepResult, sweep
-from headlab.heads.ablation import Ablation, upgrade_arguments
+from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head
 from headlab.heads.model import HeadModel
-from headlab.metrics import METRIC_KINDS, Metric
+from headlab.metrics import Metric
 
 __all__ = [
     "Importance", "head_importance", "top_k_share", "lorenz_curve", "gini",
@@ -124,13 +124,11 @@ class Importance:
 
 
 def head_importance(hm: HeadModel, inputs, *, ablation: Ablation | None = None, metric: Metric | None = None,
-                    progress: bool = False, **legacy: Any) -> Importance:
+                    progress: bool = False) -> Importance:
     """Every single head's ablation effect on every input (one batched :func:`~headlab.analysis.sweep.sweep`).
 
-    ``ablation``, ``metric``, ``progress`` (and the deprecated ``**legacy`` keywords) as in
-    :func:`~headlab.analysis.sweep.sweep`.
+    ``ablation``, ``metric`` and ``progress`` as in :func:`~headlab.analysis.sweep.sweep`.
     """
-    ablation, metric = upgrade_arguments("head_importance", legacy, ablation=ablation, metric=metric)
     return Importance.from_sweep(sweep(hm, inputs, ablation=ablation, metric=metric, progress=progress))
 
 
@@ -181,8 +179,8 @@ def gini(values) -> float:
 # ------------------------------------------------------------------- gradient importance
 
 
-def gradient_importance(hm: HeadModel, inputs, *, metric: Metric | None = None, batch_size: int = 32,
-                        **legacy: Any) -> torch.Tensor:
+def gradient_importance(hm: HeadModel, inputs, *, metric: Metric | None = None, batch_size: int = 32
+                        ) -> torch.Tensor:
     """Per-input gate gradients ``(n_inputs, n_layers, n_heads)``; Michel et al.'s importance is
     ``.abs().mean(0)``. First-order estimate of zero ablation: ``effect ~= -gradient``.
 
@@ -191,14 +189,11 @@ def gradient_importance(hm: HeadModel, inputs, *, metric: Metric | None = None, 
         inputs: texts or a batch.
         metric: a named :class:`~headlab.metrics.Metric` (default: the next-token loss for a causal
             LM, the self-retrieval loss for an encoder, whose ``1 - cos`` has no gradient at the
-            clean model); a callable metric is not differentiated here.
+            clean model; :func:`headlab.metrics.default_kind`); a callable metric is not
+            differentiated here.
         batch_size: inputs per backward pass.
-        **legacy: headlab 0.1's ``kind=`` and ``loss_mask=`` (deprecated).
     """
-    _, metric = upgrade_arguments("gradient_importance", legacy, metric=metric, takes=("metric",))
-    if callable(metric.kind):
-        raise ValueError(f"gradient_importance differentiates a named metric ({', '.join(METRIC_KINDS)}), "
-                         f"not the callable {metric.name!r}")
+    metric = Metric.of(metric)
     batch = hm.tokenize(inputs)
     n = batch["input_ids"].shape[0]
     loss_mask = metric.loss_mask
@@ -209,7 +204,7 @@ def gradient_importance(hm: HeadModel, inputs, *, metric: Metric | None = None, 
     for start in range(0, n, batch_size):
         sub = {k: v[start:start + batch_size] for k, v in batch.items()}
         mask = None if loss_mask is None else loss_mask[start:start + batch_size]
-        parts.append(hm.head_gradients(sub, kind=metric.kind, loss_mask=mask).cpu())
+        parts.append(hm.head_gradients(sub, Metric(metric.kind, loss_mask=mask)).cpu())
     return torch.cat(parts)
 
 
@@ -300,14 +295,12 @@ class PairEffects:
 
 
 def pair_effects(hm: HeadModel, inputs, pairs: Iterable[tuple[Head, Head]] | None = None, *,
-                 ablation: Ablation | None = None, metric: Metric | None = None, progress: bool = False,
-                 **legacy: Any) -> PairEffects:
+                 ablation: Ablation | None = None, metric: Metric | None = None, progress: bool = False
+                 ) -> PairEffects:
     """Ablate every single head and the given pairs (default: all pairs within each layer).
 
-    ``ablation``, ``metric``, ``progress`` (and the deprecated ``**legacy`` keywords) as in
-    :func:`~headlab.analysis.sweep.sweep`.
+    ``ablation``, ``metric`` and ``progress`` as in :func:`~headlab.analysis.sweep.sweep`.
     """
-    ablation, metric = upgrade_arguments("pair_effects", legacy, ablation=ablation, metric=metric)
     if pairs is None:
         pairs = [((l, a), (l, b)) for l in range(hm.n_layers) for a, b in combinations(range(hm.n_heads), 2)]
     pairs = [tuple(sorted(hm.check_heads(p))) for p in pairs]
@@ -325,14 +318,13 @@ def pair_effects(hm: HeadModel, inputs, pairs: Iterable[tuple[Head, Head]] | Non
 
 def subset_effects(hm: HeadModel, inputs, sizes: Sequence[int] = (2, 4, 8), n_per_size: int = 20,
                    seed: int = 0, *, ablation: Ablation | None = None, metric: Metric | None = None,
-                   progress: bool = False, **legacy: Any) -> list[dict]:
+                   progress: bool = False) -> list[dict]:
     """Random head subsets: the measured effect of removing all of them vs the sum of their
     single effects (mean over inputs). ``[{"heads", "size", "effect", "sum_of_singles"}]``.
 
-    ``seed`` draws the subsets; ``ablation``, ``metric``, ``progress`` (and the deprecated
-    ``**legacy`` keywords) as in :func:`~headlab.analysis.sweep.sweep`.
+    ``seed`` draws the subsets; ``ablation``, ``metric`` and ``progress`` as in
+    :func:`~headlab.analysis.sweep.sweep`.
     """
-    ablation, metric = upgrade_arguments("subset_effects", legacy, ablation=ablation, metric=metric)
     rng = random.Random(seed)
     heads = hm.heads()
     if max(sizes) > len(heads) or min(sizes) < 1:

@@ -15,7 +15,9 @@ every input, and returns it **per input**. It equals one forward pass per group
   the ablations start to differ. ``W_O``'s output is viewed as ``(k, n, pos, d_model)``
   so that the block's residual add broadcasts the clean stream ``(n, pos, d_model)``
   over the ``k`` tiles; the block's output is flattened back to ``(k * n, ...)`` for the
-  blocks above, whose batch-shaped arguments (masks) are tiled on the way in.
+  blocks above, whose batch-shaped arguments (masks) are tiled on the way in. The replay and
+  the tiling are edits of the forward pass, so the head interface owns them
+  (:mod:`headlab.heads.replay`); this module only plans the chunks and reads the metric.
 * **Tiles sized for the machine.** Element-wise work (GELU, norms, residual adds) is bound
   by memory: on a CPU a tile far larger than the cache runs it several times slower per row.
   :func:`groups_per_pass` picks the groups per pass from the widest activation of one copy
@@ -27,16 +29,18 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, Iterable, Iterator
+from typing import Iterable
 
 import torch
 
-from headlab.heads.ablation import Ablation, upgrade_arguments
+from headlab.heads.ablation import Ablation
 from headlab.heads.gate import GateEdit
 from headlab.heads.head import Head, parse_head
 from headlab.heads.model import HeadModel
+from headlab.heads.replay import CleanRecord, tiled_from_gate
 from headlab.metrics import Metric
-from headlab.schema import check_schema, schema_of
+from headlab.progress import tqdm
+from headlab.schema import SchemaError, check_schema, schema_of
 
 __all__ = ["sweep", "SweepResult", "loop_sweep", "chunk_plan", "groups_per_pass", "tile_budget", "SCHEMA"]
 
@@ -106,11 +110,48 @@ class SweepResult:
             headlab.schema.SchemaError: not a sweep file, or a newer schema than this headlab reads.
         """
         check_schema(data, "sweep", source)
-        groups = [tuple(parse_head(h) for h in g["heads"]) for g in data["groups"]]
+        _check_fields(data, source)
+        try:
+            groups = [tuple(parse_head(h) for h in g["heads"]) for g in data["groups"]]
+        except (TypeError, ValueError) as err:
+            raise SchemaError(f"{source}: a group's heads are not [[layer, head], ...] ({err})") from None
         effects = torch.tensor([g["effects"] for g in data["groups"]], dtype=torch.float32)
         return cls(groups, effects.reshape(len(groups), len(data["clean"])),
                    torch.tensor(data["clean"], dtype=torch.float32), data["mode"], data["metric"],
                    data["n_layers"], data["n_heads"])
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_fields(data: dict, source: str) -> None:
+    """Raise a :class:`SchemaError` naming the first field of a sweep file that is missing or malformed."""
+    def bad(what: str, value) -> SchemaError:
+        return SchemaError(f"{source} is not a sweep as SweepResult.to_json writes it: {what}, got "
+                           f"{_short(value)}; read a file written by to_json (or python -m headlab sweep --json)")
+
+    for key in ("mode", "metric", "n_layers", "n_heads", "clean", "groups"):
+        if key not in data:
+            raise SchemaError(f"{source} is not a sweep: it has no {key!r} field (fields: {sorted(data)}); "
+                              "read a file written by SweepResult.to_json")
+    for key in ("n_layers", "n_heads"):
+        if isinstance(data[key], bool) or not isinstance(data[key], int) or data[key] < 1:
+            raise bad(f"{key!r} must be a positive int", data[key])
+    clean = data["clean"]
+    if not isinstance(clean, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in clean):
+        raise bad("'clean' must be a list of numbers, one per input", clean)
+    if not isinstance(data["groups"], list):
+        raise bad("'groups' must be a list of {'heads': [[layer, head], ...], 'effects': [...]}", data["groups"])
+    for i, group in enumerate(data["groups"]):
+        if not isinstance(group, dict) or not isinstance(group.get("heads"), list) \
+                or not isinstance(group.get("effects"), list):
+            raise bad(f"group {i} must be {{'heads': [[layer, head], ...], 'effects': [...]}}", group)
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in group["effects"]):
+            raise bad(f"group {i}'s effects must be numbers", group["effects"])
+        if len(group["effects"]) != len(clean):
+            raise bad(f"group {i} must have one effect per input ({len(clean)}, as 'clean')", group["effects"])
 
 
 _CPU_TILE_BYTES = 8 * 2**20  # measured: benchmarks/sweep.py --sections tiles (see tile_budget)
@@ -171,113 +212,6 @@ def chunk_plan(groups: list[tuple[Head, ...]], per_pass: int) -> list[list[int]]
     return plan
 
 
-def _map(x, fn):
-    """``x`` with ``fn`` applied to every tensor in it (nested tuples, lists and dicts)."""
-    if isinstance(x, torch.Tensor):
-        return fn(x)
-    if isinstance(x, tuple):
-        return tuple(_map(v, fn) for v in x)
-    if isinstance(x, list):
-        return [_map(v, fn) for v in x]
-    if isinstance(x, dict):
-        return {key: _map(v, fn) for key, v in x.items()}
-    return x
-
-
-class _CleanRecord:
-    """The clean pass, recorded: every block's output (to replay, if ``keep``) and the widest
-    activation per token in the top block, in floats (to size the tiles)."""
-
-    def __init__(self, hm: HeadModel, tokens: int, keep: bool):
-        self.hm, self.tokens, self.keep = hm, tokens, keep
-        self.outputs: dict[int, Any] = {}
-        self.seen = False
-        self.width = 0
-
-    @contextlib.contextmanager
-    def recording(self) -> Iterator["_CleanRecord"]:
-        def keep(layer):
-            def hook(module, args, output):
-                self.seen = True
-                if self.keep:
-                    self.outputs[layer] = output
-            return hook
-
-        def width(t: torch.Tensor) -> torch.Tensor:
-            if t.is_floating_point():
-                self.width = max(self.width, t.numel() // self.tokens)
-            return t
-
-        def measure(module, args, output):
-            _map(output, width)
-
-        blocks = self.hm.blocks
-        handles = [b.register_forward_hook(keep(l)) for l, b in enumerate(blocks)]
-        handles += [m.register_forward_hook(measure) for m in blocks[-1].modules()]
-        try:
-            yield self
-        finally:
-            for h in handles:
-                h.remove()
-
-
-_MISSING = object()
-
-
-@contextlib.contextmanager
-def _replaying(hm: HeadModel, outputs: dict[int, Any], below: int):
-    """Blocks ``0 .. below-1`` do not run: each returns its recorded clean output."""
-    saved = []
-    try:
-        for layer, block in enumerate(hm.blocks[:below]):
-            saved.append((block, block.__dict__.get("forward", _MISSING)))
-            block.forward = lambda *args, _out=outputs[layer], **kwargs: _out
-        with hm.dispatcher.replayed(range(below)):  # recorded under the contexts open now
-            yield
-    finally:
-        for block, forward in saved:
-            del block.forward  # the replay; then the block's own instance forward, if it had one
-            if forward is not _MISSING:
-                block.forward = forward
-
-
-@contextlib.contextmanager
-def _tiled_from_gate(hm: HeadModel, first: int, n: int, k: int, gate: GateEdit):
-    """From layer ``first``'s gate on, the ``n`` inputs run as ``k`` tiles (module docstring): ``gate``
-    (that layer's part of the sweep's gate) is applied to the tiled ``z``, after the interface's
-    own gate (every other edit, outer ones included) ran on the untiled one."""
-    tiled: dict[int, tuple] = {}  # each argument tiled once, however many blocks read it
-
-    def tile(x: torch.Tensor) -> torch.Tensor:
-        if not x.dim() or x.shape[0] != n:
-            return x
-        if id(x) not in tiled:  # holding x keeps its id from being reused by another tensor
-            tiled[id(x)] = (x, x.repeat(k, *([1] * (x.dim() - 1))))
-        return tiled[id(x)][1]
-
-    def tile_z(module, args):
-        z = args[0].repeat(k, *([1] * (args[0].dim() - 1)))
-        z = gate.apply(first, z.unflatten(-1, (hm.n_heads, hm.d_head))).flatten(-2)
-        return (z, *args[1:])
-
-    def merge(module, args, output):
-        return _map(output, lambda t: t.flatten(0, 1) if t.dim() > 2 and t.shape[:2] == (k, n) else t)
-
-    def tile_arguments(module, args, kwargs):
-        return _map(args, tile), _map(kwargs, tile)
-
-    proj, blocks = hm.out_proj(first), hm.blocks
-    handles = [proj.register_forward_pre_hook(tile_z), blocks[first].register_forward_hook(merge),
-               proj.register_forward_hook(lambda module, args, output: output.unflatten(0, (k, n)))]
-    handles += [b.register_forward_pre_hook(tile_arguments, with_kwargs=True) for b in blocks[first + 1:]]
-    try:
-        yield
-    finally:
-        for h in handles:
-            h.remove()
-        tiled.clear()
-
-
 def _normalise_groups(hm: HeadModel, groups) -> list[tuple[Head, ...]]:
     if groups is None:
         return [(h,) for h in hm.heads()]
@@ -291,9 +225,22 @@ def _normalise_groups(hm: HeadModel, groups) -> list[tuple[Head, ...]]:
     return out
 
 
+def _values(evaluate, output, k: int, n: int, metric: Metric) -> torch.Tensor:
+    """The metric of ``k`` tiles of ``n`` inputs, checked to be one value per row."""
+    values = evaluate(output, k)
+    if not isinstance(values, torch.Tensor) or tuple(values.shape) != (k * n,):
+        got = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__
+        raise ValueError(
+            f"the metric {metric.name or 'default'!r} returned {'shape ' if isinstance(values, torch.Tensor) else ''}"
+            f"{got} for a batch of {k * n} rows ({k} tile(s) of {n} inputs); a sweep metric must return one value "
+            f"per row, shape ({k * n},): reduce over positions inside the metric, not over inputs (e.g. "
+            "return loss.mean(dim=1), not loss.mean())")
+    return values
+
+
 def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ablation | None = None,
           metric: Metric | None = None, max_batch: int | None = None, per_pass: int | None = None,
-          progress: bool = False, **legacy: Any) -> SweepResult:
+          progress: bool = False) -> SweepResult:
     """Ablate each group of heads in turn and measure the metric on every input.
 
     Args:
@@ -303,18 +250,19 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
             ``(layer, head)``; a bare ``(layer, head)`` is a group of one).
         ablation: how a head is removed (default: zero ablation), e.g.
             ``Ablation("mean", reference=texts)``.
-        metric: what is measured on each input (default: the model's own metric, the
-            next-token loss for a causal LM and ``1 - cos`` for an encoder), e.g.
-            ``Metric("loss", loss_mask=mask)`` or an item metric (any callable
-            ``metric(output, batch) -> (rows,)``, see :class:`~headlab.metrics.Metric`).
+        metric: what is measured on each input (default: the model's own metric,
+            :func:`headlab.metrics.default_kind`), e.g. ``Metric("loss", loss_mask=mask)`` or an item
+            metric (any callable ``metric(output, batch) -> (rows,)``, see :class:`~headlab.metrics.Metric`).
         max_batch: the largest tiled batch (in inputs) one forward pass may run (default: no cap).
         per_pass: how many groups one forward pass runs (default: ``groups_per_pass`` of this
             module, from the widest activation of one copy of the inputs and ``tile_budget``).
         progress: show a progress bar.
-        **legacy: headlab 0.1's ``mode=``, ``reference=``, ``seed=``, ``kind=``, ``loss_mask=``
-            (deprecated: they become ``ablation=`` and ``metric=``, with a warning).
+
+    Raises:
+        ValueError: bad groups, ``max_batch`` or ``per_pass``, or a metric that does not return one
+            value per input.
     """
-    ablation, metric = upgrade_arguments("sweep", legacy, ablation=ablation, metric=metric)
+    ablation, metric = Ablation.of(ablation), Metric.of(metric)
     batch = hm.tokenize(inputs)
     n, pos = batch["input_ids"].shape
     groups = _normalise_groups(hm, groups)
@@ -326,15 +274,15 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
     replacement = ablation.replacements(hm, layers, base_batch=n)
     itemsize = next(hm.model.parameters()).element_size()
     stream_bytes = hm.n_layers * n * pos * hm.d_model * itemsize  # every block's clean output
-    record = _CleanRecord(hm, n * pos, keep=stream_bytes <= _memory(hm.device, _CPU_RECORD_BYTES))
+    record = CleanRecord(hm, n * pos, keep=stream_bytes <= _memory(hm.device, _CPU_RECORD_BYTES))
     with torch.no_grad():
         with record.recording():
             name, evaluate = metric.evaluator(hm, batch)  # an encoder's runs the clean pass
             output = None if record.seen else hm.forward(batch)
         if output is None:  # the clean output, from the recorded blocks where they were kept
-            with _replaying(hm, record.outputs, hm.n_layers if record.keep else 0):
+            with record.replaying(hm.n_layers if record.keep else 0):
                 output = hm.forward(batch)
-        clean = evaluate(output, 1)
+        clean = _values(evaluate, output, 1, n, metric)
 
     cap = max(len(c) for c in chunk_plan(groups, len(groups))) if max_batch is None else max_batch // n
     if per_pass is None:
@@ -355,10 +303,9 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
             own = torch.ones_like(gate)
             own[:, :, first] = gate[:, :, first]
             gate[:, :, first] = 1.0
-            tiles = _tiled_from_gate(hm, first, n, k, GateEdit(own.flatten(0, 1), replacement))
-        with torch.no_grad(), hm.gated(gate.flatten(0, 1), replacement), _replaying(hm, record.outputs, below), \
-                tiles:
-            values = evaluate(hm.forward(batch), k)
+            tiles = tiled_from_gate(hm, first, n, k, GateEdit(own.flatten(0, 1), replacement))
+        with torch.no_grad(), hm.gated(gate.flatten(0, 1), replacement), record.replaying(below), tiles:
+            values = _values(evaluate, hm.forward(batch), k, n, metric)
         effects[chunk] = (values.reshape(k, n) - clean).float().cpu()
         bar.update(k)
     bar.close()
@@ -367,13 +314,13 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
 
 
 def loop_sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ablation | None = None,
-               metric: Metric | None = None, **legacy: Any) -> SweepResult:
+               metric: Metric | None = None) -> SweepResult:
     """The same measurement as :func:`sweep`, one forward pass per group (the slow reference).
 
     The reference activations for mean/resample ablation are computed once, as in :func:`sweep`.
     Arguments as in :func:`sweep`.
     """
-    ablation, metric = upgrade_arguments("loop_sweep", legacy, ablation=ablation, metric=metric)
+    ablation, metric = Ablation.of(ablation), Metric.of(metric)
     batch = hm.tokenize(inputs)
     n = batch["input_ids"].shape[0]
     groups = _normalise_groups(hm, groups)
@@ -381,20 +328,19 @@ def loop_sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablatio
     replacement = ablation.replacements(hm, layers, base_batch=n)
     name, evaluate = metric.evaluator(hm, batch)
     with torch.no_grad():
-        clean = evaluate(hm.forward(batch), 1)
+        clean = _values(evaluate, hm.forward(batch), 1, n, metric)
         rows = []
         for group in groups:
             gate = torch.ones(hm.n_layers, hm.n_heads, device=hm.device)
             for layer, head in group:
                 gate[layer, head] = 0.0
             with hm.gated(gate, replacement):
-                rows.append(evaluate(hm.forward(batch), 1) - clean)
+                rows.append(_values(evaluate, hm.forward(batch), 1, n, metric) - clean)
     return SweepResult(groups, torch.stack(rows).float().cpu(), clean.float().cpu(), ablation.mode, name,
                        hm.n_layers, hm.n_heads)
 
 
 def _progress(total: int, show: bool, desc: str):
     if show:
-        from headlab.progress import tqdm  # text lines on the website (HEADLAB_PROGRESS=text)
-        return tqdm(total=total, desc=desc)
+        return tqdm(total=total, desc=desc)  # text lines on the website (HEADLAB_PROGRESS=text)
     return SimpleNamespace(update=lambda _n: None, close=lambda: None)

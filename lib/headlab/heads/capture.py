@@ -1,6 +1,6 @@
 """Reading the heads: :class:`ActivationCache` and the capture and pattern-patching contexts.
 
-``CaptureMethods`` puts ``capture``, ``run_with_cache`` and ``patch_pattern`` on
+``CaptureMethods`` puts ``capture``, ``run_with_cache``, ``outputs_of`` and ``patch_pattern`` on
 :class:`~headlab.heads.model.HeadModel`. The head outputs ``z`` are read at the gate before
 ``W_O`` (after any active edit, :mod:`headlab.heads.gate`); patterns are read where the
 model's adapter says they appear (:mod:`headlab.heads.adapters`).
@@ -157,6 +157,25 @@ class CaptureMethods:
             if names:  # (an empty ``names`` records nothing: a block that only runs the model)
                 stack.enter_context(dispatcher.active(reader=read_z if "z" in names else None, check=check))
             yield cache
+
+    @contextlib.contextmanager
+    def outputs_of(self, module: torch.nn.Module) -> Iterator[list]:
+        """Inside the block, the output of ``module`` (a submodule of the model, e.g. its token
+        embedding) in every forward pass of the calling thread is appended to the list this yields,
+        as it is (not detached: a gradient can be taken with respect to it).
+
+        The one way to read a module other than the heads; it goes through the dispatcher like
+        every other hook of the head interface (nothing stored on the model).
+        """
+        if not isinstance(module, torch.nn.Module) or not any(m is module for m in self.model.modules()):
+            raise ValueError(f"outputs_of needs a submodule of {self.name}, got {type(module).__name__}: "
+                             "pass one of hm.model.modules() (e.g. its token embedding)")
+        seen: list = []
+        remove = self.dispatcher.hook(module, lambda mod, args, output: seen.append(output))
+        try:
+            yield seen
+        finally:
+            remove()
 
     def _pattern_reader(self, cache: ActivationCache, layer: int, keep, check: Check):
         index = self.arch.pattern_index

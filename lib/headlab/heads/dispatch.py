@@ -23,7 +23,8 @@ Three guarantees, each tested:
 * **Nothing is stored on the model.** The hooks are module hooks of the whole process
   (``torch.nn.modules.module.register_module_forward_pre_hook``), routed to the dispatcher by
   module identity, and exist only while a context is open. ``copy.deepcopy`` (or pickling) of
-  the model inside a block copies no hook.
+  the model inside a block copies no hook. (The sweep's replay and tiling, :mod:`headlab.heads.replay`,
+  also replace a block's instance ``forward``, for the length of one chunk's forward pass.)
 * **State is per thread.** Edits, readers and suspension belong to the thread that opened
   the context; a forward in another thread sees none of them (it runs the clean model, and is
   not counted). The hooks are installed while any thread has a context open.
@@ -32,6 +33,7 @@ Three guarantees, each tested:
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 from typing import Callable, Iterator, Sequence
 
@@ -127,8 +129,7 @@ class Dispatcher:
 
     def __deepcopy__(self, memo):
         # A copy of a HeadModel gets a fresh dispatcher for the copied model (no state, no hooks).
-        from copy import deepcopy
-        return Dispatcher(deepcopy(self.model, memo), [deepcopy(p, memo) for p in self.out_projs],
+        return Dispatcher(copy.deepcopy(self.model, memo), [copy.deepcopy(p, memo) for p in self.out_projs],
                           self.n_heads, self.d_head, self.name)
 
     @property
@@ -313,7 +314,8 @@ class Dispatcher:
         """Forwards of the calling thread in this block do not run ``layers``: their blocks return
         outputs recorded by an earlier forward *under the same open contexts* (the sweep's clean
         record), so those contexts already acted there and the checks do not ask for those
-        layers' hooks again. Only the caller that recorded the outputs can promise this."""
+        layers' hooks again. Only the caller that recorded the outputs can promise this:
+        :meth:`headlab.heads.replay.CleanRecord.replaying` is the one that does."""
         layers = frozenset(int(l) for l in layers)
         bad = sorted(l for l in layers if not 0 <= l < len(self.out_projs))
         if bad:

@@ -24,13 +24,24 @@ from headlab.heads.ablation import ABLATION_MODES, Ablation
 from headlab.heads.dispatch import AblationNotApplied, Check
 from headlab.heads.head import Head
 from headlab.heads.inputs import check_layers, check_returned
+from headlab.metrics import METRIC_KINDS, Metric, default_kind
 
-__all__ = ["ABLATION_MODES", "AblationNotApplied", "Edit", "GateEdit", "FunctionEdit", "ResampleDraw",
-           "Resampler", "GateMethods"]
-
+__all__ = ["ABLATION_MODES", "AblationNotApplied", "gate_heads", "Edit", "GateEdit", "FunctionEdit",
+           "ResampleDraw", "Resampler", "GateMethods"]
 
 
 # ------------------------------------------------------------------------------- the edits
+
+
+def gate_heads(z: torch.Tensor, g: torch.Tensor, r: torch.Tensor | None = None) -> torch.Tensor:
+    """The gate's formula, the one place it is written: ``g * z + (1 - g) * r``.
+
+    ``z`` is ``(batch, pos, head, d_head)``; ``g`` broadcasts to it (e.g. ``(batch | 1, 1, head, 1)``:
+    1 keeps a head, 0 removes it); ``r`` (broadcastable, ``None`` for zeros) is what a removed head
+    writes instead. :class:`GateEdit` applies it inside the head interface, and the ONNX export of
+    the book's GPT (:mod:`headlab.heads.onnx`) traces it into the browser's graph.
+    """
+    return z * g if r is None else z * g + r * (1 - g)
 
 
 class Edit(Check):
@@ -81,10 +92,9 @@ class GateEdit(Edit):
         g = g.to(z.dtype)
         g = g[None, None, :, None] if g.dim() == 1 else g[:, None, :, None]  # (batch|1, 1, head, 1)
         r = self.replacement.get(layer)
-        if r is None:
-            return z * g
-        r = (r(z) if callable(r) else r).to(z.dtype)  # (head, d_head) or (batch, pos, head, d_head)
-        return z * g + r * (1 - g)
+        if r is not None:
+            r = (r(z) if callable(r) else r).to(z.dtype)  # (head, d_head) or (batch, pos, head, d_head)
+        return gate_heads(z, g, r)
 
 
 class FunctionEdit(Edit):
@@ -198,28 +208,21 @@ class GateMethods:
             yield self
 
     @contextlib.contextmanager
-    def ablate(self, heads: Iterable[Head], mode: str = "zero", reference=None,
-               seed: int = 0, *, ablation: Ablation | None = None) -> Iterator["GateMethods"]:
+    def ablate(self, heads: Iterable[Head], ablation: Ablation | None = None) -> Iterator["GateMethods"]:
         """Inside the block, the given heads are ablated in every forward pass.
 
         Args:
             heads: ``(layer, head)`` pairs.
-            mode: ``"zero"`` (the head's output is replaced by 0), ``"mean"`` (by its mean over
-                every real token of ``reference``), or ``"resample"`` (at each position, by its
-                output at the same position of a reference input drawn at random among those
-                long enough).
-            reference: texts (or a batch) for ``"mean"`` and ``"resample"``.
-            seed: the draw of ``"resample"``.
-            ablation: the same three as one :class:`~headlab.heads.ablation.Ablation` value (then
-                leave ``mode``, ``reference`` and ``seed`` alone).
+            ablation: how they are removed, an :class:`~headlab.heads.ablation.Ablation` (default:
+                zero ablation): ``Ablation("mean", reference=texts)`` replaces a head's output by its
+                mean over every real token of ``texts``, ``Ablation("resample", reference=texts,
+                seed=0)`` by its output at the same position of a text drawn at random among those
+                long enough.
 
         Raises:
             AblationNotApplied: a forward pass ran but a targeted gate was never reached.
         """
-        if ablation is None:
-            ablation = Ablation(mode, reference, seed)
-        elif mode != "zero" or reference is not None or seed != 0:
-            raise TypeError("give either ablation= or mode=/reference=/seed=, not both")
+        ablation = Ablation.of(ablation)
         heads = self.check_heads(heads)
         gate = torch.ones(self.n_layers, self.n_heads, device=self.device)
         for layer, head in heads:
@@ -242,17 +245,20 @@ class GateMethods:
         with self._applying(FunctionEdit(fn, layers)):
             yield self
 
-    def replacements(self, mode: str, reference, layers: Sequence[int], seed: int = 0,
-                     base_batch: int | None = None) -> dict | None:
+    def replacements(self, ablation: Ablation, layers: Sequence[int], base_batch: int | None = None
+                     ) -> dict | None:
         """What replaces an ablated head's ``z``, per layer (``None`` for zero ablation).
 
-        ``mean``: a ``(head, d_head)`` tensor per layer, the mean over every real token of
-        ``reference``. ``resample``: a :class:`Resampler` per layer that, given the ``z`` being
-        run, returns for each input and position the head's output at the same position of a
-        reference input drawn at random among those long enough (one draw per forward shape,
-        shared by all layers; ``base_batch`` as in :class:`ResampleDraw`).
+        ``Ablation("mean", reference)``: a ``(head, d_head)`` tensor per layer, the mean over every
+        real token of ``reference``. ``Ablation("resample", reference, seed)``: a :class:`Resampler`
+        per layer that, given the ``z`` being run, returns for each input and position the head's
+        output at the same position of a reference input drawn at random among those long enough
+        (one draw per forward shape, shared by all layers; ``base_batch`` as in :class:`ResampleDraw`).
         """
-        Ablation(mode, reference, seed)  # refuses an unknown mode and a missing or needless reference
+        if not isinstance(ablation, Ablation):
+            raise TypeError(f"replacements needs an Ablation, got {type(ablation).__name__} {ablation!r:.60}: "
+                            "write hm.replacements(Ablation('mean', reference=texts), layers)")
+        mode, reference, seed = ablation.mode, ablation.reference, ablation.seed
         layers = check_layers(layers, self.n_layers, self.name)
         if mode == "zero":
             return None
@@ -265,33 +271,38 @@ class GateMethods:
         draw = ResampleDraw(real.sum(dim=1).cpu(), seed, base_batch)
         return {l: Resampler(cache.z(l), draw) for l in layers}
 
-    def head_gradients(self, inputs, kind: str | None = None, loss_mask: torch.Tensor | None = None
-                       ) -> torch.Tensor:
+    def head_gradients(self, inputs, metric: Metric | str | None = None) -> torch.Tensor:
         """``d metric_i / d g_{l,h}`` at ``g = 1`` for every input ``i``: ``(batch, n_layers, n_heads)``.
 
-        The metric is the next-token loss for causal LMs and the self-retrieval loss for
-        encoders (1 - cos has zero gradient at the clean model). Michel et al.'s importance is
-        the mean over inputs of the absolute value. Parameters' ``.grad`` are left untouched.
+        ``metric`` is a named :class:`~headlab.metrics.Metric` (default: :func:`headlab.metrics.default_kind`
+        for gradients, the next-token loss for causal LMs and the self-retrieval loss for encoders,
+        since 1 - cos has zero gradient at the clean model), with its ``loss_mask`` if any. Michel et
+        al.'s importance is the mean over inputs of the absolute value. Parameters' ``.grad`` are left
+        untouched.
 
         Raises:
-            ValueError: a metric whose gradient is zero by construction: ``kind="cosine"`` (1 - cos
+            ValueError: a metric whose gradient is zero by construction: ``Metric("cosine")`` (1 - cos
                 is smallest, so flat, at the clean model) or the retrieval loss of a single input
-                (it ranks an input among the batch, and alone it has no rival); a ``loss_mask``
-                that is not ``(batch, pos)``.
+                (it ranks an input among the batch, and alone it has no rival); a callable metric
+                (not differentiated here); a ``loss_mask`` that is not ``(batch, pos)``.
         """
+        metric = Metric.of(metric)
+        if callable(metric.kind):
+            raise ValueError(f"head_gradients differentiates a named metric ({', '.join(METRIC_KINDS)}), "
+                             f"not the callable {metric.name!r}")
         batch = self.tokenize(inputs)
-        kind = kind or ("loss" if self.causal else "retrieval")
+        kind = metric.kind or default_kind(self.causal, gradients=True)
+        loss_mask = metric.loss_mask
         if not self.causal and kind == "cosine":
-            raise ValueError("head_gradients with kind='cosine' would be zero for every head: 1 - cos is at its "
-                             "minimum at the clean model; use kind='retrieval' (the default for encoders)")
+            raise ValueError("head_gradients with Metric('cosine') would be zero for every head: 1 - cos is at "
+                             "its minimum at the clean model; use Metric('retrieval') (the default for encoders)")
         if not self.causal and kind == "retrieval" and batch["input_ids"].shape[0] < 2:
             raise ValueError("head_gradients with the retrieval loss needs at least 2 inputs, got 1: the loss ranks "
                              "each input's embedding among the batch's, and one input has no rival (its gradient "
                              "is zero for every head)")
-        if loss_mask is not None and (not isinstance(loss_mask, torch.Tensor)
-                                      or tuple(loss_mask.shape) != tuple(batch["input_ids"].shape)):
+        if loss_mask is not None and tuple(loss_mask.shape) != tuple(batch["input_ids"].shape):
             raise ValueError(f"loss_mask must be a (batch, pos) = {tuple(batch['input_ids'].shape)} tensor, got "
-                             f"{tuple(getattr(loss_mask, 'shape', ())) or type(loss_mask).__name__}")
+                             f"{tuple(loss_mask.shape)}")
         clean = None
         if not self.causal:
             with torch.no_grad():

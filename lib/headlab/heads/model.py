@@ -41,7 +41,8 @@ from headlab.heads.gate import ABLATION_MODES, AblationNotApplied, GateMethods
 from headlab.heads.head import Head, parse_head
 from headlab.heads.inputs import check_batch, check_layer, check_texts, check_words
 from headlab.models import witness
-from headlab.metrics import METRIC_KINDS, cosine_distance, mean_pool, next_token_loss, retrieval_loss
+from headlab.metrics import (METRIC_KINDS, cosine_distance, default_kind, mean_pool, next_token_loss,
+                             retrieval_loss)
 
 # ABLATION_MODES and AblationNotApplied live in headlab.heads.gate; importable from here too,
 # beside the HeadModel whose ablate() takes and raises them.
@@ -266,9 +267,9 @@ class HeadModel(CaptureMethods, GateMethods):
 
         Causal LMs: ``kind="loss"`` (next-token loss). Encoders: ``kind="cosine"`` (1 - cos to
         the ``clean`` pooled embedding) or ``"retrieval"``; with ``clean=None`` an encoder's
-        metric is its pooled embedding itself.
+        metric is its pooled embedding itself. ``kind=None``: :func:`headlab.metrics.default_kind`.
         """
-        kind = kind or ("loss" if self.causal else "cosine")
+        kind = kind or default_kind(self.causal)
         if kind not in METRIC_KINDS:
             raise ValueError(f"unknown metric kind {kind!r}: use 'loss' (causal LMs), 'cosine' or 'retrieval' "
                              "(encoders)")

@@ -14,7 +14,7 @@ Where the numbers come from:
 * **in a notebook** (JupyterLab, Notebook 7, VS Code, Colab) the front-end sends the
   controls to the kernel and headlab computes the view with PyTorch (the reference);
 * **on the book's website** there is no kernel: the front-end runs the models' ONNX
-  exports (:mod:`headlab.models.onnx`) with the site's own copy of onnxruntime-web,
+  exports (:mod:`headlab.heads.onnx`) with the site's own copy of onnxruntime-web,
   and tokenizes in JavaScript with the model's word-level vocabulary.
 
 The view the widget shows first is computed here, with PyTorch, and saved with the
@@ -128,7 +128,7 @@ def shipped_checkpoint(hm: HeadModel) -> str | None:
 
 
 def _onnx_file(hm: HeadModel) -> str:
-    from headlab.models.onnx import onnx_file_name
+    from headlab.heads.onnx import onnx_file_name
 
     name = shipped_checkpoint(hm)
     return onnx_file_name(name) if name is not None else ""

@@ -13,6 +13,7 @@ from typing import Sequence
 
 import torch
 
+from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head, format_head, format_heads
 from headlab.heads.model import ABLATION_MODES, HeadModel
 from headlab.metrics import next_token_loss
@@ -86,7 +87,7 @@ class LiveAblation:
         layers = [selected[0]] if selected is not None else None
         with torch.no_grad(), hm.capture(names, layers=layers) as cache:
             if ablated:
-                with hm.ablate(list(ablated), mode=mode, reference=reference):
+                with hm.ablate(list(ablated), Ablation(mode, reference=reference)):
                     out = hm(batch)
             else:
                 out = hm(batch)

@@ -41,6 +41,7 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
+from headlab.heads.ablation import Ablation
 from headlab.heads.model import HeadModel
 
 __all__ = [
@@ -293,7 +294,7 @@ def loss_recovered(hm: HeadModel, sae: SparseAutoencoder, layer: int, input_ids:
     with spliced(hm, sae, layer):
         with_sae = mean_loss()
     reference = input_ids if floor == "mean" else None
-    with hm.ablate(heads, mode=floor, reference=reference):
+    with hm.ablate(heads, Ablation(floor, reference=reference)):
         ablated = mean_loss()
     return {"clean": clean, "sae": with_sae, "floor": ablated, "floor_kind": floor,
             "fraction": fraction_loss_recovered(clean, with_sae, ablated)}

@@ -6,7 +6,8 @@ that give the export the head interface of :mod:`headlab.heads`:
 
 * a **gate** on the input of each attention block's output projection ``W_O``:
   head ``h`` of layer ``l`` writes ``g * z + (1 - g) * r`` instead of its output
-  ``z``, exactly as :meth:`headlab.HeadModel.gated` does. ``g = 1`` leaves a
+  ``z``, with the formula :meth:`headlab.HeadModel.gated` applies (one function,
+  :func:`headlab.heads.gate.gate_heads`, traced into the graph). ``g = 1`` leaves a
   head alone; ``g = 0`` with ``r = 0`` is zero ablation, with ``r`` the head's
   mean output it is mean ablation;
 * read-outs of every head's attention pattern and of ``z`` before the gate (the
@@ -50,6 +51,8 @@ from typing import Iterator
 import torch
 from torch import nn
 
+from headlab.heads.gate import gate_heads
+from headlab.heads.head import parse_head
 from headlab.models.checkpoints import CHECKPOINT_DIR, available_organisms, load_organism, verify_checkpoint
 from headlab.models.gpt import GPT
 
@@ -96,7 +99,7 @@ class GatedGPT(nn.Module):
                 zs.append(z)
                 g = gate[layer][None, None, :, None]  # (1, 1, head, 1)
                 r = replacement[layer][None, None]  # (1, 1, head, d_head)
-                return (z * g + r * (1 - g)).reshape(shape), *args[1:]
+                return gate_heads(z, g, r).reshape(shape), *args[1:]
             return hook
 
         try:
@@ -129,8 +132,6 @@ def gate_inputs(model: GPT, ablated=(), replacement: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(gate, replacement)`` for the export: gate 0 on the ``ablated`` ``(layer, head)``
     pairs, 1 elsewhere; ``replacement`` zeros unless given ``(n_layers, n_heads, d_head)``."""
-    from headlab.heads.head import parse_head
-
     c = model.config
     gate = torch.ones(c.n_layers, c.n_heads)
     for item in ablated:
