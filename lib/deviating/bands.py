@@ -62,7 +62,8 @@ _WEAK = (("score lost", "share"), ("lift", "share"), ("weight", "share"), ("patt
          ("accuracy", "accuracy"), ("error rate", "accuracy"), ("distractor", "accuracy"), ("flips", "accuracy"),
          ("auc", "accuracy"), ("margin", "accuracy"),
          ("1 - cos", "cosine"), ("cosine", "cosine"), ("similarity", "cosine"),
-         ("nats", "nats"), ("loss", "nats"), ("kl", "nats"), ("divergence", "nats"), ("retrieval", "nats"))
+         ("nats", "nats"), ("loss", "nats"), ("kl", "nats"), ("divergence", "nats"), ("retrieval", "nats"),
+         ("share", "share"), ("proportion", "share"), ("fraction", "share"))
 
 
 def _find(rules, text: str) -> str | None:

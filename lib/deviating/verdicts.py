@@ -153,6 +153,9 @@ def _evidence(row: ClaimRow) -> list[dict]:
             effect, low, high, n, p = m.effect, m.low, m.high, m.n, ps[0]
             per = f"{m.n} {row.items}" + ("" if m.seed is None else f", seed {m.seed} only")
         inside = lo_band <= low and high <= hi_band
+        if len({m.effect for m in ms}) == 1 and len(ms) > 1:  # identical seeds: one measurement, read its items
+            inside = all(s == "contradicts" for s in states) and all(lo_band <= m.low and m.high <= hi_band
+                                                                     for m in ms)
         out.append({"condition": c, "unit": row.unit_for(c), "band": [lo_band, hi_band], "effect": effect,
                     "low": low, "high": high, "n": n, "per": per, "p": p, "states": states,
                     "across": trained and len(ms) >= 2, "inside": inside})

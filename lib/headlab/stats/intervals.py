@@ -92,7 +92,10 @@ def bootstrap_mean(values, items: Sequence | None = None, *, level: float = 0.95
             of the result says so.
 
     Returns:
-        An :class:`~headlab.stats.Estimate` whose ``n`` is the number of items.
+        An :class:`~headlab.stats.Estimate` whose ``n`` is the number of items. When every value
+        is 0 (or every one 1), the interval is the exact Clopper–Pearson bound over the items;
+        when the items' means are otherwise all equal, it has zero width and says so in
+        ``method`` (the book's verdict rule refuses such an interval).
 
     Raises:
         ValueError: on fewer than two items, non-finite values, or mismatched ``items``.
@@ -108,8 +111,13 @@ def bootstrap_mean(values, items: Sequence | None = None, *, level: float = 0.95
         raise ValueError(f"a bootstrap interval needs at least two items; got {n}")
     value = float(sums.sum() / counts.sum())
     per_item = sums / counts
-    if np.ptp(per_item) == 0:  # every item has the same mean: the interval is that point
-        return Estimate(value, value, value, n, level, f"all {n} items have the same mean")
+    if np.ptp(per_item) == 0 and value in (0.0, 1.0) and np.isin(x, (0.0, 1.0)).all():
+        # every 0/1 outcome the same: the exact (Clopper-Pearson) bound, not a zero-width bootstrap
+        ci = sps.binomtest(int(value) * n, n).proportion_ci(confidence_level=level, method="exact")
+        return Estimate(value, float(ci.low), float(ci.high), n, level,
+                        f"exact (Clopper-Pearson): all {n} items {int(value)}")
+    if np.ptp(per_item) == 0:  # every item has the same mean: no spread to resample
+        return Estimate(value, value, value, n, level, f"all {n} items have the same mean (zero width)")
     if items is None:
         data: tuple[np.ndarray, ...] = (x,)
 
