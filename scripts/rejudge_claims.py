@@ -62,8 +62,8 @@ def repair(entry: dict) -> tuple[dict, list[str]]:
 
 
 def rejudge(folder: Path) -> tuple[dict[str, dict], list[dict]]:
-    """Every claims file re-judged: ``({chapter: payload}, [changes])``."""
-    payloads, changes = {}, []
+    """Every claims file re-judged: ``({chapter: payload}, [changed verdicts], [rows that cannot be judged])``."""
+    payloads, changes, refused = {}, [], []
     for path in sorted(folder.glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         rows = []
@@ -72,17 +72,20 @@ def rejudge(folder: Path) -> tuple[dict[str, dict], list[dict]]:
                 rows.append(entry)
                 continue
             before = entry["verdict"]["kind"]
-            body = {k: v for k, v in entry.items() if k != "kind"}
+            body = {k: v for k, v in entry.items() if k not in ("kind", "verdict")}  # the rule gives it again
             body, repairs = repair(body)
             row = from_json(body)
             judgement = verdict(row)
             rows.append({"kind": "measured", **to_json(row)})
+            if judgement.kind == "cannot be judged":
+                refused.append({"chapter": data["chapter"], "claim": row.claim, "model": row.model,
+                                "reason": judgement.reason})
             if judgement.kind != before or repairs:
                 changes.append({"chapter": data["chapter"], "claim": row.claim, "model": row.model,
                                 "before": before, "after": judgement.kind, "reason": judgement.reason,
-                                "repairs": repairs, "rerun": judgement.kind == "cannot be judged"})
+                                "repairs": repairs})
         payloads[data["chapter"]] = {**data, "rows": rows}
-    return payloads, changes
+    return payloads, changes, refused
 
 
 def _cell(text: str) -> str:
@@ -133,11 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", type=Path, default=None, help="claims folder (default: the package's)")
     args = parser.parse_args(argv)
     folder = args.folder or claims_dir()
-    payloads, changes = rejudge(folder)
+    payloads, changes, refused = rejudge(folder)
     print(changes_markdown(changes))
-    rerun = [c for c in changes if c["rerun"]]
-    print(f"\n{len(changes)} rows changed; {len(rerun)} cannot be judged until their chapter is re-run with a new "
-          "measurement: " + "; ".join(f"{c['chapter']} {c['claim']} ({c['model'][:40]})" for c in rerun))
+    print(f"\n{len(changes)} verdicts changed. {len(refused)} rows cannot be judged until their chapter is re-run "
+          "with a new measurement:")
+    for c in refused:
+        print(f"- {c['chapter']} {c['claim']} ({c['model']}): {c['reason']}")
     if args.write:
         for chapter, payload in payloads.items():
             (folder / f"{chapter}.json").write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n",
