@@ -37,7 +37,7 @@ from headlab.heads.model import HeadModel
 from headlab.metrics import METRIC_KINDS, Metric
 
 __all__ = [
-    "Importance", "head_importance", "top_k_share", "lorenz_curve", "gini",
+    "Importance", "head_importance", "top_k_share", "lorenz_curve",
     "gradient_importance", "rank_disagreements",
     "PairEffects", "pair_effects", "subset_effects", "backup_heads",
 ]
@@ -168,15 +168,6 @@ def lorenz_curve(values) -> tuple[np.ndarray, np.ndarray]:
     x = np.arange(v.size + 1) / v.size
     y = np.concatenate([[0.0], np.cumsum(v) / total])
     return x, y
-
-
-def gini(values) -> float:
-    """Gini coefficient of the positive effects: 0 when every head carries the same share,
-    ``1 - 1/n`` when one head carries everything. Twice the area between the diagonal and
-    the Lorenz curve (trapezoid rule, exact for a step distribution of n heads)."""
-    x, y = lorenz_curve(values)
-    area = float(np.sum((y[1:] + y[:-1]) / 2 * np.diff(x)))
-    return 1.0 - 2.0 * area
 
 
 # ------------------------------------------------------------------- gradient importance
