@@ -82,7 +82,7 @@ def test_a_measured_row_gets_its_verdict_from_the_rule_and_shows_its_numbers(tmp
     rows = load_all()["C4"]
     assert [summary(r)["verdict"] for r in rows] == ["holds", "inconclusive"]
     text = markdown_table([_lead_row(0.03, 0.21)])
-    assert "*holds*" in text and "[0.03, 0.21], n = 185" in text and "null 0 (nearest-mention baseline)" in text
+    assert "*holds*" in text and "[0.03, 0.21], 185 items" in text and "null 0 (nearest-mention baseline)" in text
 
 
 def test_a_verdict_edited_by_hand_in_a_claims_file_is_refused(tmp_path, monkeypatch):

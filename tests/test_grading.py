@@ -65,8 +65,8 @@ SOLUTIONS = {  # what students hand in, exercise by exercise
              "    return float(np.abs(x[:, None] - x[None, :]).sum() / (2 * x.size ** 2 * x.mean()))"),
     "last layer sink": "def find_sink(patterns):\n    return int(patterns[-1].sum(axis=(0, 1)).argmax())",
     "syntax error": "def is_redundant(a, b, both)\n    return True",
-    "library gini": ("def gini_of(effects):\n    from headlab.analysis.importance import gini\n"
-                     "    return gini(np.clip(effects, 0, None))"),
+    "library gini": ("from headlab.stats import gini  # imported with the cell, not inside the timed check\n\n"
+                     "def gini_of(effects):\n    return gini(np.clip(effects, 0, None))"),
     "looping sink": "def find_sink(patterns):\n    while True:\n        pass",
 }
 
@@ -136,7 +136,7 @@ def test_broken_submission_never_crashes_the_grader(graded) -> None:
     assert grade.points == 0
     # the stub deleted, the library's softmax imported under its name
     assert "is the library's headlab.kernels.reference.softmax" in by["ex-00-softmax"].reason
-    assert "headlab.analysis.importance.gini" in by["ex-06-gini"].reason  # the library's answer, from the stub
+    assert "headlab.stats.inequality.gini" in by["ex-06-gini"].reason  # the library's answer, from the stub
     assert "time limit" in by["ex-03-sink"].reason  # an infinite loop inside the function
     assert "no function 'is_redundant'" in by["ex-09-redundant"].reason  # its cell did not compile
     notes = " ".join(grade.notes)
@@ -201,7 +201,7 @@ def test_importing_a_forbidden_module_inside_the_stub_is_no_forbidden_call() -> 
         from deviating.exercises.ch06 import check_gini
 
         def gini_of(effects):
-            from headlab.analysis.importance import gini
+            from headlab.stats import gini
             return gini(np.clip(effects, 0, None))
 
         try:
@@ -211,4 +211,4 @@ def test_importing_a_forbidden_module_inside_the_stub_is_no_forbidden_call() -> 
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
-    assert "gini_of calls headlab.analysis.importance.gini," in proc.stdout, proc.stdout
+    assert "gini_of calls headlab.stats.inequality.gini," in proc.stdout, proc.stdout

@@ -137,7 +137,7 @@ def test_model_key_and_disagreements_on_known_cases() -> None:
                        measurements=(Measurement("all", effect, effect - 0.01, effect + 0.01, 8),))
         return {"chapter": "ch08", "kind": "measured", **to_json(row)}
 
-    ledger["C15"] = [measured("share of polysemantic heads", 0.5), measured("features found again", 0.9)]
+    ledger["C15"] = [measured("share of polysemantic heads", 0.5), measured("features found again", 3.0)]
     assert {d["claim"]: d["stated"] for d in disagreements(ledger)}["C15"] is True
     ledger["C15"][1] = measured("share of polysemantic heads", 0.9)
     assert {d["claim"]: d["stated"] for d in disagreements(ledger)}["C15"] is False

@@ -8,6 +8,7 @@ from math import comb
 
 import numpy as np
 import pytest
+import torch
 from scipy import stats as sps
 
 from headlab import stats as S
@@ -345,3 +346,42 @@ def test_gini_references_match_population_values():
     small = S.gini_references(72, n_draws=500)
     assert small["exponential"].value < 0.5  # with few heads the sample Gini is biased low
     assert small["exponential"].low < small["exponential"].value < small["exponential"].high
+
+
+def test_spearman_is_scipys_with_ties_grids_and_checks():
+    a = [1.0, 2.0, 2.0, 5.0, 3.0]
+    b = [10.0, 20.0, 25.0, 40.0, 30.0]
+    # ranks: a -> 1, 2.5, 2.5, 5, 4; b -> 1, 2, 3, 5, 4
+    ra, rb = np.array([1, 2.5, 2.5, 5, 4]), np.array([1, 2, 3, 5, 4])
+    assert S.spearman(a, b) == pytest.approx(np.corrcoef(ra, rb)[0, 1])
+    assert S.spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    rng = np.random.default_rng(0)
+    grid_a, grid_b = rng.normal(size=(4, 8)), rng.normal(size=(4, 8))
+    # two (layers, heads) grids compare head by head (scipy alone would read 8 columns as variables)
+    assert S.spearman(grid_a, grid_b) == pytest.approx(sps.spearmanr(grid_a.ravel(), grid_b.ravel()).statistic)
+    assert S.spearman(torch.as_tensor(grid_a), torch.as_tensor(grid_b)) == pytest.approx(S.spearman(grid_a, grid_b))
+    with pytest.raises(ValueError, match="constant"):
+        S.spearman([1, 1, 1], [1, 2, 3])
+    with pytest.raises(ValueError, match="equal size"):
+        S.spearman([1, 2, 3], [1, 2])
+    with pytest.raises(ValueError, match="non-finite"):
+        S.spearman([1, float("nan"), 3], [1, 2, 3])
+
+
+def test_one_gini_and_one_rank_correlation_in_the_library():
+    import headlab.analysis.importance as importance
+
+    assert not hasattr(importance, "gini") and not hasattr(importance, "spearman")
+    assert S.gini([0, 0, 4]) == pytest.approx(2 / 3)
+
+
+def test_an_exact_tie_of_binary_outcomes_gets_its_clopper_pearson_bound():
+    tie = S.paired_difference(np.ones(216), np.ones(216))
+    u = sps.binomtest(0, 216).proportion_ci(method="exact").high
+    assert (tie.value, tie.low, tie.high, tie.n) == (0.0, pytest.approx(-u), pytest.approx(u), 216)
+    assert 0.016 < u < 0.018  # about 3.7 / n
+    allright = S.bootstrap_mean(np.ones(50))
+    assert allright.value == 1.0 and allright.high == 1.0 and allright.low == pytest.approx(0.025 ** (1 / 50))
+    flat = S.bootstrap_mean(np.full(10, 0.3))  # not 0/1: no exact bound exists, the zero width is said
+    assert flat.low == flat.high == pytest.approx(0.3) and "zero width" in flat.method
+

@@ -1,4 +1,5 @@
-"""The verdict rule of deviating.verdicts: every kind, every edge case, the JSON form."""
+"""The verdict rule of deviating.verdicts (issue 27): seeds as the unit, Holm across conditions, one band
+table, refusals; every kind, every edge case, the JSON form."""
 
 from __future__ import annotations
 
@@ -6,9 +7,14 @@ import json
 
 import pytest
 
-from headlab.stats import Estimate, over_seeds
+import numpy as np
+from scipy.stats import norm as stats_norm
+
+from headlab.stats import Estimate, over_seeds, paired_difference
+from deviating.bands import BANDS, UNITS, across_seeds, band
 from deviating.verdicts import (
     KINDS,
+    Refused,
     SCHEMA_VERSION,
     ClaimRow,
     Measurement,
@@ -17,6 +23,7 @@ from deviating.verdicts import (
     judge,
     rule_text,
     to_json,
+    verdict,
 )
 
 
@@ -52,31 +59,86 @@ def test_the_null_need_not_be_zero():
     assert judge(row(("all", 0.62, 0.45, 0.69, 100), null=0.5)).kind == "inconclusive"
 
 
-def test_no_effect_band():
-    band = (-0.05, 0.05)
-    # inside the band: no effect, even though the interval excludes 0 (the band is read first)
-    tiny = row(("all", 0.02, 0.01, 0.03, 5000), no_effect=band)
-    assert judge(tiny).kind == "does not hold here"
-    assert judge(row(("all", 0.02, 0.01, 0.03, 5000))).kind == "holds"  # without a band it holds
+def test_no_effect_band_comes_from_the_one_table():
+    assert set(BANDS) == set(UNITS) == {"nats", "accuracy", "share", "cosine", "rank", "count", "ratio"}
+    w = BANDS["accuracy"]
+    # inside the table's band: no effect, even though the interval excludes 0 (the band is read first)
+    tiny = row(("all", w / 2, w / 4, 3 * w / 4, 5000))
+    assert tiny.no_effect == (-w, w) and judge(tiny).kind == "does not hold here"
     # an interval leaving the band on the claimed side supports the claim
-    assert judge(row(("all", 0.06, 0.01, 0.11, 500), no_effect=band)).kind == "holds"
-    # spanning the band edge and the null: open
-    assert judge(row(("all", 0.0, -0.06, 0.04, 500), no_effect=band)).kind == "inconclusive"
-    with pytest.raises(ValueError, match="band"):
-        row(("all", 0.0, -0.1, 0.1, 10), no_effect=(0.1, 0.2))
+    assert judge(row(("all", 0.06, 0.005, 0.11, 500))).kind == "holds"
+    # the band a row may state is the table's, nothing else
+    assert row(("all", 0.06, 0.005, 0.11, 500), no_effect=(-w, w)).no_effect == (-w, w)
+    with pytest.raises(ValueError, match="band table"):
+        row(("all", 0.0, -0.1, 0.1, 10), no_effect=(-0.05, 0.05))
+    # every kind of quantity reads its band from the same table
+    for quantity, kind in (("validation loss (nats)", "nats"), ("Gini of mean effects", "share"),
+                           ("rank gap of sharpness", "rank"), ("heads removed", "count"),
+                           ("pattern 1 - cos", "cosine"), ("cost with 64 heads over 8", "ratio")):
+        r = ClaimRow("C8", "m", quantity, 0.5, "null", "greater", (Measurement("all", 0.6, 0.55, 0.65, 9),))
+        assert r.unit_for("all") == kind and r.no_effect == band(kind, 0.5)
 
 
-def test_every_seed_must_support_it():
-    three = [("all", 0.5, 0.3, 0.7, 200, s) for s in (0, 1, 2)]
-    head = Measurement.from_estimate(over_seeds([0.5, 0.5, 0.5 + 1e-9]), "pooled over seeds")
-    assert judge(row(*three, headline=head)).kind == "holds"
-    one_open = three[:2] + [("all", 0.1, -0.1, 0.3, 200, 2)]
-    j = judge(row(*one_open, headline=head))
-    assert j.kind == "inconclusive" and "seeds differ" in j.reason and "2 support" in j.reason
-    # with another condition holding on every seed, the seed-dependent one becomes a condition
-    other = [("copy task", 0.5, 0.3, 0.7, 200, s) for s in (0, 1, 2)]
-    j = judge(row(*one_open, *other, headline=head))
-    assert j.kind == "holds with conditions" and j.holds_under == ("copy task",) and j.open_under == ("all",)
+def test_an_across_seed_interval_that_spans_the_null_cannot_hold():
+    # chapter 9's C5: three seeds each far above 0 on their items, but 0.51, 0.21, 0.23 over seeds
+    seeds = [("zero ablation", e, e - 0.02, e + 0.02, 128, s) for s, e in zip((0, 1, 2), (0.51, 0.21, 0.23))]
+    head = Measurement.from_estimate(over_seeds([0.51, 0.21, 0.23]), "over seeds")
+    r = row(*seeds, headline=head)
+    assert head.low < 0 and judge(r).kind == "held in each network trained"
+    assert "holds in 0 of 1 conditions" in judge(r).reason
+    # the same three seeds, close together: the t test over seeds excludes the null
+    close = [("zero ablation", e, e - 0.02, e + 0.02, 128, s) for s, e in zip((0, 1, 2), (0.50, 0.52, 0.51))]
+    assert judge(row(*close, headline=head)).kind == "holds"
+    # identical seeds are one measurement: the exact sign test gives p = 0.125, not "holds"
+    same = [("all", 0.3, 0.2, 0.4, 64, s) for s in (0, 1, 2)]
+    assert judge(row(*same, headline=Measurement("pooled", 0.3, 0.25, 0.35, 3))).kind == \
+        "held in each network trained"
+    _, test = across_seeds([0.3, 0.3, 0.3], 0.0, "greater")
+    assert test.pvalue == pytest.approx(0.125) and "sign test" in test.method
+    # one seed that spans the null: not held in each network either
+    one_open = close[:2] + [("zero ablation", 0.1, -0.1, 0.3, 128, 2)]
+    assert judge(row(*one_open, headline=head)).kind in ("holds", "inconclusive")
+    assert judge(row(*seeds[:2], ("zero ablation", 0.1, -0.1, 0.3, 128, 2), headline=head)).kind == "inconclusive"
+
+
+def test_a_condition_that_survives_only_without_the_correction_does_not_count():
+    # p = 0.02 on one condition: below 0.025 alone, not after Holm over ten conditions
+    z = stats_norm.isf(0.02)
+    lone = ("ablation A", 1.0, 1.0 - 1.96 / z, 1.0 + 1.96 / z, 100)
+    others = [(f"ablation {k}", 0.0, -0.5, 0.5, 100) for k in "BCDEFGHIJ"]
+    assert judge(row(lone)).kind == "holds"  # on its own it holds
+    j = judge(row(lone, *others))
+    assert j.kind == "inconclusive" and j.held == 0 and j.tested == 10
+    assert "holds in 0 of 10 conditions" in j.reason
+    strong = ("ablation A", 1.0, 0.5, 1.5, 100)  # p about 4e-5: survives the correction
+    j = judge(row(strong, *others))
+    assert j.kind == "holds with conditions" and j.held == 1 and "holds in 1 of 10 conditions" in j.reason
+
+
+def test_a_zero_width_interval_is_refused():
+    with pytest.raises(Refused, match="zero-width"):
+        judge(row(("all", 0.0, 0.0, 0.0, 216)))
+    j = verdict(row(("all", 0.0, 0.0, 0.0, 216)))
+    assert j.kind == "cannot be judged" and "zero-width" in j.reason
+    # an exact tie of 0/1 outcomes gets its exact bound instead, and can then be judged
+    tie = paired_difference(np.ones(216), np.ones(216))
+    assert tie.low == pytest.approx(-(1 - 0.025 ** (1 / 216))) and tie.high == -tie.low
+    # 0 +- 0.017 is wider than the +-0.01 band: 216 sentences cannot tell "no lead" from a small one
+    assert judge(row(Measurement.from_estimate(tie, "all"))).kind == "inconclusive"
+    big = paired_difference(np.ones(2048), np.ones(2048))  # +- 0.0018: inside the band
+    assert judge(row(Measurement.from_estimate(big, "all"))).kind == "does not hold here"
+    # a row with a refused condition still loads from JSON (the ledger shows the refusal)
+    back = from_json(json.dumps(to_json(row(("all", 0.0, 0.0, 0.0, 216)))))
+    assert verdict(back).kind == "cannot be judged"
+
+
+def test_a_condition_on_fewer_seeds_than_the_others_is_refused():
+    three = [("all windows", 0.5, 0.3, 0.7, 96, s) for s in (0, 1, 2)]
+    seed0 = [("mean ablation", 0.5, 0.3, 0.7, 96, 0)]
+    head = Measurement("pooled", 0.5, 0.4, 0.6, 3)
+    with pytest.raises(Refused, match="'mean ablation' was measured on seed 0, other conditions on seeds 0, 1, 2"):
+        judge(row(*three, *seed0, headline=head))
+    assert verdict(row(*three, *seed0, headline=head)).kind == "cannot be judged"
 
 
 def test_a_required_condition_decides():
@@ -86,7 +148,8 @@ def test_a_required_condition_decides():
     assert judge(row(*ms)).kind == "holds with conditions"  # what the old ledger said
     j = judge(row(*ms, required=("mean order",)))
     assert j.kind == "does not hold here"
-    assert "mean order" in j.reason and "worst-case order" in j.reason
+    assert "mean order" in j.reason and "holds in 2 of 3 conditions" in j.reason
+    assert judge(row(*ms, required=("mean order",))).kind == "does not hold here"
     spans = [("mean order", 0.0, -0.2, 0.2, 98)] + ms[1:]
     assert judge(row(*spans, required=("mean order",))).kind == "inconclusive"
     holds = [("mean order", 0.2, 0.1, 0.3, 98)] + ms[1:]
@@ -144,7 +207,7 @@ def test_one_sided_intervals_are_allowed():
 
 def test_json_round_trip_schema_and_hand_edits():
     r = row(("noun subjects", 0.3, 0.2, 0.4, 40), ("pronoun subjects", 0.0, -0.1, 0.1, 40),
-            no_effect=(-0.02, 0.02), note="English set only")
+            note="English set only")
     data = to_json(r)
     assert data["schema_version"] == SCHEMA_VERSION and data["schema"] == "headlab.claim-row"
     assert data["verdict"]["kind"] == "holds with conditions"
@@ -165,12 +228,12 @@ def test_json_round_trip_schema_and_hand_edits():
 
 def test_count_verdicts_and_rule_text():
     rows = [row(("all", 1, 0.5, 2, 3)), row(("all", 1, -0.5, 2, 3)), row(("all", 1, 0.5, 2, 3))]
-    assert count_verdicts(rows) == {"holds": 2, "holds with conditions": 0, "inconclusive": 1,
-                                    "does not hold here": 0}
+    assert count_verdicts(rows) == {"holds": 2, "holds with conditions": 0, "held in each network trained": 0,
+                                    "inconclusive": 1, "does not hold here": 0, "cannot be judged": 0}
     text = rule_text()
     for kind in KINDS:
         assert f"*{kind}*" in text
-    assert "every seed" in text and "no-effect band" in text and ".. rubric" not in text
+    assert "Holm" in text and "no-effect band" in text and "Worked example" in text and ".. rubric" not in text
 
 
 def test_measurement_from_estimate():

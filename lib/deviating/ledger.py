@@ -26,11 +26,11 @@ import re
 from pathlib import Path
 
 from headlab.schema import check_schema, schema_of
-from deviating.verdicts import KINDS, ClaimRow, from_json, judge, to_json
+from deviating.verdicts import KINDS, ClaimRow, Judgement, from_json, to_json, verdict
 
 __all__ = ["CLAIMS", "VERDICTS", "Verdict", "report", "markdown_table", "load_all", "summary", "measured_text",
            "claims_dir", "book_root", "SCHEMA", "badge", "verdict_counts", "counts_markdown", "ledger_markdown",
-           "chapter_link", "model_key", "disagreements"]
+           "chapter_link", "model_key", "disagreements", "reasoning_text"]
 
 SCHEMA = schema_of("claims")  # <claims dir>/<chapter>.json: {"schema", "chapter", "rows"}
 WRITE_ENV = "HEADLAB_WRITE_CLAIMS"  # set by the book build: report() writes the chapter's rows
@@ -59,7 +59,7 @@ CLAIMS: dict[str, str] = {
     "C20": "Heads matter differently per task type",
 }
 
-VERDICTS = KINDS  # holds / holds with conditions / inconclusive / does not hold here (deviating.verdicts)
+VERDICTS = KINDS  # the rule's verdicts, refusals included (deviating.verdicts)
 
 
 @dataclass(frozen=True)
@@ -95,17 +95,24 @@ def _number(x: float) -> str:
 
 
 def measured_text(row: ClaimRow) -> str:
-    """The headline number of a measured row, with its interval, n, seeds and null, in one line:
-    ``0.122 [0.031, 0.21], n = 185, seeds 0–2; null 0 (nearest-mention baseline)``."""
+    """The headline number of a measured row, with its interval, its unit and n, the null and the band:
+    ``accuracy lead: 0.122 [0.031, 0.21], 185 sentences; null 0 (nearest-mention baseline), no-effect band
+    ±0.01 (accuracy)``; a headline over seeds reads ``3 seeds (0, 1, 2)``."""
     h = row.headline
     seeds = row.seeds
-    seed_text = ""
-    if len(seeds) == 1:
-        seed_text = f", seed {seeds[0]}"
-    elif seeds:
-        seed_text = f", seeds {', '.join(map(str, seeds))}"
-    return (f"{row.quantity}: {_number(h.effect)} [{_number(h.low)}, {_number(h.high)}], n = {h.n}{seed_text}; "
-            f"null {row.null:g} ({row.null_label})")
+    if h.seed is None and len(seeds) > 1 and h.n == len(seeds):
+        per = f"{h.n} seeds ({', '.join(map(str, seeds))})"
+    else:
+        per = f"{h.n} {row.items}" + (f", seed {seeds[0]}" if len(seeds) == 1 else
+                                      f", seeds {', '.join(map(str, seeds))}" if seeds else "")
+    try:
+        unit = row.unit_for(h.condition if h.condition in row.units else row.conditions[0])
+        lo, hi = row.band_for(row.conditions[0])
+        band = f", no-effect band ±{(hi - lo) / 2:g} ({unit})"
+    except ValueError:
+        band = ""
+    return (f"{row.quantity}: {_number(h.effect)} [{_number(h.low)}, {_number(h.high)}], {per}; "
+            f"null {row.null:g} ({row.null_label}){band}")
 
 
 def _as_entry(row: ClaimRow | Verdict) -> dict:
@@ -134,12 +141,24 @@ def summary(entry: dict) -> dict:
                 "measured": entry["measured"], "verdict": entry["verdict"], "note": entry.get("note", ""),
                 "typed": True}
     row = from_json({k: v for k, v in entry.items() if k not in ("kind", "chapter")})
-    judgement = judge(row)
-    note = row.note
-    if judgement.kind == "holds with conditions":
-        note = (f"holds under {', '.join(judgement.holds_under)}" + (f"; {note}" if note else ""))
+    judgement = verdict(row)
+    note = reasoning_text(judgement) + (f"; {row.note}" if row.note else "")
     return {"claim": row.claim, "chapter": entry.get("chapter"), "models": row.model, "measured": measured_text(row),
-            "verdict": judgement.kind, "note": note, "typed": False, "row": row, "reason": judgement.reason}
+            "verdict": judgement.kind, "note": note, "typed": False, "row": row, "reason": judgement.reason,
+            "judgement": judgement}
+
+
+def reasoning_text(judgement: Judgement) -> str:
+    """Why a row got its verdict, in one line: conditions held out of tested (after Holm's correction)
+    and the conditions that hold; for a refused row, the refusal."""
+    if judgement.kind == "cannot be judged":
+        return judgement.reason
+    text = f"{judgement.held} of {judgement.tested} conditions hold (Holm)"
+    if judgement.holds_under and judgement.held < judgement.tested:
+        text += f": {', '.join(judgement.holds_under)}"
+    if judgement.each_under:
+        text += f"; on each seed only: {', '.join(judgement.each_under)}"
+    return text
 
 
 def claims_dir() -> Path:
@@ -227,7 +246,8 @@ def load_all(folder: str | Path | None = None) -> dict[str, list[dict]]:
 # ---------------------------------------------------------------------------- the ledger page
 
 BADGE_CLASS = {"holds": "verdict-holds", "holds with conditions": "verdict-conditions",
-               "inconclusive": "verdict-inconclusive", "does not hold here": "verdict-fails"}
+               "held in each network trained": "verdict-each", "inconclusive": "verdict-inconclusive",
+               "does not hold here": "verdict-fails", "cannot be judged": "verdict-refused"}
 
 
 def badge(verdict: str, typed: bool = False) -> str:

@@ -1,132 +1,78 @@
 """One verdict rule for every claim of the book, applied to numbers, never typed by hand.
 
-A :class:`ClaimRow` carries what a claim was measured as: the quantity and its 95%
-interval, how many items (``n``), which training seeds, the null or baseline it is compared
-with, the direction the claim predicts, and every condition tested (each with its own
-numbers, per seed). :func:`judge` turns those numbers into the verdict, for example::
+A :class:`ClaimRow` carries what a claim was measured as: per condition tested and per
+training seed, an effect with its 95% interval and ``n``; the null or baseline it is compared
+with, and the direction the claim predicts. :func:`judge` turns those numbers into the verdict::
 
     from headlab import stats
     from deviating.verdicts import ClaimRow, Measurement, judge, to_json
 
-    # head_right, nearest_right: 0/1 per held-out item
-    lead = stats.paired_difference(head_right, nearest_right)
-    row = ClaimRow("C4", "MiniLM, English set, held out",
-                   "accuracy lead over the nearest mention",
-                   null=0.0, null_label="nearest-mention baseline",
-                   direction="greater",
+    lead = stats.paired_difference(head_right, nearest_right)  # 0/1 per held-out item
+    row = ClaimRow("C4", "MiniLM, English set, held out", "accuracy lead over the nearest mention",
+                   null=0.0, null_label="nearest-mention baseline", direction="greater",
                    measurements=(Measurement.from_estimate(lead, "all items"),))
     judge(row).kind      # one of KINDS
     to_json(row)         # what the ledger stores
 
 .. rubric:: The rule
 
-Each measurement (one condition, one seed) is read against the null:
+1. **Refusals.** A row is not judged (*cannot be judged*, with the reason) when an interval has
+   zero width (use an exact bound such as Clopper–Pearson, or the item-level interval:
+   identical seeds on identical windows are one measurement, not several), when its conditions
+   were measured on different seeds (every condition on the same seeds), or when its quantity is
+   of no kind in the band table.
+2. **The unit.** For a model the book trained, the unit is the training seed: a condition's
+   evidence is the one-sided t test over the seeds' effects (the exact sign test when the seeds
+   gave the same number). For a model the book did not train, it is the item (sentence, window):
+   the one-sided p-value read from the item-level interval.
+3. **Conditions counted after correction.** The p-values of a claim's conditions are corrected
+   with Holm's step-down; a condition *holds* when its corrected p-value is below
+   (1 − level)/2 = 0.025 on the side the claim predicts.
+4. **One band table.** Each kind of quantity (nats, accuracy, share, cosine, rank, count, ratio)
+   has one no-effect band around the null (``deviating.bands.BANDS``). A condition *fails* when its
+   interval (across seeds, or the item-level one) lies inside the band, or when every seed's
+   interval contradicts the claim (on the other side of the null, or inside the band).
+5. **Held in each network.** A condition that does not hold across seeds, but whose every seed's
+   item-level interval supports the claim after Holm's correction over all the row's
+   measurements, is *held in each network trained*: a statement about those networks, not about
+   training.
 
-- it *supports* the claim when its interval lies strictly on the side of the null the
-  claim predicts;
-- it *contradicts* the claim when its interval lies strictly on the other side, or lies
-  entirely inside the stated no-effect band (a band around the null within which any
-  effect counts as none; this test comes first);
-- otherwise it *spans* the null (an interval that touches the null counts as spanning it).
+The verdict: *holds* when every condition holds; *holds with conditions* when k of m hold
+(the verdict says "holds in k of m conditions"); otherwise *held in each network trained* when
+some condition is; *does not hold here* when every condition fails; else *inconclusive*. A
+condition the claim itself names is *required*: when it does not hold, the verdict is that
+condition's own (*does not hold here*, *held in each network trained* or *inconclusive*),
+whatever the other conditions show.
 
-A condition holds when it is supported on every seed tested, fails when it is
-contradicted on every seed, and is open otherwise (including when seeds disagree).
-Then the verdict is:
-
-- *holds*: every condition tested holds;
-- *holds with conditions*: some conditions hold and others do not; the verdict lists
-  the conditions under which it holds;
-- *inconclusive*: no condition holds and not every condition fails;
-- *does not hold here*: every condition fails.
-
-A condition that the claim itself names (for example "ranked by average importance")
-is marked required: if a required condition does not hold, the verdict is that
-condition's own (*does not hold here* if it fails, *inconclusive* otherwise), whatever
-other conditions show, because a claim does not hold "with conditions" that replace
-the one it states.
+**Worked example.** Chapter 9's C5 on three seeds of ``attn-only-2l``: under zero ablation the
+share of the induction score lost is 0.51, 0.21 and 0.23 on seeds 0–2, each item-level interval
+far above 0. The t test over the three seeds gives a one-sided p of 0.041; over the six
+conditions (three ablations, two quantities) the smallest p is 0.016, which Holm's correction
+multiplies by 6 (0.096): no condition reaches 0.025, so the claim is *held in each network
+trained* (every seed's interval still excludes 0 after the correction), not *holds*.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from headlab.stats.results import Estimate
+from headlab.stats import holm
+from deviating.bands import across_seeds, interval_pvalue
+from deviating.claim_rows import DIRECTIONS, ClaimRow, Measurement, Refused
 
-__all__ = ["KINDS", "SCHEMA", "SCHEMA_VERSION", "DIRECTIONS", "Measurement", "ClaimRow", "Judgement", "judge",
-           "rule_text", "count_verdicts", "to_json", "from_json"]
+__all__ = ["KINDS", "SCHEMA", "SCHEMA_VERSION", "DIRECTIONS", "Measurement", "ClaimRow", "Judgement", "Refused",
+           "judge", "verdict", "rule_text", "count_verdicts", "to_json", "from_json"]
 
-KINDS = ("holds", "holds with conditions", "inconclusive", "does not hold here")
-DIRECTIONS = ("greater", "less")
+KINDS = ("holds", "holds with conditions", "held in each network trained", "inconclusive", "does not hold here",
+         "cannot be judged")
 SCHEMA = "headlab.claim-row"
-SCHEMA_VERSION = 1
-
-_CLAIM_ID = re.compile(r"^C[1-9][0-9]*$")
-
-
-def _finite_or_inf(name: str, value: float) -> float:
-    v = float(value)
-    if math.isnan(v):
-        raise ValueError(f"{name} is NaN: every number of a claim row must be measured")
-    return v
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """One condition on one seed: an effect with its interval.
-
-    Attributes:
-        condition: the condition, in words (``"all constructions"``, ``"mean order"``,
-            ``"zero ablation, loss"``).
-        effect: the measured effect (same units as the row's null).
-        low: lower end of its interval (may be ``-inf`` for a one-sided interval).
-        high: upper end (may be ``inf``).
-        n: number of items behind it.
-        seed: the training seed, or ``None`` for a model the book did not train.
-    """
-
-    condition: str
-    effect: float
-    low: float
-    high: float
-    n: int
-    seed: int | None = None
-
-    def __post_init__(self) -> None:
-        if not self.condition or not self.condition.strip():
-            raise ValueError("a measurement needs a condition name (e.g. 'all items')")
-        eff = _finite_or_inf("effect", self.effect)
-        low = _finite_or_inf("low", self.low)
-        high = _finite_or_inf("high", self.high)
-        if not math.isfinite(eff):
-            raise ValueError(f"effect must be finite; got {self.effect} for condition {self.condition!r}")
-        if low > high:
-            raise ValueError(f"interval reversed for condition {self.condition!r}: low={low} > high={high}")
-        if isinstance(self.n, bool) or int(self.n) != self.n or self.n < 1:
-            raise ValueError(f"n must be a positive count of items; got {self.n!r} for {self.condition!r}")
-        if self.seed is not None and (isinstance(self.seed, bool) or int(self.seed) != self.seed):
-            raise ValueError(f"seed must be an integer or None; got {self.seed!r}")
-
-    @classmethod
-    def from_estimate(cls, estimate: Estimate, condition: str, seed: int | None = None) -> Measurement:
-        """A measurement from a :class:`headlab.stats.Estimate` (its value, interval and n)."""
-        return cls(condition, estimate.value, estimate.low, estimate.high, estimate.n, seed)
-
-    def status(self, null: float, direction: str, no_effect: tuple[float, float] | None = None) -> str:
-        """``"supports"``, ``"contradicts"`` or ``"spans"``: this measurement read by the rule."""
-        if no_effect is not None and no_effect[0] <= self.low and self.high <= no_effect[1]:
-            return "contradicts"
-        above, below = self.low > null, self.high < null
-        if (above and direction == "greater") or (below and direction == "less"):
-            return "supports"
-        if above or below:
-            return "contradicts"
-        return "spans"
+SCHEMA_VERSION = 2  # 2: seeds as the unit, Holm across conditions, one band table, refusals
+_READS = (1, 2)  # version 1 rows (the old rule) are read and judged again
 
 
 @dataclass(frozen=True)
@@ -135,10 +81,16 @@ class Judgement:
 
     Attributes:
         kind: one of ``KINDS``.
-        holds_under: conditions under which the claim holds (every seed supports it).
-        fails_under: conditions under which it fails (every seed contradicts it).
-        open_under: the other conditions (interval spans the null, or seeds disagree).
+        holds_under: conditions that hold (across seeds, after Holm's correction).
+        fails_under: conditions that fail (inside the band, or contradicted on every seed).
+        open_under: the other conditions.
         reason: one sentence generated from the numbers.
+        each_under: conditions held in each network trained but not across seeds.
+        held: how many conditions hold (k of "holds in k of m conditions").
+        tested: how many conditions were tested (m).
+        conditions: per condition, the evidence the ledger shows: ``condition``, ``unit``,
+            ``band``, ``effect``, ``low``, ``high``, ``n`` with its ``per`` ("3 seeds",
+            "216 sentences"), ``p``, ``p_holm`` and ``status``.
     """
 
     kind: str
@@ -146,170 +98,141 @@ class Judgement:
     fails_under: tuple[str, ...]
     open_under: tuple[str, ...]
     reason: str
+    each_under: tuple[str, ...] = ()
+    held: int = 0
+    tested: int = 0
+    conditions: tuple[dict, ...] = field(default=())
 
     def as_dict(self) -> dict[str, Any]:
         """The judgement as a plain dict (for JSON)."""
         return {"kind": self.kind, "holds_under": list(self.holds_under), "fails_under": list(self.fails_under),
-                "open_under": list(self.open_under), "reason": self.reason}
+                "open_under": list(self.open_under), "each_under": list(self.each_under), "held": self.held,
+                "tested": self.tested, "reason": self.reason, "conditions": [dict(c) for c in self.conditions]}
 
 
-@dataclass(frozen=True)
-class ClaimRow:
-    """A claim as measured on one model: the numbers :func:`judge` reads.
-
-    Attributes:
-        claim: the claim id, ``"C1"`` ... (see ``deviating.ledger.CLAIMS``).
-        model: the model (and data) measured, in words.
-        quantity: what ``effect`` is, with units (e.g. "accuracy lead of head 1.3 over the
-            nearest mention").
-        null: the value of ``effect`` if the claim were false (0 for a lead, a chance rate,
-            the mean of a random-trigger null).
-        null_label: what the null or baseline is, in words.
-        direction: ``"greater"`` or ``"less"``: the side of the null the claim predicts.
-        measurements: one :class:`Measurement` per (condition, seed); at least one.
-        headline: the measurement the ledger prints (e.g. pooled over seeds with
-            :func:`headlab.stats.over_seeds`); by default the first condition's, which must
-            then have a single measurement. It is shown, not judged.
-        required: conditions the claim itself names (see the rule).
-        no_effect: optional ``(low, high)`` band around the null within which an effect
-            counts as none.
-        level: the confidence level of every interval in the row.
-        note: one sentence on what the numbers do not say (optional).
-    """
-
-    claim: str
-    model: str
-    quantity: str
-    null: float
-    null_label: str
-    direction: str
-    measurements: tuple[Measurement, ...]
-    headline: Measurement | None = None
-    required: tuple[str, ...] = ()
-    no_effect: tuple[float, float] | None = None
-    level: float = 0.95
-    note: str = ""
-
-    def __post_init__(self) -> None:
-        if not _CLAIM_ID.match(str(self.claim)):
-            raise ValueError(f"claim must be an id like 'C4'; got {self.claim!r}")
-        if self.direction not in DIRECTIONS:
-            raise ValueError(f"direction must be one of {DIRECTIONS} (the side of the null the claim predicts); "
-                             f"got {self.direction!r}")
-        if not math.isfinite(float(self.null)):
-            raise ValueError(f"null must be a finite number; got {self.null!r}")
-        object.__setattr__(self, "measurements", tuple(self.measurements))
-        object.__setattr__(self, "required", tuple(self.required))
-        if not self.measurements:
-            raise ValueError(f"{self.claim} on {self.model}: a claim row needs at least one measurement")
-        seen: dict[str, set] = {}
-        for m in self.measurements:
-            if not isinstance(m, Measurement):
-                raise ValueError(f"measurements must be Measurement values; got {type(m).__name__}")
-            seeds = seen.setdefault(m.condition, set())
-            if m.seed in seeds:
-                raise ValueError(f"{self.claim}: condition {m.condition!r} has seed {m.seed} twice")
-            seeds.add(m.seed)
-        for name, seeds in seen.items():
-            if None in seeds and len(seeds) > 1:
-                raise ValueError(f"{self.claim}: condition {name!r} mixes seed None with numbered seeds")
-        unknown = [r for r in self.required if r not in seen]
-        if unknown:
-            raise ValueError(f"{self.claim}: required condition {unknown[0]!r} was not measured; "
-                             f"measured: {', '.join(seen)}")
-        if self.no_effect is not None:
-            lo, hi = (float(v) for v in self.no_effect)
-            if not (math.isfinite(lo) and math.isfinite(hi) and lo <= self.null <= hi and lo < hi):
-                raise ValueError(f"no_effect must be a finite band (low, high) around the null {self.null}; "
-                                 f"got {self.no_effect!r}")
-            object.__setattr__(self, "no_effect", (lo, hi))
-        if not 0 < self.level < 1:
-            raise ValueError(f"level must be in (0, 1); got {self.level}")
-        if self.headline is None:
-            first = self.conditions[0]
-            ms = self.by_condition[first]
-            if len(ms) != 1:
-                raise ValueError(f"{self.claim}: condition {first!r} has {len(ms)} seeds; give headline= the number "
-                                 "to print (e.g. Measurement.from_estimate(headlab.stats.over_seeds(...), ...))")
-            object.__setattr__(self, "headline", ms[0])
-
-    @property
-    def conditions(self) -> tuple[str, ...]:
-        """The condition names, in the order first measured."""
-        return tuple(dict.fromkeys(m.condition for m in self.measurements))
-
-    @property
-    def by_condition(self) -> dict[str, tuple[Measurement, ...]]:
-        """The measurements grouped by condition."""
-        return {c: tuple(m for m in self.measurements if m.condition == c) for c in self.conditions}
-
-    @property
-    def seeds(self) -> tuple[int, ...]:
-        """The training seeds measured (empty for a model the book did not train)."""
-        return tuple(sorted({m.seed for m in self.measurements if m.seed is not None}))
-
-    @property
-    def n(self) -> int:
-        """Items behind the headline number."""
-        return self.headline.n
+def _check(row: ClaimRow) -> None:
+    """Raise :class:`Refused` when the row cannot meet the rule."""
+    for m in (*row.measurements, row.headline):
+        if m.low == m.high:
+            seed = "" if m.seed is None else f", seed {m.seed}"
+            raise Refused(f"{row.claim} on {row.model}: {m.condition!r}{seed} has a zero-width interval "
+                          f"[{m.low:g}, {m.high:g}] (n = {m.n}); give an exact bound (Clopper-Pearson, "
+                          "headlab.stats.proportion) or the item-level interval; identical seeds on identical "
+                          "windows are one measurement")
+    seeds = {c: tuple(sorted(m.seed for m in ms if m.seed is not None)) for c, ms in row.by_condition.items()}
+    if len(set(seeds.values())) > 1:
+        most = max(seeds.values(), key=len)
+        c, few = min(seeds.items(), key=lambda kv: len(kv[1]))
+        raise Refused(f"{row.claim} on {row.model}: condition {c!r} was measured on "
+                      f"{_seed_words(few)}, other conditions on {_seed_words(most)}; measure every condition "
+                      "on the same seeds")
+    for c in row.conditions:
+        row.unit_for(c)  # raises Refused for a quantity of no known kind
 
 
-def _condition_status(row: ClaimRow, ms: tuple[Measurement, ...]) -> tuple[str, str]:
-    states = [m.status(row.null, row.direction, row.no_effect) for m in ms]
-    if all(s == "supports" for s in states):
-        return "holds", ""
-    if all(s == "contradicts" for s in states):
-        return "fails", ""
-    if len(states) > 1 and len(set(states)) > 1:
-        verbs = {"supports": "support", "contradicts": "contradict", "spans": "span"}
-        counts = ", ".join(f"{states.count(s)} {v}" for s, v in verbs.items() if s in states)
-        return "open", f"the seeds differ: {counts}"
-    return "open", "the interval spans the null"
+def _seed_words(seeds: tuple[int, ...]) -> str:
+    if not seeds:
+        return "no numbered seed"
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
+
+
+def _evidence(row: ClaimRow) -> list[dict]:
+    alpha = (1 - row.level) / 2
+    trained = bool(row.seeds)
+    out, item_p = [], []
+    for c, ms in row.by_condition.items():
+        lo_band, hi_band = row.band_for(c)
+        ps = [interval_pvalue(m.effect, m.low, m.high, row.null, row.direction, row.level) for m in ms]
+        states = [m.status(row.null, row.direction, (lo_band, hi_band)) for m in ms]
+        item_p.extend(ps)
+        if trained and len(ms) >= 2:
+            est, test = across_seeds([m.effect for m in ms], row.null, row.direction, row.level)
+            effect, low, high, n, per, p = est.value, est.low, est.high, est.n, f"{est.n} seeds", test.pvalue
+        else:
+            m = ms[0]
+            effect, low, high, n, p = m.effect, m.low, m.high, m.n, ps[0]
+            per = f"{m.n} {row.items}" + ("" if m.seed is None else f", seed {m.seed} only")
+        inside = lo_band <= low and high <= hi_band
+        if len({m.effect for m in ms}) == 1 and len(ms) > 1:  # identical seeds: one measurement, read its items
+            inside = all(s == "contradicts" for s in states) and all(lo_band <= m.low and m.high <= hi_band
+                                                                     for m in ms)
+        out.append({"condition": c, "unit": row.unit_for(c), "band": [lo_band, hi_band], "effect": effect,
+                    "low": low, "high": high, "n": n, "per": per, "p": p, "states": states,
+                    "across": trained and len(ms) >= 2, "inside": inside})
+    for e, adj in zip(out, holm([e["p"] for e in out])):
+        e["p_holm"] = float(adj)
+    adj_items = iter(holm(item_p))
+    for e in out:
+        e["each"] = trained and all([next(adj_items) < alpha and s == "supports" for s in e["states"]])
+        if e["across"] and e["p_holm"] < alpha and not e["inside"]:
+            e["status"] = "holds"
+        elif not trained and e["p_holm"] < alpha and not e["inside"] and e["states"] == ["supports"]:
+            e["status"] = "holds"
+        elif e["inside"] or all(s == "contradicts" for s in e["states"]):
+            e["status"] = "fails"
+        elif e["each"]:
+            e["status"] = "each"
+        else:
+            e["status"] = "open"
+    return out
+
+
+def _why(e: dict) -> str:
+    detail = {"fails": "inside the band or contradicted" if e["inside"] else "contradicted on every seed"
+              if e["across"] else "contradicted",
+              "each": f"on each seed, not across them (Holm p = {e['p_holm']:.2g})",
+              "open": f"Holm p = {e['p_holm']:.2g}", "holds": f"Holm p = {e['p_holm']:.2g}"}[e["status"]]
+    return f"{e['condition']} ({detail})"
 
 
 def judge(row: ClaimRow) -> Judgement:
     """The verdict on a claim row, by the rule stated in :mod:`deviating.verdicts`.
 
-    Args:
-        row: the measured claim.
-
-    Returns:
-        A :class:`Judgement` (kind, the conditions under which the claim holds, fails or
-        stays open, and a one-sentence reason).
+    Raises:
+        Refused: for a row that cannot meet the rule (zero-width interval, conditions on different
+            seeds, a quantity of no known kind); :func:`verdict` turns it into *cannot be judged*.
     """
-    status = {c: _condition_status(row, ms) for c, ms in row.by_condition.items()}
-    holds = tuple(c for c, (s, _) in status.items() if s == "holds")
-    fails = tuple(c for c, (s, _) in status.items() if s == "fails")
-    open_ = tuple(c for c, (s, _) in status.items() if s == "open")
-    side = "above" if row.direction == "greater" else "below"
+    _check(row)
+    ev = _evidence(row)
+    by = {e["condition"]: e for e in ev}
+    pick = lambda status: tuple(e["condition"] for e in ev if e["status"] == status)  # noqa: E731
+    holds, fails, each, open_ = pick("holds"), pick("fails"), pick("each"), pick("open")
+    k, m = len(holds), len(ev)
+    unit = f"across {len(row.seeds)} seeds" if row.seeds else f"on {row.headline.n} {row.items}"
+    count = f"holds in {k} of {m} conditions after Holm's correction, {unit}"
     null = f"{row.null_label} ({row.null:g})"
-    seeds = f" on each of {len(row.seeds)} seeds" if len(row.seeds) > 1 else ""
-
-    def why(c: str) -> str:
-        s, detail = status[c]
-        if s == "fails":
-            return f"{c} (contradicted)"
-        return f"{c} ({detail})"
-
-    required_bad = [c for c in row.required if status[c][0] != "holds"]
+    required_bad = [c for c in row.required if by[c]["status"] != "holds"]
     if required_bad:
-        c = required_bad[0]
-        kind = "does not hold here" if status[c][0] == "fails" else "inconclusive"
-        others = f"; it holds only under {', '.join(holds)}" if holds else ""
-        reason = f"the condition the claim names is not met: {why(c)}{others}"
-    elif not fails and not open_:
-        kind = "holds"
-        reason = f"the {row.level:.0%} interval lies {side} the {null} under every condition tested{seeds}"
-    elif holds:
+        e = by[required_bad[0]]
+        kind = {"fails": "does not hold here", "each": "held in each network trained"}.get(e["status"],
+                                                                                          "inconclusive")
+        reason = f"the condition the claim names does not hold: {_why(e)}; {count}"
+    elif k == m:
+        kind, reason = "holds", f"{count}, against the {null}"
+    elif k:
         kind = "holds with conditions"
-        reason = f"holds under {', '.join(holds)}; not under {'; '.join(why(c) for c in fails + open_)}"
-    elif not open_:
-        kind = "does not hold here"
-        reason = f"every condition contradicts it against the {null}"
+        reason = f"{count}: {', '.join(holds)}; not {'; '.join(_why(by[c]) for c in fails + each + open_)}"
+    elif each:
+        kind = "held in each network trained"
+        reason = (f"{count}; held on every seed under {', '.join(each)}, but the seeds do not show it "
+                  "for training")
+    elif len(fails) == m:
+        kind, reason = "does not hold here", f"every condition fails against the {null}: {count}"
     else:
         kind = "inconclusive"
-        reason = f"no condition supports it against the {null}: {'; '.join(why(c) for c in open_ + fails)}"
-    return Judgement(kind, holds, fails, open_, reason)
+        reason = f"{count}: {'; '.join(_why(by[c]) for c in open_ + fails)}"
+    shown = tuple({k2: v for k2, v in e.items() if k2 not in ("states", "across", "inside", "each")} for e in ev)
+    return Judgement(kind, holds, fails, open_, reason, each, k, m, shown)
+
+
+def verdict(row: ClaimRow) -> Judgement:
+    """:func:`judge`, with a refused row given the verdict *cannot be judged* and the refusal as its reason
+    (what the ledger and the chapters' tables show, so a refused row never breaks them)."""
+    try:
+        return judge(row)
+    except Refused as err:
+        tested = len(row.conditions)
+        return Judgement("cannot be judged", (), (), row.conditions, f"refused by the rule: {err}", (), 0, tested)
 
 
 def rule_text() -> str:
@@ -322,12 +245,23 @@ def rule_text() -> str:
 
 def count_verdicts(rows: Iterable[ClaimRow]) -> dict[str, int]:
     """How many rows get each verdict, in the order of ``KINDS`` (zeros included)."""
-    counts = Counter(judge(r).kind for r in rows)
+    counts = Counter(verdict(r).kind for r in rows)
     return {k: counts.get(k, 0) for k in KINDS}
 
 
 def _measurement_dict(m: Measurement) -> dict[str, Any]:
     return {"condition": m.condition, "seed": m.seed, "effect": m.effect, "low": m.low, "high": m.high, "n": m.n}
+
+
+def _clean(d: Any) -> Any:
+    """Infinite numbers as the strings ``"inf"`` / ``"-inf"`` (JSON has no infinity), recursively."""
+    if isinstance(d, dict):
+        return {k: _clean(v) for k, v in d.items()}
+    if isinstance(d, (list, tuple)):
+        return [_clean(v) for v in d]
+    if isinstance(d, float) and math.isinf(d):
+        return "inf" if d > 0 else "-inf"
+    return d
 
 
 def to_json(row: ClaimRow) -> dict[str, Any]:
@@ -351,7 +285,8 @@ def to_json(row: ClaimRow) -> dict[str, Any]:
         "level": row.level, "no_effect": list(row.no_effect) if row.no_effect else None,
         "required": list(row.required), "seeds": list(row.seeds),
         "headline": mdict(row.headline), "measurements": [mdict(m) for m in row.measurements],
-        "note": row.note, "verdict": judge(row).as_dict(),
+        "note": row.note, "unit": row.unit, "units": dict(row.units), "items": row.items,
+        "verdict": _clean(verdict(row).as_dict()),
     }
 
 
@@ -365,18 +300,20 @@ def from_json(data: dict[str, Any] | str) -> ClaimRow:
     d = json.loads(data) if isinstance(data, str) else data
     if d.get("schema") != SCHEMA:
         raise ValueError(f"not a claim row: schema {d.get('schema')!r}, expected {SCHEMA!r}")
-    if d.get("schema_version") != SCHEMA_VERSION:
+    if d.get("schema_version") not in _READS:
         raise ValueError(f"claim row schema version {d.get('schema_version')!r} is not supported "
-                         f"(this headlab reads version {SCHEMA_VERSION}); regenerate the row")
+                         f"(this headlab reads versions {_READS}); regenerate the row")
 
     def meas(m: dict[str, Any]) -> Measurement:
         return Measurement(m["condition"], m["effect"], float(m["low"]), float(m["high"]), m["n"], m.get("seed"))
 
+    old = d["schema_version"] == 1  # the old rule's bands and verdict are not this rule's: judged again
     row = ClaimRow(d["claim"], d["model"], d["quantity"], d["null"], d["null_label"], d["direction"],
                    tuple(meas(m) for m in d["measurements"]), meas(d["headline"]), tuple(d.get("required", ())),
-                   tuple(d["no_effect"]) if d.get("no_effect") else None, d.get("level", 0.95), d.get("note", ""))
-    stored = d.get("verdict")
-    if stored is not None and stored.get("kind") != judge(row).kind:
+                   None if old or not d.get("no_effect") else tuple(d["no_effect"]), d.get("level", 0.95),
+                   d.get("note", ""), d.get("unit", ""), d.get("units", {}), d.get("items", ""))
+    stored = None if old else d.get("verdict")
+    if stored is not None and stored.get("kind") != verdict(row).kind:
         raise ValueError(f"{row.claim} on {row.model}: the stored verdict {stored.get('kind')!r} is not what the "
-                         f"rule gives for these numbers ({judge(row).kind!r}); verdicts are never edited by hand")
+                         f"rule gives for these numbers ({verdict(row).kind!r}); verdicts are never edited by hand")
     return row

@@ -61,7 +61,7 @@ def gini_n_n_minus_1(effects):
 
 
 def gini_library(effects):
-    from headlab.analysis.importance import gini
+    from headlab.stats import gini
 
     return gini(np.clip(np.asarray(effects, dtype=float), 0, None))
 

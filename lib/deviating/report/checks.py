@@ -20,7 +20,8 @@ import torch
 from headlab import stats
 from headlab.analysis.detect import PATTERN_SCORES, head_scores, label_heads
 from headlab.analysis.detect.calibration import calibrated_thresholds, decoy_lifts
-from headlab.analysis.importance import Importance, PairEffects, backup_heads, spearman
+from headlab.analysis.importance import Importance, PairEffects, backup_heads
+from headlab.stats import spearman
 from headlab.analysis.roles.induction import InductionHeads
 from headlab.analysis.roles.orphan import named_heads, orphans_from_effects
 from headlab.analysis.sweep import sweep

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 
 from headlab import stats
-from headlab.analysis.importance import Importance, spearman
+from headlab.analysis.importance import Importance
+from headlab.stats import spearman
 from headlab.analysis.sweep import sweep
 from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head

@@ -28,6 +28,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import torch
+from scipy.stats import rankdata
 
 from headlab.analysis.sweep import SweepResult, sweep
 from headlab.heads.ablation import Ablation
@@ -36,8 +37,8 @@ from headlab.heads.model import HeadModel
 from headlab.metrics import Metric
 
 __all__ = [
-    "Importance", "head_importance", "top_k_share", "lorenz_curve", "gini",
-    "gradient_importance", "spearman", "rank_disagreements",
+    "Importance", "head_importance", "top_k_share", "lorenz_curve",
+    "gradient_importance", "rank_disagreements",
     "PairEffects", "pair_effects", "subset_effects", "backup_heads",
 ]
 
@@ -167,15 +168,6 @@ def lorenz_curve(values) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def gini(values) -> float:
-    """Gini coefficient of the positive effects: 0 when every head carries the same share,
-    ``1 - 1/n`` when one head carries everything. Twice the area between the diagonal and
-    the Lorenz curve (trapezoid rule, exact for a step distribution of n heads)."""
-    x, y = lorenz_curve(values)
-    area = float(np.sum((y[1:] + y[:-1]) / 2 * np.diff(x)))
-    return 1.0 - 2.0 * area
-
-
 # ------------------------------------------------------------------- gradient importance
 
 
@@ -208,37 +200,13 @@ def gradient_importance(hm: HeadModel, inputs, *, metric: Metric | None = None, 
     return torch.cat(parts)
 
 
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 1..n with ties given their average rank."""
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(len(x))
-    ranks[order] = np.arange(1, len(x) + 1)
-    for value in np.unique(x):
-        tie = x == value
-        if tie.sum() > 1:
-            ranks[tie] = ranks[tie].mean()
-    return ranks
-
-
-def spearman(a, b) -> float:
-    """Spearman rank correlation of two equally shaped score arrays (ties: average ranks)."""
-    x = np.asarray(torch.as_tensor(a).detach().cpu(), dtype=float).ravel()
-    y = np.asarray(torch.as_tensor(b).detach().cpu(), dtype=float).ravel()
-    if x.shape != y.shape or x.size < 2:
-        raise ValueError(f"need two arrays of equal size >= 2, got {x.size} and {y.size}")
-    rx, ry = _ranks(x), _ranks(y)
-    if rx.std() == 0 or ry.std() == 0:
-        raise ValueError("one of the arrays is constant: its ranking is undefined")
-    return float(np.corrcoef(rx, ry)[0, 1])
-
-
 def rank_disagreements(a, b, n_heads: int, top: int = 5) -> list[tuple[Head, int, int]]:
     """Heads whose ranks under two importance scores ``(L, H)`` differ most:
     ``[(head, rank by a, rank by b)]`` (rank 1 = most important), largest gap first."""
     x = np.asarray(torch.as_tensor(a).detach().cpu(), dtype=float).ravel()
     y = np.asarray(torch.as_tensor(b).detach().cpu(), dtype=float).ravel()
-    ra = len(x) + 1 - _ranks(x)
-    rb = len(y) + 1 - _ranks(y)
+    ra = len(x) + 1 - rankdata(x)
+    rb = len(y) + 1 - rankdata(y)
     order = np.argsort(-np.abs(ra - rb), kind="mergesort")[:top]
     return [(divmod(int(i), n_heads), int(round(ra[i])), int(round(rb[i]))) for i in order]
 

@@ -19,7 +19,8 @@ Which function for which question:
 * **labels and ranks**: :func:`stability` (share of resamples in which a label survives;
   below 0.9 the book prints "unstable") and :func:`rank_intervals`;
 * **how uneven the division of work is**: :func:`gini`, :func:`gini_interval`,
-  :func:`gini_permutation_null`, :func:`gini_references`.
+  :func:`gini_permutation_null`, :func:`gini_references`;
+  how alike two rankings are: :func:`spearman` (:func:`scipy.stats.spearmanr`, with input checks).
 
 Every function takes a ``seed`` where it resamples, so its result is reproducible, and
 returns an :class:`Estimate` (value, interval, n) or a :class:`TestResult` (statistic,
@@ -34,6 +35,7 @@ from headlab.stats.inequality import (
     gini_permutation_null,
     gini_references,
 )
+from headlab.stats.rank import spearman
 from headlab.stats.intervals import BOOTSTRAP_METHODS, bootstrap_mean, exact, over_seeds, paired_difference, proportion
 from headlab.stats.results import Estimate, TestResult
 from headlab.stats.selection import (
@@ -57,5 +59,5 @@ __all__ = [
     "mcnemar", "binomial_test", "fisher", "permutation_test", "empirical_pvalue", "ALTERNATIVES",
     "Split", "split_items", "Selection", "select_and_measure", "holm", "benjamini_hochberg",
     "null_threshold", "Stability", "stability", "UNSTABLE", "Ranks", "rank_intervals",
-    "gini", "gini_interval", "gini_permutation_null", "gini_references", "REFERENCE_GINI",
+    "gini", "gini_interval", "gini_permutation_null", "gini_references", "REFERENCE_GINI", "spearman",
 ]

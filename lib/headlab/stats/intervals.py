@@ -92,7 +92,10 @@ def bootstrap_mean(values, items: Sequence | None = None, *, level: float = 0.95
             of the result says so.
 
     Returns:
-        An :class:`~headlab.stats.Estimate` whose ``n`` is the number of items.
+        An :class:`~headlab.stats.Estimate` whose ``n`` is the number of items. When every value
+        is 0 (or every one 1), the interval is the exact Clopper–Pearson bound over the items;
+        when the items' means are otherwise all equal, it has zero width and says so in
+        ``method`` (the book's verdict rule refuses such an interval).
 
     Raises:
         ValueError: on fewer than two items, non-finite values, or mismatched ``items``.
@@ -108,8 +111,13 @@ def bootstrap_mean(values, items: Sequence | None = None, *, level: float = 0.95
         raise ValueError(f"a bootstrap interval needs at least two items; got {n}")
     value = float(sums.sum() / counts.sum())
     per_item = sums / counts
-    if np.ptp(per_item) == 0:  # every item has the same mean: the interval is that point
-        return Estimate(value, value, value, n, level, f"all {n} items have the same mean")
+    if np.ptp(per_item) == 0 and value in (0.0, 1.0) and np.isin(x, (0.0, 1.0)).all():
+        # every 0/1 outcome the same: the exact (Clopper-Pearson) bound, not a zero-width bootstrap
+        ci = sps.binomtest(int(value) * n, n).proportion_ci(confidence_level=level, method="exact")
+        return Estimate(value, float(ci.low), float(ci.high), n, level,
+                        f"exact (Clopper-Pearson): all {n} items {int(value)}")
+    if np.ptp(per_item) == 0:  # every item has the same mean: no spread to resample
+        return Estimate(value, value, value, n, level, f"all {n} items have the same mean (zero width)")
     if items is None:
         data: tuple[np.ndarray, ...] = (x,)
 
@@ -144,13 +152,24 @@ def paired_difference(a, b, items: Sequence | None = None, *, level: float = 0.9
         method: as in :func:`bootstrap_mean`.
 
     Returns:
-        An :class:`~headlab.stats.Estimate` of the mean difference.
+        An :class:`~headlab.stats.Estimate` of the mean difference. When ``a`` and ``b`` are 0/1
+        outcomes that agree on every item, the interval is the exact bound ``±u``, with ``u`` the
+        Clopper–Pearson upper end for 0 discordant items of ``n`` (about ``3.7 / n`` at 95%), not
+        the bootstrap's zero width.
     """
     x = _vector(a, "a")
     y = _vector(b, "b")
     if x.shape != y.shape:
         raise ValueError(f"a and b must be paired, one value each per item: got {x.size} and {y.size} values")
-    est = bootstrap_mean(x - y, items, level=level, n_resamples=n_resamples, seed=seed, method=method)
+    d = x - y
+    binary = bool(np.isin(x, (0.0, 1.0)).all() and np.isin(y, (0.0, 1.0)).all())
+    if binary and not d.any() and x.size >= 2:  # an exact tie: a bootstrap would give [0, 0]
+        n = x.size if items is None else len(set(map(str, items)))
+        _check_level(level)
+        bound = float(sps.binomtest(0, n).proportion_ci(confidence_level=level, method="exact").high)
+        return Estimate(0.0, -bound, bound, n, level,
+                        f"exact tie: no discordant item of {n}, Clopper-Pearson bound on the discordant share")
+    est = bootstrap_mean(d, items, level=level, n_resamples=n_resamples, seed=seed, method=method)
     return Estimate(est.value, est.low, est.high, est.n, est.level, f"paired {est.method}")
 
 
