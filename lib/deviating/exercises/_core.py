@@ -186,19 +186,27 @@ def call_reader(fn: Callable, *args: Any, case: str = "", forbid: Sequence[str] 
             f"{name} is {owner}.{name}, the book's own function, not yours: run your stub cell "
             "(define the function yourself) before this check.")
     guard = CallGuard(forbid)
+    remote = getattr(fn, "remote_call", None)  # the grader's stand-in: the call runs in a grading worker
     try:
-        with guard.watching():
-            result = fn(*args, **kwargs)
+        if remote is not None:
+            result = remote(args, kwargs, tuple(forbid))
+        else:
+            with guard.watching():
+                result = fn(*args, **kwargs)
     except NotImplementedError:
         raise NotImplementedYet(
             f"{name} is not implemented yet: fill in the stub above "
             "(replace `raise NotImplementedError` with your code), run that cell, "
             "then run this check again."
         ) from None
+    except ExerciseFailed:  # the grader's stand-in already says what went wrong
+        raise
     except Exception as err:  # the reader's code crashed: say where
         if guard.hit:
             raise ForbiddenCall(forbidden_message(name, guard.hit)) from None
         where = f" on {case}" if case else ""
+        if remote is not None:  # a grading worker's report: what happened (run_cases names the case)
+            raise ExerciseFailed(f"{name} {err}") from None
         raise ExerciseFailed(f"{name} raised {type(err).__name__}{where}: {err}") from err
     if guard.hit:
         raise ForbiddenCall(forbidden_message(name, guard.hit))

@@ -1,40 +1,66 @@
 """Grading: ``python -m deviating grade SUBMISSION.ipynb... --csv grades.csv [--gradescope results.json]``.
 
-Each submission runs in its own fresh kernel, in an empty temporary folder, with no network
-and a time limit per cell (:mod:`deviating.exercises.sandbox`: a cell past its limit is
-interrupted and the notebook goes on; one that ignores the interrupt or kills its kernel is
-left out of a fresh run). The student's own check cells are not trusted and not run; after
-the notebook, one grading cell per exercise calls the book's check on the student's function
-in recording mode (:func:`deviating.exercises.recording`): every known-answer case runs, and
-the exercise earns ``points x passed cases / cases``. Points come from the difficulty
-(★☆☆ 1, ★★☆ 2, ★★★ 3) unless the exercise-start cell's metadata sets ``{"headlab": {"points": N}}``.
+**The grade is decided in the grader's own process.** For each exercise the grader starts a
+grading worker (:mod:`deviating.exercises.worker`): a fresh Python, in the submission's own empty
+folder, under resource limits, that holds only the chapter's setup cell (from ``--reference``,
+the handed-out notebook, when given) and that exercise's stub cell as the student filled it in.
+None of the student's other cells ever runs. The book's check then runs *here*, in recording
+mode (:func:`deviating.exercises.recording`), on a stand-in for the student's function
+(:class:`deviating.exercises.remote.RemoteFunction`): each call sends the inputs the check chose
+to the worker and gets back the returned value as data, decoded by
+:func:`deviating.exercises.values.decode` into plain numbers, strings, arrays and tensors, checked
+for type and shape on arrival. The expected values, the comparisons, the points and the reasons
+live only in this process; nothing the worker prints or patches reaches it.
 
-Nothing a submission does crashes the grader: a syntax error, an exception, an infinite loop,
-a deleted or renamed stub, a stub that calls the library's own answer, a function that *is*
-the library's (a stub deleted, the library's function imported under its name), a kernel that
-dies or a file that is not a notebook each give 0 for what they affect, with the reason. A cell
-other than a stub that binds the name of a function a stub asks for is reported in the notes.
+Why it holds: the only thing that crosses from the student's code to the grader is a value, built
+by a strict decoder that runs none of the sender's code (no pickle, no ``__eq__``, no
+``__array__``), so a submission can change what its function returns, never how it is judged.
+Replacing the grading function, the checks, the recording, ``json``, ``print`` or ``numpy`` in the
+worker changes that process only, which decides nothing. What the worker could still do is
+*compute* the expected value itself, by reading the check module or the solutions: its audit
+hook refuses to open files outside its folder and the Python installation (the check modules
+``deviating/exercises/chNN.py`` included) and it holds no expected value in memory (the checks
+never run there). Forged output lines, a huge output, ``sys.exit``/``os._exit``, a cell that never
+returns, a fork bomb or memory exhaustion end the worker or one call, and give 0 for the cases
+they touch, with the reason (:mod:`deviating.exercises.remote`). A case passes only when the
+grader's comparison of the decoded value with the expected one says so; the exercise earns
+``points x passed cases / cases``. Points come from the difficulty (★☆☆ 1, ★★☆ 2, ★★★ 3) unless
+the exercise-start cell's metadata sets ``{"headlab": {"points": N}}``.
 
-Which exercises a notebook has comes from ``--reference`` (the handed-out notebook: safest,
-since a student cannot edit it), else from the submission's metadata (written by
-``scripts/make_student.py``), else from the submission's own exercise markers.
+Which exercises a notebook has, and their points and checks, come from ``--reference`` (the
+handed-out notebook: safest, since a student cannot edit it), else from the submission's metadata
+(written by ``scripts/make_student.py``), else from its exercise markers; the check named must be
+a ``check_*`` of a ``deviating.exercises.chNN`` module. Files are copied into a submission's
+folder only from the handed-out folder (``--handout``, default the reference's folder), never from
+beside the submission. A cell other than a stub that binds the name of a function a stub asks
+for is reported in the notes (it is never run).
+
+For production, run the grader in a container without a network and with a read-only root (the
+README's "Teaching with this book" gives the exact ``docker run`` command).
 """
 
 from __future__ import annotations
 
 import csv
+import importlib
 import json
-import secrets
+import re
 import shutil
 import tempfile
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ExerciseGrade", "Grade", "grade_notebook", "grade_in_kernel", "write_csv", "gradescope_results",
-           "add_commands"]
+from deviating.exercises import recording
+from deviating.exercises.notebook import DEF_RE, STUB_TAG, MalformedExercise, bound_names, exercise_index, \
+    setup_cell_index
+from deviating.exercises.remote import Limits, RemoteFunction, StubProblem, WorkerFailed
 
-SKIP_TAGS = {"exercise-check", "exercise-summary", "exercise-mode", "skip-execution"}  # not run when grading
+__all__ = ["ExerciseGrade", "Grade", "grade_notebook", "write_csv", "gradescope_results", "add_commands"]
+
+CHECK_MODULE_RE = re.compile(r"^deviating\.exercises\.ch\d{2}$")
+CHECK_NAME_RE = re.compile(r"^check_[a-z0-9_]+$")
+HANDOUT_LIMIT = 50_000_000  # bytes: a bigger handed-out file is not copied
 
 
 @dataclass
@@ -48,10 +74,11 @@ class ExerciseGrade:
     passed: int = 0
     total: int = 0
     reason: str = ""
+    failures: list[str] = field(default_factory=list)  # per failed case: its input, expected and got
 
     def to_json(self) -> dict:
         return {"label": self.label, "title": self.title, "points": self.points, "max_points": self.max_points,
-                "passed": self.passed, "total": self.total, "reason": self.reason}
+                "passed": self.passed, "total": self.total, "reason": self.reason, "failures": list(self.failures)}
 
 
 @dataclass
@@ -71,101 +98,99 @@ class Grade:
         return sum(e.max_points for e in self.exercises)
 
 
-# ----------------------------------------------------------------------- inside the kernel
-
-
-def grade_in_kernel(namespace: dict, spec: dict, nonce: str) -> None:
-    """Run one exercise's check on the function ``spec["function"]`` of ``namespace``, in recording
-    mode, and print one line ``nonce {json}`` for the grader. Called by the grading cells."""
-    import importlib
-
-    from deviating.exercises._core import recording
-
-    def say(**payload) -> None:
-        print(f"{nonce} {json.dumps(payload)}", flush=True)
-
-    fn = namespace.get(spec["function"])
-    if fn is None:
-        say(status="missing", reason=f"no function {spec['function']!r} is defined: the stub cell was deleted, "
-                                     "renamed, or failed to run")
-        return
-    owner = getattr(fn, "__module__", "") or ""
-    if owner.split(".")[0] in ("headlab", "deviating"):
-        say(status="forbidden", passed=0, total=0,
-            reason=f"{spec['function']} is the library's {owner}.{getattr(fn, '__name__', spec['function'])}, "
-                   "not the student's own function (the stub cell was deleted or never run, and another cell "
-                   "imports the library's answer)")
-        return
-    try:
-        check = getattr(importlib.import_module(spec["check_module"]), spec["check"])
-    except (ImportError, AttributeError) as err:
-        say(status="error", reason=f"the check {spec['check_module']}.{spec['check']} is unavailable: {err}")
-        return
-    with recording() as results:
-        try:
-            check(fn)
-        except Exception as err:  # noqa: BLE001 (a check that fails outside its cases)
-            say(status="error", reason=f"{type(err).__name__}: {err}")
-            return
-    if not results:
-        say(status="error", reason="the check recorded no result")
-        return
-    r = results[-1]
-    reason = "" if r.status == "passed" else ("not implemented yet" if r.status == "not implemented"
-                                              else (r.messages[0].splitlines()[0] if r.messages else r.reason))
-    say(status=r.status, passed=r.n_passed, total=r.total, reason=reason)
-
-
 # ----------------------------------------------------------------------- the grader
 
 
-def _grading_cell(spec: dict, nonce: str) -> dict:
-    import nbformat
-
-    source = ("from deviating.exercises.grading import grade_in_kernel as __grade\n"
-              f"__grade(globals(), __import__('json').loads({json.dumps(spec)!r}), {nonce!r})")
-    cell = nbformat.v4.new_code_cell(source)
-    cell.metadata["headlab_grading"] = spec["label"]
-    return cell
-
-
-def _parse(cell: dict, nonce: str) -> dict | None:
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "stream":
-            for line in out.get("text", "").splitlines():
-                if line.startswith(nonce + " "):
-                    return json.loads(line[len(nonce) + 1:])
-    return None
+def _stub_source(nb, function: str) -> tuple[int, str] | None:
+    """The code that defines ``function``: the submission's stub cell, then any solution cell that defines
+    it again (the book's own notebook, graded as a submission). (The stub's index, the joined source.)"""
+    cells = [(i, cell.source) for i, cell in enumerate(nb.cells)
+             if cell.cell_type == "code" and {STUB_TAG, "solution"} & set(cell.metadata.get("tags", []))
+             and function in DEF_RE.findall(cell.source)]
+    return (cells[0][0], "\n\n".join(src for _, src in cells)) if cells else None
 
 
-def _cell_error(cell: dict) -> str | None:
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "error":
-            return f"{out.get('ename')}: {out.get('evalue')}"
-    return None
+def _check_of(spec: dict):  # noqa: ANN202
+    module, name = str(spec.get("check_module")), str(spec.get("check"))
+    if not CHECK_MODULE_RE.match(module) or not CHECK_NAME_RE.match(name):
+        raise ValueError(f"the check {module}.{name} is not one of the book's (deviating.exercises.chNN.check_*)")
+    check = getattr(importlib.import_module(module), name, None)
+    if check is None or name not in getattr(importlib.import_module(module), "__all__", ()):
+        raise ValueError(f"the check {module}.{name} does not exist")
+    return check
+
+
+_STUB_REASONS = {
+    "missing": "no function {f!r} is defined: the stub cell was deleted, renamed, or does not define it",
+    "broken": "its stub cell failed to run ({why}), so no function {f!r} is defined",
+    "library": "{f} is the library's {why}, not the student's own function",
+    "setup": "the chapter's setup cell failed in the grading worker ({why})",
+}
+
+
+def _grade_exercise(e: ExerciseGrade, spec: dict, nb, setup: str, folder: str, limits: Limits) -> list[str]:
+    """Grade one exercise into ``e``; return notes on what happened to its worker."""
+    function = spec.get("function") or ""
+    try:
+        check = _check_of(spec)
+    except (ImportError, ValueError) as err:
+        e.reason = f"its check is unavailable: {err}"
+        return []
+    found = _stub_source(nb, function)
+    if found is None:
+        e.reason = _STUB_REASONS["missing"].format(f=function)
+        return []
+    fn = RemoteFunction(function, setup, found[1], folder, limits)
+    try:
+        try:
+            fn.start()
+        except StubProblem as err:
+            e.reason = _STUB_REASONS.get(err.kind, "{why}").format(f=function, why=str(err))
+            return [f"cell {found[0]}: {e.reason}"] if err.kind == "broken" else []
+        except WorkerFailed as err:
+            e.reason = f"its stub cell did not run: {err}"
+            return []
+        with recording() as results:
+            try:
+                check(fn)
+            except Exception as err:  # noqa: BLE001 (a check that fails outside its cases: say so)
+                e.reason = f"its check stopped: {type(err).__name__}: {str(err)[:200]}"
+                return fn.events
+    finally:
+        fn.close()
+    if not results:
+        e.reason = "the check recorded no result"
+        return fn.events
+    r = results[-1]
+    e.passed, e.total = r.n_passed, r.total
+    e.points = round(e.max_points * e.passed / e.total, 6) if e.total else 0.0
+    e.failures = list(r.messages)
+    e.reason = "" if r.status == "passed" else ("not implemented yet" if r.status == "not implemented"
+                                                else (r.messages[0].splitlines()[0] if r.messages else r.reason))
+    return [f"{e.label}: {event}" for event in fn.events]
 
 
 def grade_notebook(path: str | Path, *, reference: str | Path | None = None, timeout: int = 60,
-                   startup_timeout: int = 60) -> Grade:
-    """Execute one submission in a sandboxed kernel and grade every exercise (see the module docstring).
+                   startup_timeout: int = 120, handout: str | Path | None = None,
+                   limits: Limits | None = None) -> Grade:
+    """Grade every exercise of one submission, each in its own grading worker (see the module docstring).
 
-    ``timeout`` is the limit of each cell, the grading cells included, in seconds.
+    ``timeout`` is the limit of each call of the student's function, ``startup_timeout`` that of a
+    worker's setup, in seconds; ``limits`` sets the others (memory, CPU time, ...). ``handout`` is
+    the folder whose files (not notebooks) are copied into the submission's folder: by default the
+    reference's folder, and none without a reference.
     """
     import nbformat
 
-    from deviating.exercises.notebook import MalformedExercise, bound_names, exercise_index
-    from deviating.exercises.sandbox import TIMEOUT_ERROR, TIMEOUT_KEY, execute_sandboxed
-
     path = Path(path)
+    limits = limits or Limits(timeout=timeout, startup=startup_timeout)
     grade = Grade(submission=path.stem)
-    ref_nb = None
-    if reference is not None:
-        ref_nb = nbformat.read(reference, as_version=4)
+    ref_nb = nbformat.read(reference, as_version=4) if reference is not None else None
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as err:  # noqa: BLE001 (any unreadable file: 0, with the reason)
         nb = None
-        grade.notes.append(f"not a readable notebook: {type(err).__name__}: {err}")
+        grade.notes.append(f"not a readable notebook: {type(err).__name__}: {str(err)[:200]}")
     try:
         specs = exercise_index(ref_nb if ref_nb is not None else nb, reference or path) if (ref_nb or nb) else []
     except MalformedExercise as err:
@@ -179,49 +204,27 @@ def grade_notebook(path: str | Path, *, reference: str | Path | None = None, tim
         for e in grade.exercises:
             e.reason = grade.notes[0]
         return grade
-
-    nonce = "HEADLAB-GRADE-" + secrets.token_hex(8)
-    kept = [i for i, c in enumerate(nb.cells)
-            if not (c.cell_type == "code" and SKIP_TAGS & set(c.metadata.get("tags", [])))]
-    cells = [nb.cells[i] for i in kept]
-    block = nbformat.v4.new_code_cell("from deviating.exercises.sandbox import block_network as __block\n__block()",
-                                      metadata={TIMEOUT_KEY: max(timeout, startup_timeout)})  # imports torch
-    nb.cells = [block] + cells + [_grading_cell(s, nonce) for s in specs]
-    first_grading = 1 + len(cells)
-    with tempfile.TemporaryDirectory(prefix="headlab-grade-") as work:
-        for extra in path.parent.iterdir():  # files handed out with the notebook (images, data)
-            if extra.is_file() and extra.suffix != ".ipynb" and extra.stat().st_size < 50_000_000:
-                shutil.copy2(extra, Path(work) / extra.name)
-        run = execute_sandboxed(nb, work, timeout=timeout, startup_timeout=startup_timeout)
+    source = ref_nb if ref_nb is not None else nb
+    index = setup_cell_index(source)
+    setup = source.cells[index].source if index is not None else ""
     asked = {s["function"]: s["label"] for s in specs if s.get("function")}
-    for i, c in zip(kept, cells):  # a cell that provides what a stub asks for (e.g. imports the library's)
-        if c.cell_type == "code" and not {"exercise-stub", "solution"} & set(c.metadata.get("tags", [])):
+    for i, c in enumerate(nb.cells):  # a cell that provides what a stub asks for (e.g. imports the library's)
+        if c.cell_type == "code" and not {STUB_TAG, "solution"} & set(c.metadata.get("tags", [])) \
+                and (ref_nb is not None or i != index):
             for name in sorted(bound_names(c.source) & asked.keys()):
                 grade.notes.append(f"cell {i}: binds {name}, the function that {asked[name]} asks the student to "
-                                   "write (a stub skipped or deleted then passes with whatever this cell provides)")
-    for note in run.notes:  # the sandbox numbers the cells of `nb`: number them as in the submission
-        index, _, rest = note.partition(": ")
-        cell = int(index[5:]) if index.startswith("cell ") and index[5:].isdigit() else None
-        if cell is not None and 1 <= cell < first_grading:
-            note = f"cell {kept[cell - 1]}: {rest}"
-        elif cell is not None and cell >= first_grading:
-            note = f"the check of {specs[cell - first_grading]['label']}: {rest}"
-        grade.notes.append(note)
-    for i in range(1, first_grading):
-        if i not in run.skipped and nb.cells[i].cell_type == "code" and (error := _cell_error(nb.cells[i])):
-            grade.notes.append(f"cell {kept[i - 1]}: {error}")  # numbered as in the submission
-    for index, (e, cell) in enumerate(zip(grade.exercises, nb.cells[first_grading:]), start=first_grading):
-        result = _parse(cell, nonce)
-        if result is None:
-            error = _cell_error(cell)
-            if index in run.timed_out or (error or "").startswith((TIMEOUT_ERROR, "KeyboardInterrupt")):
-                e.reason = f"its check ran past the time limit of {timeout} s (an infinite loop?)"
-            else:
-                e.reason = f"its check did not run ({error or (grade.notes[-1] if grade.notes else 'no output')})"
-            continue
-        e.passed, e.total = int(result.get("passed", 0)), int(result.get("total", 0))
-        e.points = round(e.max_points * e.passed / e.total, 6) if e.total else 0.0
-        e.reason = result.get("reason", "")
+                                   "write (it is never run: only the stub counts)")
+    handout = Path(handout) if handout is not None else (Path(reference).parent if reference is not None else None)
+    if handout is not None and not handout.is_dir():
+        raise ValueError(f"the handed-out folder {handout} does not exist: pass --handout with the folder of files "
+                         "handed out with the notebook")
+    with tempfile.TemporaryDirectory(prefix="headlab-grade-") as folder:
+        for extra in sorted(handout.iterdir()) if handout is not None else ():
+            if extra.is_file() and not extra.is_symlink() and extra.suffix != ".ipynb" \
+                    and extra.stat().st_size < HANDOUT_LIMIT:
+                shutil.copy2(extra, Path(folder) / extra.name)
+        for e, spec in zip(grade.exercises, specs):
+            grade.notes += _grade_exercise(e, spec, nb, setup, folder, limits)
     return grade
 
 
@@ -255,13 +258,21 @@ def gradescope_results(grade: Grade) -> dict:
 def _cmd_grade(args) -> int:  # noqa: ANN001
     if args.gradescope and len(args.submissions) != 1:
         raise ValueError("--gradescope writes one results.json: give exactly one submission")
+    for name in [*args.submissions, *([args.reference] if args.reference else [])]:
+        if not Path(name).is_file():
+            raise ValueError(f"{name}: no such file; give the path of a submitted .ipynb (and --reference the "
+                             "handed-out notebook)")
     grades = []
     for sub in args.submissions:
-        g = grade_notebook(sub, reference=args.reference, timeout=args.timeout)
+        g = grade_notebook(sub, reference=args.reference, timeout=args.timeout, handout=args.handout,
+                           limits=Limits(timeout=args.timeout, memory_mb=args.memory_mb, cpu_s=args.cpu_s))
         grades.append(g)
         print(f"{g.submission}: {g.points:g} / {g.max_points:g}")
         for e in g.exercises:
             print(f"  {e.label:<20} {e.points:>4g} / {e.max_points:g}  {textwrap.shorten(e.reason, 64, placeholder=' ...')}".rstrip())
+            if args.details:
+                for failure in e.failures:
+                    print(textwrap.indent(failure, "      "))
         for note in g.notes:
             print(f"  note: {textwrap.shorten(note, 86, placeholder=' ...')}")
     if args.csv:
@@ -279,5 +290,11 @@ def add_commands(sub) -> None:  # noqa: ANN001
     p.add_argument("--csv", help="write the gradebook here (one row per submission)")
     p.add_argument("--gradescope", help="write Gradescope's results.json here (one submission)")
     p.add_argument("--reference", help="the handed-out notebook (which exercises, how many points)")
-    p.add_argument("--timeout", type=int, default=60, help="seconds per cell (default %(default)s)")
+    p.add_argument("--handout", help="the folder of files handed out with the notebook, copied into each "
+                                     "submission's folder (default: the reference's folder)")
+    p.add_argument("--timeout", type=int, default=60, help="seconds per call of a student's function "
+                                                          "(default %(default)s)")
+    p.add_argument("--memory-mb", type=int, default=4096, help="memory of a grading worker (default %(default)s)")
+    p.add_argument("--cpu-s", type=int, default=600, help="CPU seconds of a grading worker (default %(default)s)")
+    p.add_argument("--details", action="store_true", help="print every failed case: input, expected, got")
     p.set_defaults(func=_cmd_grade)
