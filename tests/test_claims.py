@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from deviating.ledger import CLAIMS, SCHEMA, Verdict, claims_dir, load_all, markdown_table, report
+from deviating.ledger import CLAIMS, SCHEMA, Verdict, claims_dir, load_all, markdown_table, report, summary
+from deviating.verdicts import to_json
 from headlab.schema import SchemaError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_twenty_claims():
@@ -95,3 +98,32 @@ def test_a_verdict_edited_by_hand_in_a_claims_file_is_refused(tmp_path, monkeypa
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="never edited by hand"):
         load_all()
+
+
+def test_rejudging_old_rows_changes_verdicts_and_refuses_zero_width_without_crashing(tmp_path):
+    import importlib.util
+
+    from deviating.verdicts import SCHEMA_VERSION, ClaimRow, Measurement
+
+    spec = importlib.util.spec_from_file_location("rejudge_claims", ROOT / "scripts" / "rejudge_claims.py")
+    rejudge = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rejudge)
+    seeds = tuple(Measurement("all", e, e - 0.02, e + 0.02, 128, s) for s, e in enumerate((0.51, 0.21, 0.23)))
+    spread = ClaimRow("C5", "attn-only-2l, 3 seeds", "share of the score lost", 0.0, "no harm", "greater", seeds,
+                      headline=Measurement("over seeds", 0.32, -0.1, 0.73, 3))
+    flat = ClaimRow("C19", "MiniLM, 64 sentences", "share of heads below 1%", 0.5, "half", "greater",
+                    (Measurement("zero", 0.85, 0.85, 0.85, 64),))
+    old = []
+    for row, stored in ((spread, "holds"), (flat, "holds")):  # what the old rule said, schema version 1
+        entry = {"kind": "measured", **to_json(row)}
+        entry["schema_version"], entry["verdict"] = 1, {"kind": stored}
+        old.append(entry)
+    (tmp_path / "ch09.json").write_text(json.dumps({"schema": SCHEMA, "chapter": "ch09", "rows": old}))
+    payloads, changes, refused = rejudge.rejudge(tmp_path)
+    assert [(c["claim"], c["before"], c["after"]) for c in changes] == [
+        ("C5", "holds", "held in each network trained"), ("C19", "holds", "cannot be judged")]
+    assert [r["claim"] for r in refused] == ["C19"] and "zero-width" in refused[0]["reason"]
+    assert all(r["schema_version"] == SCHEMA_VERSION for r in payloads["ch09"]["rows"])
+    assert "| ch09 | C5 |" in rejudge.changes_markdown(changes)
+    (tmp_path / "ch09.json").write_text(json.dumps(payloads["ch09"]))
+    assert [summary(r)["verdict"] for r in load_all(tmp_path)["C19"]] == ["cannot be judged"]

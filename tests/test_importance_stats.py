@@ -71,3 +71,70 @@ def test_group_effects_equal_the_sweep_on_the_loss():
         assert (ge.effects["kl"] >= -1e-9).all()
     with pytest.raises(ValueError, match="empty head set"):
         group_effects(hm, batch, causal_lm_metrics(), groups=[[]])
+
+
+# ------------------------------------------------------- the hand-rolled bootstraps against scipy (issue 27)
+
+
+def test_share_below_agrees_with_scipys_percentile_bootstrap():
+    from scipy import stats as sps
+
+    e = rng.normal(0.0, 1.0, (24, 60)) + np.linspace(-0.5, 0.5, 24)[:, None]
+    est = share_below(e, 0.0, n_resamples=2000, seed=1)
+
+    def statistic(idx, axis=-1):
+        return (e[:, idx.astype(int)].mean(axis=1) < 0.0).mean()
+
+    ref = sps.bootstrap((np.arange(60),), statistic, vectorized=False, method="percentile", n_resamples=2000,
+                        rng=np.random.default_rng(2)).confidence_interval
+    assert est.value == pytest.approx(statistic(np.arange(60)))
+    assert est.low == pytest.approx(ref.low, abs=1 / 24 + 1e-9) and est.high == pytest.approx(ref.high, abs=1 / 24 + 1e-9)
+
+
+def test_rank_gap_is_scipys_spearman_on_the_halves():
+    from scipy import stats as sps
+
+    from headlab import stats
+
+    ref = np.linspace(0, 1, 12)[:, None] + 0.3 * rng.standard_normal((12, 30))
+    proxy = ref[::-1] + 0.3 * rng.standard_normal((12, 30))
+    split = stats.split_items(30, seed=0)
+    a, b = list(split.select), list(split.measure)
+    by_scipy = (sps.spearmanr(ref[:, a].mean(1), ref[:, b].mean(1)).statistic
+                - sps.spearmanr(proxy[:, a].mean(1), ref[:, b].mean(1)).statistic)
+    assert rank_gap(ref, proxy, n_resamples=200).value == pytest.approx(by_scipy)
+
+
+def test_roc_auc_is_the_mann_whitney_statistic_and_the_auc_difference_matches_scipys_bootstrap():
+    from scipy import stats as sps
+
+    from deviating.analysis.inspection import auc_difference, roc_auc
+
+    pos, neg = rng.normal(1.0, 1.0, 40), rng.normal(0.0, 1.0, 50)
+    u = sps.mannwhitneyu(pos, neg).statistic
+    assert roc_auc(pos, neg) == pytest.approx(u / (pos.size * neg.size))
+    n = 80
+    ca, cb = rng.normal(0, 1, n), rng.normal(0, 1, n)
+    aa, ab = ca + rng.normal(1.0, 1, n), cb + rng.normal(0.3, 1, n)
+    hit = rng.random(n) < 0.6
+    est = auc_difference(ca, aa, cb, ab, hit, n_resamples=2000, seed=0)
+
+    def statistic(idx):
+        i = idx.astype(int)
+        p = hit[i]
+        return roc_auc(aa[i][p], ca[i]) - roc_auc(ab[i][p], cb[i])
+
+    ref = sps.bootstrap((np.arange(n),), statistic, vectorized=False, method="percentile", n_resamples=2000,
+                        rng=np.random.default_rng(1)).confidence_interval
+    assert est.value == pytest.approx(statistic(np.arange(n)))
+    assert est.low == pytest.approx(ref.low, abs=0.03) and est.high == pytest.approx(ref.high, abs=0.03)
+
+
+def test_no_bca_on_fewer_than_twenty_items():
+    from headlab import stats
+
+    few = stats.bootstrap_mean(rng.normal(size=12), n_resamples=999)
+    many = stats.bootstrap_mean(rng.normal(size=40), n_resamples=999)
+    assert few.method.startswith("percentile") and many.method.startswith("BCa")
+    g = stats.gini_interval(np.abs(rng.normal(size=(8, 12))), n_resamples=499)
+    assert g.method.startswith("percentile")

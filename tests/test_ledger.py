@@ -198,3 +198,16 @@ def test_the_ledger_links_only_pages_in_the_toc(tmp_path, monkeypatch, capsys) -
     assert "3 verdicts on 2 of 20 claims" in table
     assert "no claim is judged differently on the same model" in out
     assert table.count("not measured yet") == len(CLAIMS) - 2
+
+
+def test_the_reasoning_of_each_row_shows_effect_unit_band_holm_and_verdict() -> None:
+    from deviating.ledger import reasoning_markdown
+
+    ledger = load_all()
+    text = reasoning_markdown(ledger)
+    n_measured = sum(1 for rows in ledger.values() for r in rows if r.get("kind") == "measured")
+    assert text.count("<details>") == n_measured
+    assert "| condition | effect [95% interval] | unit, n | band | p (Holm) | counts as |" in text
+    assert "3 seeds" in text and "sentences" in text and "±0.01" in text
+    for kind in ("holds in", "cannot be judged", "held in each network trained"):
+        assert kind in text

@@ -30,7 +30,7 @@ from deviating.verdicts import KINDS, ClaimRow, Judgement, from_json, to_json, v
 
 __all__ = ["CLAIMS", "VERDICTS", "Verdict", "report", "markdown_table", "load_all", "summary", "measured_text",
            "claims_dir", "book_root", "SCHEMA", "badge", "verdict_counts", "counts_markdown", "ledger_markdown",
-           "chapter_link", "model_key", "disagreements", "reasoning_text"]
+           "chapter_link", "model_key", "disagreements", "reasoning_text", "reasoning_markdown"]
 
 SCHEMA = schema_of("claims")  # <claims dir>/<chapter>.json: {"schema", "chapter", "rows"}
 WRITE_ENV = "HEADLAB_WRITE_CLAIMS"  # set by the book build: report() writes the chapter's rows
@@ -300,6 +300,37 @@ def ledger_markdown(ledger: dict[str, list[dict]], where=None) -> str:  # noqa: 
             lines.append(f"| {head}<br><small>{_cell(s['models'])} · {where(entry.get('chapter') or '')}</small> "
                          f"| {badge(s['verdict'], s['typed'])}{note} | {_cell(s['measured'])} |")
     return "\n".join(lines)
+
+
+def _p(x: float) -> str:
+    return "< 0.001" if x < 0.001 else f"{x:.3f}"
+
+
+def reasoning_markdown(ledger: dict[str, list[dict]]) -> str:
+    """Each measured row's reasoning, one collapsed block per row: per condition the effect and its
+    interval, the unit and n ("3 seeds", "216 sentences"), the no-effect band, the p-value after
+    Holm's correction and what the condition counts as; then the verdict with its reason."""
+    status = {"holds": "holds", "each": "on each seed only", "fails": "fails", "open": "open"}
+    out = []
+    for claim, rows in ledger.items():
+        for entry in rows:
+            s = summary(entry)
+            if s["typed"]:
+                continue
+            j = s["judgement"]
+            out += [f"<details><summary><b>{claim}</b> · {html.escape(entry.get('chapter') or '')} · "
+                    f"{html.escape(s['models'])}: {html.escape(j.kind)}</summary>", ""]
+            if j.conditions:
+                out += ["| condition | effect [95% interval] | unit, n | band | p (Holm) | counts as |",
+                        "|---|---|---|---|---|---|"]
+                for c in j.conditions:
+                    lo, hi = c["band"]
+                    out.append(f"| {_cell(c['condition'])} | {_number(c['effect'])} [{_number(c['low'])}, "
+                               f"{_number(c['high'])}] | {c['unit']}, {_cell(c['per'])} | ±{(hi - lo) / 2:g} | "
+                               f"{_p(c['p_holm'])} | {status[c['status']]} |")
+                out.append("")
+            out += [f"{_cell(j.reason)}", "", "</details>", ""]
+    return "\n".join(out).strip()
 
 
 def chapter_link(chapter: str, toc: str = "") -> str:

@@ -30,7 +30,7 @@ from headlab import stats
 from headlab.stats.results import Estimate
 
 __all__ = ["tail_gini", "reference_gini", "layer_shares", "missed_tail_share", "rank_gap", "share_below",
-           "mean_interaction", "spearman_rows"]
+           "mean_interaction"]
 
 
 def _effects(effects, name: str = "effects") -> np.ndarray:
@@ -43,8 +43,10 @@ def _effects(effects, name: str = "effects") -> np.ndarray:
 
 
 def _percentile(values: np.ndarray, value: float, n: int, level: float, method: str) -> Estimate:
+    """The percentile interval of the resampled ``values`` as it is (the point is not forced inside it:
+    a point outside its own interval says the statistic is biased, and hiding that would mislead)."""
     lo, hi = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
-    return Estimate(float(value), float(min(lo, value)), float(max(hi, value)), n, level, method)
+    return Estimate(float(value), float(lo), float(hi), n, level, method)
 
 
 def tail_gini(effects, *, n_resamples: int = 1000, seed: int = 0) -> Estimate:
@@ -81,13 +83,6 @@ def _bootstrap_halves(statistic: Callable[[np.ndarray, np.ndarray], float], spli
     if draws.size < n_resamples // 2:
         raise ValueError("most resamples left the statistic undefined: too few items, or constant effects")
     return _percentile(draws, value, n, level, method)
-
-
-def spearman_rows(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman correlation of two score vectors (average ranks for ties); NaN when one is constant."""
-    if np.ptp(x) == 0 or np.ptp(y) == 0:
-        return float("nan")
-    return float(np.corrcoef(rankdata(x), rankdata(y))[0, 1])
 
 
 def missed_tail_share(average, tail, *, keep: int, seed: int = 0, n_resamples: int = 1000,

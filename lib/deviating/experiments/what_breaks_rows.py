@@ -175,12 +175,12 @@ def window_difference(a_sums, b_sums, weights, *, seed: int = 0) -> Estimate:
     return stats.bootstrap_mean(values, items, n_resamples=2999, seed=seed)
 
 
-def c12_averaging_row(record: dict, band: float = PRIMARY) -> ClaimRow:
+def c12_averaging_row(record: dict) -> ClaimRow:
     """C12 on the organism seeds, heads of a trained layer averaged: the harm of averaging, per
     layer: the loss increase (nats) under the mean output and under the mean pattern, and the
     drop of the accuracy on pronouns with a distractor under the mean pattern (the specialists'
-    tail). Null 0 with a no-effect band of ``band`` (the chapter's tolerance): a harm that stays
-    inside it counts as none."""
+    tail). Null 0 with the no-effect bands of the book's one band table (``deviating.bands.BANDS``:
+    nats for the losses, accuracy for the pronouns): a harm that stays inside its band counts as none."""
     ms = []
     for model, m in record["models"].items():
         rows, w = m["rows"], m["items_per_window"]
@@ -202,7 +202,6 @@ def c12_averaging_row(record: dict, band: float = PRIMARY) -> ClaimRow:
     return ClaimRow("C12", f"organism ({', '.join(record['models'])}), {n} held-out windows",
                     "harm of averaging a layer's heads (loss increase, nats; or accuracy drop)", 0.0,
                     "the heads kept apart", "greater", tuple(ms), headline=_headline(ms, worst.condition),
-                    no_effect=(-band, band),
                     note="headline: the layer whose mean pattern costs pronouns with a distractor the most")
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from scipy import stats as sps
 
 from headlab.stats.exact import empirical_pvalue
+from headlab.stats.intervals import BCA_MIN_UNITS
 from headlab.stats.results import Estimate, TestResult
 
 __all__ = ["gini", "gini_interval", "gini_permutation_null", "gini_references", "REFERENCE_GINI"]
@@ -79,7 +80,8 @@ def _effects(effects, clip_negative: bool) -> np.ndarray:
 
 def gini_interval(effects, *, clip_negative: bool = False, level: float = 0.95, n_resamples: int = 9999,
                   seed: int = 0, batch: int = 200) -> Estimate:
-    """Gini of the heads' mean effects, with a BCa bootstrap interval over items.
+    """Gini of the heads' mean effects, with a BCa bootstrap interval over items (percentile below
+    :data:`~headlab.stats.intervals.BCA_MIN_UNITS` items).
 
     Args:
         effects: ``(n_heads, n_items)``, each head's ablation effect on each item (sentence).
@@ -99,13 +101,13 @@ def gini_interval(effects, *, clip_negative: bool = False, level: float = 0.95, 
         # x is (n_heads, [resamples,] n_items): the heads stay on axis 0
         return gini(np.mean(x, axis=axis), axis=0)
 
+    method = "BCa" if e.shape[1] >= BCA_MIN_UNITS else "percentile"  # no BCa on a handful of items
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = sps.bootstrap((e,), statistic, vectorized=True, axis=-1, confidence_level=level,
-                            n_resamples=n_resamples, batch=batch, method="BCa",
+                            n_resamples=n_resamples, batch=batch, method=method,
                             rng=np.random.default_rng(seed))
     low, high = (float(v) for v in res.confidence_interval)
-    method = "BCa"
     if not (math.isfinite(low) and math.isfinite(high)):
         boot = res.bootstrap_distribution
         low, high = (float(v) for v in np.quantile(boot, [(1 - level) / 2, (1 + level) / 2]))

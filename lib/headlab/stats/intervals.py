@@ -55,10 +55,17 @@ def _item_sums(x: np.ndarray, items) -> tuple[np.ndarray, np.ndarray]:
     return sums, counts
 
 
+#: Fewest units (items) a BCa interval is computed on; below it the percentile interval is used.
+BCA_MIN_UNITS = 20
+
+
 def _scipy_bootstrap(data: tuple[np.ndarray, ...], statistic, *, level: float, n_resamples: int, seed: int,
                      method: str) -> tuple[float, float, str]:
     if method not in BOOTSTRAP_METHODS:
         raise ValueError(f"method must be one of {BOOTSTRAP_METHODS}; got {method!r}")
+    n_units = data[0].shape[-1]
+    if method == "BCa" and n_units < BCA_MIN_UNITS:
+        method = "percentile"  # BCa's acceleration is estimated by the jackknife: too noisy on few units
     used = method
     for attempt in (method, "percentile"):
         with warnings.catch_warnings():
@@ -87,7 +94,8 @@ def bootstrap_mean(values, items: Sequence | None = None, *, level: float = 0.95
         n_resamples: bootstrap resamples.
         seed: random seed of the resampling; the same seed gives the same interval.
         method: ``"BCa"`` (default; bias-corrected and accelerated), ``"percentile"`` or
-            ``"basic"``, as in :func:`scipy.stats.bootstrap`. When BCa is undefined (e.g. a
+            ``"basic"``, as in :func:`scipy.stats.bootstrap`. BCa needs at least
+            :data:`BCA_MIN_UNITS` (20) items; with fewer, the percentile interval is used. When BCa is undefined (e.g. a
             statistic that barely varies), the percentile interval is returned and ``method``
             of the result says so.
 
