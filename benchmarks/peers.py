@@ -18,9 +18,11 @@ import copy
 import statistics
 import time
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import Callable
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 import headlab
 from headlab.metrics import cosine_distance, mean_pool, next_token_loss
@@ -90,9 +92,7 @@ def build_case(key: str, sentences: list[str] | None = None) -> Case:
 def transformer_lens_version() -> str | None:
     """The installed TransformerLens version, or ``None`` (install ``headlab[bench]``)."""
     try:
-        from importlib.metadata import version
-
-        import transformer_lens  # noqa: F401
+        import transformer_lens  # noqa: F401  (optional: headlab[bench])
         return version("transformer-lens")
     except ImportError:
         return None
@@ -184,8 +184,6 @@ def stage_flops(hm: headlab.HeadModel, batch: dict) -> dict:
     """FLOPs of one clean forward, by stage: ``below`` (embeddings), per layer ``pre`` (up to the
     gate: norms, Q/K/V, attention) and ``post`` (``W_O`` and what follows in the block), and
     ``head`` (after the last block)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
     n, pos = batch["input_ids"].shape
     attention = 4 * n * pos * pos * hm.n_heads * hm.d_head  # q k^T and pattern @ v, not seen by the counter
     marks: dict = {}

@@ -46,6 +46,7 @@ sys.path[:] = [p for p in sys.path if Path(p or os.getcwd()).resolve() != _HERE]
 import torch  # noqa: E402
 
 import headlab  # noqa: E402
+from deviating.training.recipes import RECIPES  # noqa: E402
 from headlab.analysis.importance import pair_effects, subset_effects  # noqa: E402
 from headlab.analysis.sweep import chunk_plan, loop_sweep, sweep  # noqa: E402
 from headlab.cli import DEFAULT_TEXTS  # noqa: E402
@@ -127,8 +128,6 @@ def bench_groups(repeats: int) -> dict:
     """Chapter 6's calls on the organism: pair_effects(data.ids[:16]) and
     subset_effects(sizes=(2, 4, 8), n_per_size=6), against one forward per group; and the
     single-head sweep on the same model and inputs, for comparison."""
-    from deviating.training.recipes import RECIPES
-
     hm = headlab.load("organism")
     ids = RECIPES["organism"].task.eval_data(32).ids[:16]
     results = {}

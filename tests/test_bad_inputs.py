@@ -117,9 +117,10 @@ def run(m, inputs):
         return m(inputs)
 
 
-def ablate_and_run(env, heads, model=ORGANISM, **kw):
+def ablate_and_run(env, heads, model=ORGANISM, **how):
+    """Ablate ``heads`` as ``Ablation(**how)`` (mode, reference, seed) says, and run the probes."""
     m = env[model]
-    with m.ablate(heads, **kw):
+    with m.ablate(heads, Ablation(**how)):
         return run(m, env.PROBES[model])
 
 

@@ -649,3 +649,21 @@ def test_replayed_layers_excuse_only_those_layers_and_only_inside_the_block():
     with pytest.raises(ValueError, match=r"replayed layers \[7\] are not layers"):
         with hm.dispatcher.replayed([7]):
             pass
+
+
+def test_outputs_of_reads_a_submodule_through_the_interface():
+    """``hm.outputs_of(module)`` yields every output of a submodule, not detached, and leaves no hook."""
+    hm = make_model("headlab")
+    batch = random_batch(hm)
+    embed = hm.model.embed
+    with torch.enable_grad(), hm.outputs_of(embed) as seen:
+        logits = hm(batch)
+        assert hm.hooks_installed == 1 and len(seen) == 1
+        (grad,) = torch.autograd.grad(logits[:, -1].sum(), seen[0])
+    assert grad.shape == seen[0].shape and float(grad.abs().sum()) > 0
+    assert hm.hooks_installed == 0
+    hm(batch)
+    assert len(seen) == 1  # nothing recorded after the block
+    with pytest.raises(ValueError, match="outputs_of needs a submodule of"):
+        with hm.outputs_of(torch.nn.Linear(2, 2)):
+            pass

@@ -16,7 +16,8 @@ from headlab.analysis.sweep import (SCHEMA, SweepResult, chunk_plan, groups_per_
                                     tile_budget)
 from headlab.heads.ablation import Ablation
 from headlab.heads.model import HeadModel
-from headlab.metrics import Metric
+from headlab.heads.replay import CleanRecord, tiled_from_gate
+from headlab.metrics import Metric, default_kind
 from headlab.schema import SchemaError
 from tiny_models import ADAPTER_FACTORIES, make_model, random_batch
 
@@ -314,3 +315,39 @@ def test_custom_metric_sees_the_input_index():
         logits = hm(batch)
     torch.testing.assert_close(fast.clean, logits[torch.arange(3), pos, target])
     assert fast.kind == "target_logit"
+
+
+def test_one_default_metric_rule():
+    """``metrics.default_kind`` is the one rule: a sweep, HeadModel.metric and head_gradients follow it."""
+    assert (default_kind(True), default_kind(False), default_kind(False, gradients=True)) == \
+        ("loss", "cosine", "retrieval")
+    assert default_kind(True, gradients=True) == "loss"
+    for name in ("gpt2", "bert"):
+        hm = make_model(name)
+        batch = random_batch(hm, n=3, seq=6)
+        assert sweep(hm, batch, groups=[(0, 0)]).kind == default_kind(hm.causal)
+    bert = make_model("bert")
+    batch = random_batch(bert, n=3, seq=6)
+    torch.testing.assert_close(bert.head_gradients(batch), bert.head_gradients(batch, Metric("retrieval")))
+
+
+def test_the_replay_refuses_what_it_did_not_record():
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=2, seq=5)
+    record = CleanRecord(hm, 10, keep=True)
+    with pytest.raises(ValueError, match=r"layers \[0, 1\] were not recorded"):
+        with record.replaying(2):
+            pass
+    with torch.no_grad(), record.recording():
+        clean = hm(batch)
+    assert record.seen and sorted(record.outputs) == [0, 1] and record.width >= hm.d_model
+    assert hm.hooks_installed == 0
+    with torch.no_grad(), record.replaying(2):
+        torch.testing.assert_close(hm(batch), clean)  # every block replayed: the same logits
+    with pytest.raises(ValueError, match="below must be between 0 and 2, got 3"):
+        with record.replaying(3):
+            pass
+    assert all("forward" not in vars(b) for b in hm.blocks)
+    with pytest.raises(ValueError, match=r"n \(2\) and k \(0\) must be positive"):
+        with tiled_from_gate(hm, 0, 2, 0, None):
+            pass

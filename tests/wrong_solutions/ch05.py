@@ -7,6 +7,7 @@ import contextlib
 import numpy as np
 
 from headlab.analysis.detect import induction_score
+from headlab.heads.ablation import Ablation
 
 
 def _induction(pattern, tokens, earliest=False, gap=2, target_shift=1, all_queries=False):
@@ -85,8 +86,8 @@ def _after(hm, tokens, ablated, head, mode="zero", first_only=False, outside=Fal
            pooled=False):
     if whole_layer and ablated:
         ablated = [(layer, h) for layer in {l for l, _ in ablated} for h in range(hm.n_heads)]
-    kwargs = {"mode": "mean", "reference": tokens} if mode == "mean" else {}
-    context = hm.ablate(ablated, **kwargs) if ablated else contextlib.nullcontext()
+    how = Ablation("mean", reference=tokens) if mode == "mean" else Ablation()
+    context = hm.ablate(ablated, how) if ablated else contextlib.nullcontext()
     with context:
         out = hm.run_with_cache(tokens)
     _, cache = (hm.run_with_cache(tokens) if outside else out)

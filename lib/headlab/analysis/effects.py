@@ -10,7 +10,7 @@ always means "removing the group hurts"); :func:`causal_lm_metrics` and
 :func:`encoder_metrics` build the book's usual ones.
 
 The numbers equal those of :func:`~headlab.analysis.sweep.sweep` for the same metric
-(``tests/test_effects.py`` checks it on the next-token loss); the loop is slower than the
+(``tests/test_importance_stats.py`` checks it on the next-token loss); the loop is slower than the
 batched sweep per metric, faster as soon as there are two.
 """
 

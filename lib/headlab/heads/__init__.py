@@ -9,6 +9,10 @@
   (``ablate``, ``gated``, ``patch_z``, ``head_gradients``);
 * :mod:`~headlab.heads.dispatch` -- the hooks every context installs through (every forward
   checked, nothing stored on the model, one state per thread);
+* :mod:`~headlab.heads.replay` -- the sweep's edits of a forward pass: the clean record replayed
+  below the first ablated layer, and the tiling from its gate on (nothing outside ``heads/``
+  registers a hook or replaces a ``forward``);
+* :mod:`~headlab.heads.onnx` -- the book's GPT exported with its gate, for the browser's widgets;
 * ``headlab.heads.inputs`` -- what every method accepts, checked where it comes in;
 * :mod:`~headlab.heads.adapters` -- where each model family keeps its heads;
 * :mod:`~headlab.heads.head` -- :class:`Head`, how a head is written;

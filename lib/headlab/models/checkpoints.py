@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 
 from headlab.models.gpt import GPT, GPTConfig
 
@@ -52,8 +54,6 @@ def save_checkpoint(out: str | Path, model: GPT, tokenizer: Any, provenance: dic
     The provenance written is ``provenance`` plus the sha256 of the weights
     (``sha256``) and of every verified file (``files``); it is returned.
     """
-    from safetensors.torch import save_file
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
@@ -139,9 +139,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Org
     are not a safetensors file, do not fit the config or hold NaN or inf, a tokenizer that does not
     load -- is a :class:`CheckpointError` naming the file and the command that regenerates it.
     """
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-    from transformers import PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast  # heavy: imported when a checkpoint is loaded
 
     path = Path(path)
     provenance = verify_checkpoint(path)  # before reading any weight
