@@ -43,6 +43,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton import knobs
 
 from headlab.kernels.keysets import MATCH_FIELDS, NON_MASS, SPEC_COLUMNS, mass_names, spec_table, statistic_names
 from headlab.kernels.statistics import HeadStatistics, StatInputs
@@ -190,8 +191,6 @@ assert NON_MASS == ("entropy", "max_weight"), "the kernel's store order (step 7)
 
 def interpreting() -> bool:
     """Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET=1`` when triton was imported)."""
-    from triton import knobs
-
     return bool(knobs.runtime.interpret)
 
 
