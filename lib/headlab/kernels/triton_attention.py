@@ -148,8 +148,9 @@ def _attention_kernel(  # jitted below
             flags = tl.load(side + FLAGS * n_k + cols, mask=in_k, other=0)
             masses = masses * alpha[:, None]
             for c in tl.static_range(N_MASS):  # each mass: its row of Spec
-                spec = Spec + c * N_SPEC  # lo, hi, window?, not self?, flag, fields
-                keys = ((offset >= tl.load(spec)) & (offset <= tl.load(spec + 1))
+                spec = Spec + c * N_SPEC  # lo, hi, window, not self, flag, ...
+                lo, hi = tl.load(spec), tl.load(spec + 1)
+                keys = ((offset >= lo) & (offset <= hi)
                         & ((tl.load(spec + 2) == 0)
                            | ((offset <= WINDOW) & (offset >= -WINDOW)))
                         & ((tl.load(spec + 3) == 0) | (offset != 0)))
@@ -161,7 +162,8 @@ def _attention_kernel(  # jitted below
                 q_val = tl.load(q_row + rows, mask=in_q, other=0)
                 keys = keys & (k_val[None, :] == q_val[:, None])
                 share = _mass(p, keys)  # (BLOCK_M,)
-                masses = masses + tl.where(slots[None, :] == c, share[:, None], 0.0)
+                at_c = slots[None, :] == c
+                masses = masses + tl.where(at_c, share[:, None], 0.0)
 
         row_sum = row_sum * alpha + tl.sum(p, 1)
         if IEEE:
