@@ -20,6 +20,10 @@ from typing import Any, Iterator
 import torch
 
 from deviating.data.head_scores import per_input_head_scores, run_with_patterns, summarize_head_scores
+from deviating.data.language import (
+    Language, agreement_items, copy_items, encode, pack, pronoun_items, rare_items, tokenizer,
+)
+from headlab.analysis.detect import previous_token_score
 from headlab.metrics import next_token_loss
 from headlab.models.gpt import GPT
 
@@ -58,8 +62,6 @@ class SyntheticLanguage:
     version: str = "1"
 
     def __post_init__(self) -> None:
-        from deviating.data.language import Language
-
         self.lang = Language(self.seed_vocab, **self.language_config)
         self._tok = None
 
@@ -68,16 +70,12 @@ class SyntheticLanguage:
         return len(self.lang.vocab)
 
     def tokenizer(self):
-        from deviating.data.language import tokenizer
-
         if self._tok is None:
             self._tok = tokenizer(self.lang)
         return self._tok
 
     def windows(self, n: int, seed: int) -> list:
         """``n`` full windows from documents sampled with ``seed``."""
-        from deviating.data.language import pack
-
         n_docs = 4 * n * self.n_ctx // 40 + 8  # documents average ~42 tokens
         windows = pack(self.lang.sample(n_docs, seed=seed), self.n_ctx, drop_last=True)
         if len(windows) < n:
@@ -86,8 +84,6 @@ class SyntheticLanguage:
         return windows[:n]
 
     def train_batches(self, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
-        from deviating.data.language import encode, pack
-
         buffer = torch.empty(0, self.n_ctx, dtype=torch.long)
         while True:
             while len(buffer) < batch_size:
@@ -98,8 +94,6 @@ class SyntheticLanguage:
             buffer = buffer[batch_size:]
 
     def eval_data(self, n: int) -> LanguageEval:
-        from deviating.data.language import agreement_items, copy_items, encode, pronoun_items, rare_items
-
         w = self.windows(n, seed=LANGUAGE_EVAL_SEED)
         return LanguageEval(w, encode(self.tokenizer(), w), agreement_items(w), pronoun_items(w),
                             copy_items(w, self.lang), rare_items(w, self.lang))
@@ -184,8 +178,6 @@ class LanguageWindows:
     version: str = "1"
 
     def __post_init__(self) -> None:
-        from deviating.data.language import Language
-
         self.lang = Language(self.seed_vocab)
         self._ids = {word: i for i, word in enumerate(self.lang.vocab)}
 
@@ -194,8 +186,6 @@ class LanguageWindows:
         return len(self.lang.vocab)
 
     def tokenizer(self):
-        from deviating.data.language import tokenizer
-
         return tokenizer(self.lang)
 
     def windows(self, n: int, seed: int) -> torch.Tensor:
@@ -226,8 +216,6 @@ class LanguageWindows:
     def evaluate(self, model: GPT, data: torch.Tensor) -> dict[str, Any]:
         """``val_loss``: mean next-token loss on the evaluation windows; ``previous_token``: per
         (layer, head), :func:`headlab.analysis.detect.previous_token_score` averaged over windows."""
-        from headlab.analysis.detect import previous_token_score
-
         tokens = data.to(model.device)
         logits, patterns = run_with_patterns(model, tokens)
         prev = torch.stack([previous_token_score(p).mean(0) for p in patterns])  # (layer, head)

@@ -46,6 +46,8 @@ from headlab.analysis.detect import (
 )
 from headlab.analysis.detect.registry import BUILTIN_NAMES, pattern_scores, score
 from headlab.analysis.detect.registry import scores as score_entries
+from headlab.analysis.streaming import streaming_head_scores
+from headlab.analysis.sweep import sweep
 from headlab.analysis.texts import (
     check_lengths, max_length, reads_english, repeated_tokens, special_wrapping, token_pool,
 )
@@ -221,9 +223,7 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
     if token_frequency is None and corpus is not None:
         token_frequency = corpus.token_frequency(hm.tokenizer)
 
-    scoring = head_scores
-    if streaming:  # the fused kernel: no n x n pattern is ever held
-        from headlab.analysis.streaming import streaming_head_scores as scoring
+    scoring = streaming_head_scores if streaming else head_scores  # streamed: no n x n pattern is ever held
     names = atlas_scores()
     on_repeats = [n for n in names[:-1] if score(n).on_repeats]  # induction: scored on repeated random tokens
     wanted = [n for n in names[:-1] if n not in on_repeats] + ["write_norm"]
@@ -244,8 +244,6 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
     n_texts = len(texts) if isinstance(texts, list) else int(texts["input_ids"].shape[0])
     effects, effect_info = None, {"kind": effect}
     if effect == "ablation":
-        from headlab.analysis.sweep import sweep
-
         subset = texts[:effect_texts] if isinstance(texts, list) else {k: v[:effect_texts] for k, v in texts.items()}
         result = sweep(hm, subset)  # zero ablation, the model's own metric
         effects = result.by_head().abs().mean(-1)  # (n_layers, n_heads): mean |effect| over texts

@@ -43,16 +43,20 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
 
 from headlab.kernels.keysets import MATCH_FIELDS, NON_MASS, SPEC_COLUMNS, mass_names, spec_table, statistic_names
 from headlab.kernels.statistics import HeadStatistics, StatInputs
 
 # Rows of the per-position side input ``side`` (batch, N_SIDE, n), int32: the key mask, the
 # flags, then one row per match field (MATCH_FIELDS order) and a row of zeros ("no match").
-KEY_REAL, FLAGS = 0, 1
-FIELD_ROW = 2  # the row of MATCH_FIELDS[0]; spec_table's field index f is row FIELD_ROW + f
-N_SIDE = FIELD_ROW + len(MATCH_FIELDS) + 1
-N_SPEC = len(SPEC_COLUMNS)
+# Compiled kernels may read only constexpr globals, hence tl.constexpr (ints on the Python side).
+KEY_REAL, FLAGS = tl.constexpr(0), tl.constexpr(1)
+FIELD_ROW = tl.constexpr(2)  # the row of MATCH_FIELDS[0]; spec_table's field index f is row FIELD_ROW + f
+N_SIDE = tl.constexpr(2 + len(MATCH_FIELDS) + 1)
+N_SPEC = tl.constexpr(len(SPEC_COLUMNS))
 
 
 @triton.jit
@@ -147,8 +151,9 @@ def _attention_kernel(  # jitted below
             flags = tl.load(side + FLAGS * n_k + cols, mask=in_k, other=0)
             masses = masses * alpha[:, None]
             for c in tl.static_range(N_MASS):  # each mass: its row of Spec
-                spec = Spec + c * N_SPEC  # lo, hi, window?, not self?, flag, fields
-                keys = ((offset >= tl.load(spec)) & (offset <= tl.load(spec + 1))
+                spec = Spec + c * N_SPEC  # lo, hi, window, not self, flag, ...
+                lo, hi = tl.load(spec), tl.load(spec + 1)
+                keys = ((offset >= lo) & (offset <= hi)
                         & ((tl.load(spec + 2) == 0)
                            | ((offset <= WINDOW) & (offset >= -WINDOW)))
                         & ((tl.load(spec + 3) == 0) | (offset != 0)))
@@ -160,7 +165,8 @@ def _attention_kernel(  # jitted below
                 q_val = tl.load(q_row + rows, mask=in_q, other=0)
                 keys = keys & (k_val[None, :] == q_val[:, None])
                 share = _mass(p, keys)  # (BLOCK_M,)
-                masses = masses + tl.where(slots[None, :] == c, share[:, None], 0.0)
+                at_c = slots[None, :] == c
+                masses = masses + tl.where(at_c, share[:, None], 0.0)
 
         row_sum = row_sum * alpha + tl.sum(p, 1)
         if IEEE:
@@ -190,22 +196,42 @@ assert NON_MASS == ("entropy", "max_weight"), "the kernel's store order (step 7)
 
 def interpreting() -> bool:
     """Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET=1`` when triton was imported)."""
-    from triton import knobs
-
     return bool(knobs.runtime.interpret)
 
 
 _attention_kernel = triton.jit(_attention_kernel)
 
 
+def compile_for_gpu(dtype: torch.dtype = torch.float32, *, causal: bool = True, arch: int = 90,
+                    block_size: int = 64, d: int = 64):
+    """Compile the kernel (with statistics, every registered mass) for an NVIDIA GPU of compute
+    capability ``arch`` (90: H100/H200) without one: the compiler front end and ``ptxas`` run on
+    the CPU, so a machine without a GPU checks what the interpreter cannot -- that the kernel is
+    valid compiled Triton (only constexpr globals, supported constructs). Returns the compiled
+    kernel (its ``asm`` holds the TTIR, PTX and cubin)."""
+    element = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    pointers = {"Q": element, "K": element, "V": element, "Out": element, "Stats": "fp32", "Argmax": "i32",
+                "Side": "i32", "Spec": "i32"}
+    n_mass = len(mass_names())
+    constants = dict(CAUSAL=causal, STATS=True, WINDOW=2, N_MASS=n_mass, BLOCK_S=triton.next_power_of_2(n_mass),
+                     BLOCK_M=block_size, BLOCK_N=block_size, BLOCK_D=max(16, triton.next_power_of_2(d)),
+                     IEEE=dtype == torch.float32, UPCAST=False)
+    names = _attention_kernel.arg_names
+    signature = {name: (f"*{pointers[name]}" if name in pointers else "constexpr" if name in constants
+                        else "fp32" if name == "scale" else "i32") for name in names}
+    source = ASTSource(fn=_attention_kernel, signature=signature,
+                       constexprs={(names.index(k),): v for k, v in constants.items()})
+    return triton.compile(source, target=GPUTarget("cuda", arch, 32))
+
+
 def side_inputs(statistics: StatInputs | None, key_mask: torch.Tensor | None, batch: int, n: int,
                 device) -> torch.Tensor:
     """Pack the per-position integers into ``(batch, N_SIDE, n)`` int32: the key mask, the flags,
     each field of :data:`~headlab.kernels.keysets.MATCH_FIELDS` and a row of zeros."""
-    side = torch.zeros(batch, N_SIDE, n, dtype=torch.int32, device=device)
-    side[:, KEY_REAL] = 1 if key_mask is None else key_mask.to(torch.int32)
+    side = torch.zeros(batch, N_SIDE.value, n, dtype=torch.int32, device=device)
+    side[:, KEY_REAL.value] = 1 if key_mask is None else key_mask.to(torch.int32)
     if statistics is not None:
-        side[:, FLAGS] = statistics.key_flags.to(torch.int32)
+        side[:, FLAGS.value] = statistics.key_flags.to(torch.int32)
         for f, name in enumerate(MATCH_FIELDS):
             if name == "position":
                 value = torch.arange(n, device=device).expand(batch, n)
@@ -213,7 +239,7 @@ def side_inputs(statistics: StatInputs | None, key_mask: torch.Tensor | None, ba
                 value = statistics.first[:, None].expand(batch, n)
             else:
                 value = getattr(statistics, name)
-            side[:, FIELD_ROW + f] = value.to(device=device, dtype=torch.int32)
+            side[:, FIELD_ROW.value + f] = value.to(device=device, dtype=torch.int32)
     return side
 
 

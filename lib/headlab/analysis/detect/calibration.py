@@ -33,7 +33,8 @@ import torch
 from headlab.analysis.detect.base import uniform_pattern
 from headlab.analysis.detect.labels import DEFAULT_THRESHOLDS, Thresholds, label_heads, lift
 from headlab.analysis.detect.positional import offset_score
-from headlab.analysis.detect.scores import PATTERN_SCORES, HeadScores
+from headlab.analysis.detect.registry import pattern_scores
+from headlab.analysis.detect.scores import HeadScores
 from headlab.analysis.detect.tokens import key_mass_score
 from headlab.stats import UNSTABLE, null_threshold
 
@@ -174,7 +175,7 @@ class StableLabels:
 
 def _labels(scores: HeadScores, idx, effects, eidx, thresholds) -> list[list[str]]:
     means, uniform = {}, {}
-    for name in PATTERN_SCORES:
+    for name in pattern_scores():
         if name in scores.per_input and name in scores.uniform and scores.defined(name):
             values = scores.per_input[name][idx]
             m = values.nanmean(0)

@@ -30,8 +30,10 @@ import numpy as np
 import torch
 
 from headlab.analysis.detect.calibration import NULL_LEVEL, calibrated_thresholds, decoy_lifts
-from headlab.analysis.detect.labels import BROAD_FAMILIES, FAMILIES, lift
-from headlab.analysis.detect.scores import PATTERN_SCORES, HeadScores, head_scores
+from headlab.analysis.detect.labels import lift
+from headlab.analysis.detect.registry import broad_families, families, pattern_scores, score
+from headlab.analysis.detect.scores import HeadScores, head_scores
+from headlab.analysis.sweep import sweep
 from headlab.heads.ablation import Ablation
 from headlab.stats import Estimate, Ranks, Split, bootstrap_mean, paired_difference, rank_intervals, split_items
 
@@ -110,7 +112,7 @@ def named_heads(scores: HeadScores, threshold: float, texts=None) -> np.ndarray:
     lift ``threshold`` on ``texts`` (positions; default all) of ``scores``."""
     idx = slice(None) if texts is None else torch.as_tensor(np.asarray(texts), dtype=torch.long)
     best = None
-    for name in FAMILIES + BROAD_FAMILIES:
+    for name in families() + broad_families():
         if name in scores.per_input and name in scores.uniform and scores.defined(name):
             m = scores.per_input[name][idx].nanmean(0)
             if bool(torch.isnan(m).all()):
@@ -178,9 +180,8 @@ def orphan_heads(hm, texts, metric=None, *, ablation: Ablation | str | None = No
         level, n_resamples, seed: of the intervals.
         progress: show the sweep's progress.
     """
-    from headlab.analysis.sweep import sweep
-
-    scores = head_scores(hm, texts, scores=[s for s in PATTERN_SCORES if s not in ("induction", "rare_token")])
+    plain = [s for s in pattern_scores() if not score(s).on_repeats and "token_frequency" not in score(s).needs]
+    scores = head_scores(hm, texts, scores=plain)
     split = split_items(scores.n_inputs) if split is None else split
     lift = calibrated_thresholds(decoy_lifts(hm, texts), split.select, level=null_level).lift
     named = named_heads(scores, lift, split.select)
