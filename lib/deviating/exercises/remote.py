@@ -33,7 +33,7 @@ from typing import Any
 
 from deviating.exercises import ForbiddenCall
 from deviating.exercises.guard import forbidden_message
-from deviating.exercises.values import MAX_BYTES, BadValue, decode
+from deviating.exercises.values import MAX_BYTES, decode
 from deviating.exercises.worker import write_frame
 
 __all__ = ["Limits", "WorkerFailed", "StubProblem", "RemoteFunction"]
@@ -135,9 +135,12 @@ class RemoteFunction:
         write_frame(to_worker, pickle.dumps({"folder": self._folder, "setup": self._setup, "stub": self._stub,
                                              "function": self.__name__}))
         head, _ = self._receive(self._limits.startup, "the setup and the stub")
+        if head.get("status") not in ("ready", "missing", "broken", "library", "setup"):
+            self.close()
+            raise WorkerFailed(f"sent an answer the grader cannot read (a status {str(head.get('status'))[:40]!r})")
         if head["status"] != "ready":
             self.close()
-            raise StubProblem(head["status"], head.get("reason") or head.get("owner") or "")
+            raise StubProblem(str(head["status"])[:40], str(head.get("reason") or head.get("owner") or "")[:300])
 
     def close(self) -> None:
         if self._proc is not None:
@@ -189,7 +192,7 @@ class RemoteFunction:
             if type(head) is not dict or type(head.get("status", head.get("bad"))) is not str:
                 raise ValueError(head_bytes[:40])
             return head, decode(body) if head.get("status") == "returned" else None
-        except (ValueError, BadValue) as err:
+        except (ValueError, TypeError, RecursionError) as err:
             self.close()
             raise WorkerFailed(f"sent an answer the grader cannot read: {str(err)[:120]}") from None
 
@@ -216,13 +219,13 @@ class RemoteFunction:
         head, payload = self._receive(self._limits.timeout, "a call")
         status = head.get("status")
         if "bad" in head:
-            raise WorkerFailed(f"returned {head['bad']}")
+            raise WorkerFailed(f"returned {str(head['bad'])[:300]}")
         if status == "not implemented":
             raise NotImplementedError(self.__name__)
         if status == "forbidden" or (status == "raised" and head.get("hit")):
-            raise ForbiddenCall(forbidden_message(self.__name__, str(head.get("hit"))))
+            raise ForbiddenCall(forbidden_message(self.__name__, str(head.get("hit"))[:200]))
         if status == "raised":
-            raise WorkerFailed(f"raised {head.get('error')}")
+            raise WorkerFailed(f"raised {str(head.get('error'))[:300]}")
         if status != "returned" or not (isinstance(payload, tuple) and len(payload) == 3):
             raise WorkerFailed("sent an answer the grader cannot read")
         value, after_args, after_kwargs = payload
