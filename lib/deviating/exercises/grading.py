@@ -148,7 +148,7 @@ def _grade_exercise(e: ExerciseGrade, spec: dict, nb, setup: str, folder: str, l
             e.reason = _STUB_REASONS.get(err.kind, "{why}").format(f=function, why=str(err))
             return [f"cell {found[0]}: {e.reason}"] if err.kind == "broken" else []
         except WorkerFailed as err:
-            e.reason = f"its stub cell did not run: {err}"
+            e.reason = f"its grading worker failed before the first case: {err}"
             return []
         with recording() as results:
             try:

@@ -18,6 +18,8 @@ past ``timeout`` kills the worker; the next call starts a fresh one, at most ``r
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import os
 import pickle
@@ -96,6 +98,23 @@ def _limit(limits: Limits, tasks: int):  # noqa: ANN202
             resource.setrlimit(what, (value, value))
         os.setsid()  # its own process group: killed whole at a time limit
     return apply
+
+
+class _Pickler(pickle.Pickler):
+    """The grader's pickler of a call's arguments: a HeadModel travels as its module, tokenizer and name
+    (its adapters hold lambdas, which pickle cannot name); the worker builds it again."""
+
+    def reducer_override(self, obj):  # noqa: ANN001, ANN201
+        model = sys.modules.get("headlab.heads.model")
+        if model is not None and type(obj) is model.HeadModel:
+            return functools.partial(model.HeadModel, name=obj.name, provenance=obj.provenance), (obj.model, obj.tokenizer)
+        return NotImplemented
+
+
+def _dumps(obj: Any) -> bytes:
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buf.getvalue()
 
 
 class RemoteFunction:
@@ -211,7 +230,7 @@ class RemoteFunction:
                 raise WorkerFailed(f"not run: the worker was restarted {self._limits.restarts} times already")
             self.start()
         try:
-            write_frame(self._fds[0], pickle.dumps({"args": args, "kwargs": kwargs, "forbid": list(forbid)}))
+            write_frame(self._fds[0], _dumps({"args": args, "kwargs": kwargs, "forbid": list(forbid)}))
         except OSError:
             why = self._death()
             self.close()
