@@ -222,3 +222,26 @@ def test_a_check_that_passes_a_model_calls_the_function_in_a_worker(tmp_path) ->
             fn.close()
         assert results[-1].n_passed == passed, results[-1].messages[:1]
     assert results[-1].status == "not implemented"
+
+
+def test_a_check_that_wraps_the_function_still_reaches_the_worker(tmp_path) -> None:
+    """Chapter 2's online-softmax check wraps the student's function (one call per tile): the grader
+    accepts its module, and each wrapped call goes to the worker with the check's forbidden modules."""
+    from deviating.exercises import recording
+    from deviating.exercises.grading import CHECK_MODULE_RE
+    from deviating.exercises.fused import check_online_softmax_update
+    from deviating.exercises.remote import Limits, RemoteFunction
+
+    path = next(p for p in chapter_notebooks() if p.name.startswith("02_"))
+    chapter = nbformat.read(path, as_version=4)
+    ex = next(e for e in find_exercises(chapter, path) if e.check_name == "check_online_softmax_update")
+    assert CHECK_MODULE_RE.match(ex.check_module)
+    solution = "\n\n".join(chapter.cells[i].source for i in ex.solution_cells)
+    fn = RemoteFunction(ex.function, "import numpy as np", solution, tmp_path, Limits(timeout=30))
+    try:
+        with recording() as results:
+            check_online_softmax_update(fn)
+    finally:
+        fn.close()
+    assert results[-1].status == "passed", results[-1].messages[:1]
+    assert fn.forbid == ("headlab.kernels",)

@@ -127,6 +127,7 @@ class RemoteFunction:
         self._proc: subprocess.Popen | None = None
         self._fds: tuple[int, int] | None = None
         self._restarts = -1
+        self.forbid: tuple = ()  # the modules a plain call must not use (set by call_reader)
         self.events: list[str] = []  # what happened to the worker (time limits, crashes), in order
 
     # ------------------------------------------------------------------ the worker
@@ -217,7 +218,7 @@ class RemoteFunction:
 
     # ------------------------------------------------------------------ a call
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.call(args, kwargs, ())
+        return self.call(args, kwargs, self.forbid)
 
     def remote_call(self, args: tuple, kwargs: dict, forbid: tuple) -> Any:
         """What :func:`deviating.exercises.call_reader` calls: :meth:`call`."""
