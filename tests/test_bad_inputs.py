@@ -734,6 +734,11 @@ cli_rows([
     (["report", "--model", ATTN, "--out", "{tmp}/r", "--pairs", "all"], "'all'"),
     (["report", "--model", ATTN, "--out", "{tmp}/r", "--texts", "{tmp}/missing.txt"], "--texts.*missing.txt"),
     (["report", "--model", "no-such-model", "--out", "{tmp}/r"], "'no-such-model'"),
+    (["report", "--model", ATTN, "--out", "{tmp}/r", "--texts", "{tmp}/huge.txt"], "text 2 has a word of 2,000,000 characters",
+     _texts_file("huge.txt", "t1 t2 t3\n" + "t1" * 1_000_000 + "\n")),
+    (["report", "--model", MINILM, "--out", "{tmp}/r", "--texts", "{tmp}/huge.txt"], "one unknown token",
+     _texts_file("huge.txt", "The keys are on the table.\n" + "a" * 2_000_000 + "\n")),
+    (["grade", "{tmp}/missing.ipynb"], "missing.ipynb: no such file"),
     (["train", "no-such-recipe", "--no-progress"], "'no-such-recipe'"),
     (["train", "attn-only-1l", "--steps", "x"], "--steps.*'x'"),
 ])
@@ -778,6 +783,15 @@ def test_the_table_is_big_enough():
     assert len(ROWS) >= 200, len(ROWS)
     assert len({(r.area, r.name) for r in ROWS}) == len(ROWS), "two rows share a name"
     assert sum(r.area == "cli" for r in ROWS) >= 40
+
+
+def test_a_two_million_character_line_is_never_echoed(tmp_path):
+    """``report --texts`` with one 2 MB line: one short error line, not the line itself."""
+    env = Env(tmp_path)
+    env.file("huge.txt", "t1 t2 t3\n" + "t1" * 1_000_000 + "\n")
+    code, out, err = cli(env, "report", "--model", ATTN, "--out", str(tmp_path / "r"), "--texts", str(tmp_path / "huge.txt"))
+    assert code == 2 and len(err) < 600 and len(out) < 600, (code, len(err), err[:300])
+    assert "text 2 has a word of 2,000,000 characters ('t1t1t1t1t1t1t1t1t1t1'...)" in err, err
 
 
 def test_every_bad_input_gets_a_clear_error_and_changes_nothing(tmp_path, record_property, monkeypatch):

@@ -198,3 +198,50 @@ def test_importing_a_forbidden_module_inside_the_stub_is_no_forbidden_call() -> 
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "gini_of calls headlab.stats.inequality.gini," in proc.stdout, proc.stdout
+
+
+def test_a_check_that_passes_a_model_calls_the_function_in_a_worker(tmp_path) -> None:
+    """Chapter 5's check hands the student's function a HeadModel: it travels to the worker (as its
+    module, tokenizer and name) and the function runs there, on the chapter's setup and its stub only."""
+    from deviating.exercises import recording
+    from deviating.exercises.ch05 import check_induction_after_ablation
+    from deviating.exercises.notebook import setup_cell_index
+    from deviating.exercises.remote import Limits, RemoteFunction
+
+    path = next(p for p in chapter_notebooks() if p.name.startswith("05_"))
+    chapter = nbformat.read(path, as_version=4)
+    ex = next(e for e in find_exercises(chapter, path) if e.check_name == "check_induction_after_ablation")
+    setup = chapter.cells[setup_cell_index(chapter)].source
+    solution = "\n\n".join(chapter.cells[i].source for i in ex.solution_cells)
+    for stub, passed in ((solution, 6), (chapter.cells[ex.stub].source, 0)):
+        fn = RemoteFunction(ex.function, setup, stub, tmp_path, Limits(timeout=60, startup=120))
+        try:
+            with recording() as results:
+                check_induction_after_ablation(fn)
+        finally:
+            fn.close()
+        assert results[-1].n_passed == passed, results[-1].messages[:1]
+    assert results[-1].status == "not implemented"
+
+
+def test_a_check_that_wraps_the_function_still_reaches_the_worker(tmp_path) -> None:
+    """Chapter 2's online-softmax check wraps the student's function (one call per tile): the grader
+    accepts its module, and each wrapped call goes to the worker with the check's forbidden modules."""
+    from deviating.exercises import recording
+    from deviating.exercises.grading import CHECK_MODULE_RE
+    from deviating.exercises.fused import check_online_softmax_update
+    from deviating.exercises.remote import Limits, RemoteFunction
+
+    path = next(p for p in chapter_notebooks() if p.name.startswith("02_"))
+    chapter = nbformat.read(path, as_version=4)
+    ex = next(e for e in find_exercises(chapter, path) if e.check_name == "check_online_softmax_update")
+    assert CHECK_MODULE_RE.match(ex.check_module)
+    solution = "\n\n".join(chapter.cells[i].source for i in ex.solution_cells)
+    fn = RemoteFunction(ex.function, "import numpy as np", solution, tmp_path, Limits(timeout=30))
+    try:
+        with recording() as results:
+            check_online_softmax_update(fn)
+    finally:
+        fn.close()
+    assert results[-1].status == "passed", results[-1].messages[:1]
+    assert fn.forbid == ("headlab.kernels",)

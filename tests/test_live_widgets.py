@@ -236,3 +236,11 @@ def test_each_widget_module_parses(tmp_path, name):
     out = run_js(tmp_path, f"const m = await import({json.dumps(path.as_uri())}); "
                  "return [typeof m.default.render, m.VERSION];", {})
     assert out == ["function", "1.0.0"]
+
+
+def test_ablation_widget_names_a_bad_text_or_top_k(aom):
+    with pytest.raises(TypeError, match="text 0 is int 3"):
+        ablation_widget(aom, [3, 4])
+    vocab = aom.model.config.d_vocab
+    with pytest.raises(ValueError, match=rf"top_k=1000000 is more than the model's {vocab} tokens"):
+        ablation_widget(aom, aom_texts(aom), top_k=10**6)

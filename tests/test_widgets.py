@@ -68,3 +68,26 @@ def test_widget_toggles_recompute(causal):
     assert "ablated:</b> 0.2, 1.1" in readout.value
     with pytest.raises(ValueError, match="out of range"):
         ablation_widget(causal, ["1 2 3"], preset=[(7, 0)])
+
+
+def test_bad_calls_get_an_error_that_names_the_value(causal):
+    """The four calls of issue 28 that used to end in an IndexError, an AttributeError, a TraitError
+    and torch's "selected index k out of range": each now names the value and what to give."""
+    texts = ["1 2 3 4", "4 3 2 1"]
+    live = LiveAblation(causal, texts)
+    with pytest.raises(ValueError, match=r"selected=\(0, 99\): head 0\.99 is out of range: .* heads 0\.\.\d"):
+        live.view(selected=(0, 99))
+    with pytest.raises(TypeError, match="text 0 is int 3; give the words themselves"):
+        LiveAblation(causal, [3, 4])
+    with pytest.raises(TypeError, match="one string '1 2 3'"):
+        LiveAblation(causal, "1 2 3")
+    with pytest.raises(ValueError, match="unknown ablation mode 'bogus': choose from zero, mean"):
+        ablation_widget(causal, texts, mode="bogus")
+    with torch.no_grad():
+        vocab = causal(texts).shape[-1]
+    with pytest.raises(ValueError, match=rf"top_k=1000000 is more than the model's {vocab} tokens: give 1\.\.{vocab}"):
+        LiveAblation(causal, texts, top_k=10**6)
+    with pytest.raises(ValueError, match="top_k must be a positive integer .* got 0"):
+        LiveAblation(causal, texts, top_k=0)
+    with pytest.raises(ValueError, match="head 0.99 is out of range"):
+        ablation_widget(causal, texts, selected=(0, 99))

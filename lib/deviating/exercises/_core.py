@@ -7,7 +7,6 @@ implementation) and either prints one line saying it passed or raises
 expected and what came back.
 
 Checks never import solutions: the solutions live only in the notebooks.
-
 Typical use in ``deviating.exercises.chNN``::
 
     def check_stable_softmax(fn):
@@ -32,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -103,7 +103,6 @@ class NotImplementedYet(ExerciseFailed):
 
 class ForbiddenCall(ExerciseFailed):
     """The reader's function called the library's own answer to the exercise (no credit for any case)."""
-
 
 @dataclass(frozen=True)
 class Case:
@@ -187,12 +186,11 @@ def call_reader(fn: Callable, *args: Any, case: str = "", forbid: Sequence[str] 
             "(define the function yourself) before this check.")
     guard = CallGuard(forbid)
     remote = getattr(fn, "remote_call", None)  # the grader's stand-in: the call runs in a grading worker
+    if hasattr(inner := inspect.unwrap(fn), "remote_call"):  # a check may wrap it (fused.py): tell it too
+        inner.forbid = tuple(forbid)
     try:
-        if remote is not None:
-            result = remote(args, kwargs, tuple(forbid))
-        else:
-            with guard.watching():
-                result = fn(*args, **kwargs)
+        with guard.watching() if remote is None else contextlib.nullcontext():
+            result = remote(args, kwargs, tuple(forbid)) if remote is not None else fn(*args, **kwargs)
     except NotImplementedError:
         raise NotImplementedYet(
             f"{name} is not implemented yet: fill in the stub above "
@@ -201,12 +199,10 @@ def call_reader(fn: Callable, *args: Any, case: str = "", forbid: Sequence[str] 
         ) from None
     except ExerciseFailed:  # the grader's stand-in already says what went wrong
         raise
-    except Exception as err:  # the reader's code crashed: say where
-        if guard.hit:
-            raise ForbiddenCall(forbidden_message(name, guard.hit)) from None
+    except Exception as err:  # the reader's code crashed (or a grading worker's report): say where
+        if guard.hit or remote is not None:
+            raise (ForbiddenCall(forbidden_message(name, guard.hit)) if guard.hit else ExerciseFailed(f"{name} {err}")) from None
         where = f" on {case}" if case else ""
-        if remote is not None:  # a grading worker's report: what happened (run_cases names the case)
-            raise ExerciseFailed(f"{name} {err}") from None
         raise ExerciseFailed(f"{name} raised {type(err).__name__}{where}: {err}") from err
     if guard.hit:
         raise ForbiddenCall(forbidden_message(name, guard.hit))

@@ -30,7 +30,7 @@ the exercise-start cell's metadata sets ``{"headlab": {"points": N}}``.
 Which exercises a notebook has, and their points and checks, come from ``--reference`` (the
 handed-out notebook: safest, since a student cannot edit it), else from the submission's metadata
 (written by ``scripts/make_student.py``), else from its exercise markers; the check named must be
-a ``check_*`` of a ``deviating.exercises.chNN`` module. Files are copied into a submission's
+a ``check_*`` of a ``deviating.exercises.chNN`` module (or ``fused``). Files are copied into a submission's
 folder only from the handed-out folder (``--handout``, default the reference's folder), never from
 beside the submission. A cell other than a stub that binds the name of a function a stub asks
 for is reported in the notes (it is never run).
@@ -58,7 +58,7 @@ from deviating.exercises.remote import Limits, RemoteFunction, StubProblem, Work
 
 __all__ = ["ExerciseGrade", "Grade", "grade_notebook", "write_csv", "gradescope_results", "add_commands"]
 
-CHECK_MODULE_RE = re.compile(r"^deviating\.exercises\.ch\d{2}$")
+CHECK_MODULE_RE = re.compile(r"^deviating\.exercises\.(ch\d{2}|fused)$")
 CHECK_NAME_RE = re.compile(r"^check_[a-z0-9_]+$")
 HANDOUT_LIMIT = 50_000_000  # bytes: a bigger handed-out file is not copied
 
@@ -148,7 +148,7 @@ def _grade_exercise(e: ExerciseGrade, spec: dict, nb, setup: str, folder: str, l
             e.reason = _STUB_REASONS.get(err.kind, "{why}").format(f=function, why=str(err))
             return [f"cell {found[0]}: {e.reason}"] if err.kind == "broken" else []
         except WorkerFailed as err:
-            e.reason = f"its stub cell did not run: {err}"
+            e.reason = f"its grading worker failed before the first case: {err}"
             return []
         with recording() as results:
             try:

@@ -18,6 +18,8 @@ past ``timeout`` kills the worker; the next call starts a fresh one, at most ``r
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import os
 import pickle
@@ -33,7 +35,7 @@ from typing import Any
 
 from deviating.exercises import ForbiddenCall
 from deviating.exercises.guard import forbidden_message
-from deviating.exercises.values import MAX_BYTES, BadValue, decode
+from deviating.exercises.values import MAX_BYTES, decode
 from deviating.exercises.worker import write_frame
 
 __all__ = ["Limits", "WorkerFailed", "StubProblem", "RemoteFunction"]
@@ -98,6 +100,23 @@ def _limit(limits: Limits, tasks: int):  # noqa: ANN202
     return apply
 
 
+class _Pickler(pickle.Pickler):
+    """The grader's pickler of a call's arguments: a HeadModel travels as its module, tokenizer and name
+    (its adapters hold lambdas, which pickle cannot name); the worker builds it again."""
+
+    def reducer_override(self, obj):  # noqa: ANN001, ANN201
+        model = sys.modules.get("headlab.heads.model")
+        if model is not None and type(obj) is model.HeadModel:
+            return functools.partial(model.HeadModel, name=obj.name, provenance=obj.provenance), (obj.model, obj.tokenizer)
+        return NotImplemented
+
+
+def _dumps(obj: Any) -> bytes:
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buf.getvalue()
+
+
 class RemoteFunction:
     """The student's function ``name`` (from ``stub``, after ``setup``), run by a worker in ``folder``."""
 
@@ -108,6 +127,7 @@ class RemoteFunction:
         self._proc: subprocess.Popen | None = None
         self._fds: tuple[int, int] | None = None
         self._restarts = -1
+        self.forbid: tuple = ()  # the modules a plain call must not use (set by call_reader)
         self.events: list[str] = []  # what happened to the worker (time limits, crashes), in order
 
     # ------------------------------------------------------------------ the worker
@@ -135,9 +155,12 @@ class RemoteFunction:
         write_frame(to_worker, pickle.dumps({"folder": self._folder, "setup": self._setup, "stub": self._stub,
                                              "function": self.__name__}))
         head, _ = self._receive(self._limits.startup, "the setup and the stub")
+        if head.get("status") not in ("ready", "missing", "broken", "library", "setup"):
+            self.close()
+            raise WorkerFailed(f"sent an answer the grader cannot read (a status {str(head.get('status'))[:40]!r})")
         if head["status"] != "ready":
             self.close()
-            raise StubProblem(head["status"], head.get("reason") or head.get("owner") or "")
+            raise StubProblem(str(head["status"])[:40], str(head.get("reason") or head.get("owner") or "")[:300])
 
     def close(self) -> None:
         if self._proc is not None:
@@ -189,13 +212,13 @@ class RemoteFunction:
             if type(head) is not dict or type(head.get("status", head.get("bad"))) is not str:
                 raise ValueError(head_bytes[:40])
             return head, decode(body) if head.get("status") == "returned" else None
-        except (ValueError, BadValue) as err:
+        except (ValueError, TypeError, RecursionError) as err:
             self.close()
             raise WorkerFailed(f"sent an answer the grader cannot read: {str(err)[:120]}") from None
 
     # ------------------------------------------------------------------ a call
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.call(args, kwargs, ())
+        return self.call(args, kwargs, self.forbid)
 
     def remote_call(self, args: tuple, kwargs: dict, forbid: tuple) -> Any:
         """What :func:`deviating.exercises.call_reader` calls: :meth:`call`."""
@@ -208,7 +231,7 @@ class RemoteFunction:
                 raise WorkerFailed(f"not run: the worker was restarted {self._limits.restarts} times already")
             self.start()
         try:
-            write_frame(self._fds[0], pickle.dumps({"args": args, "kwargs": kwargs, "forbid": list(forbid)}))
+            write_frame(self._fds[0], _dumps({"args": args, "kwargs": kwargs, "forbid": list(forbid)}))
         except OSError:
             why = self._death()
             self.close()
@@ -216,13 +239,13 @@ class RemoteFunction:
         head, payload = self._receive(self._limits.timeout, "a call")
         status = head.get("status")
         if "bad" in head:
-            raise WorkerFailed(f"returned {head['bad']}")
+            raise WorkerFailed(f"returned {str(head['bad'])[:300]}")
         if status == "not implemented":
             raise NotImplementedError(self.__name__)
         if status == "forbidden" or (status == "raised" and head.get("hit")):
-            raise ForbiddenCall(forbidden_message(self.__name__, str(head.get("hit"))))
+            raise ForbiddenCall(forbidden_message(self.__name__, str(head.get("hit"))[:200]))
         if status == "raised":
-            raise WorkerFailed(f"raised {head.get('error')}")
+            raise WorkerFailed(f"raised {str(head.get('error'))[:300]}")
         if status != "returned" or not (isinstance(payload, tuple) and len(payload) == 3):
             raise WorkerFailed("sent an answer the grader cannot read")
         value, after_args, after_kwargs = payload

@@ -143,9 +143,9 @@ def decode(message: bytes) -> Any:
         raise BadValue(f"a message of {len(message)} bytes (at most {MAX_BYTES})")
     try:
         data = json.loads(message)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise BadValue(f"something that is not JSON ({type(err).__name__})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise BadValue(f"something that is not JSON, or nested too deep ({type(err).__name__})") from None
     try:
         return _decode(data, 0)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, RecursionError) as err:
         raise err if isinstance(err, BadValue) else BadValue(f"a malformed value ({type(err).__name__})") from None

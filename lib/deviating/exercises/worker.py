@@ -47,8 +47,7 @@ _HEADER = struct.Struct(">Q")
 _EXERCISES = str(Path(__file__).resolve().parent)
 _PROCESS = {"os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen",
             "os.killpg", "signal.pthread_kill", "_thread.start_new_thread", "os.startfile", "pty.spawn",
-            "sys.settrace", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
-            "sys.addaudithook"}
+            "sys.settrace", "gc.get_objects", "gc.get_referrers", "gc.get_referents"}
 _NETWORK = {"socket.connect", "socket.sendto", "socket.sendmsg", "socket.bind"}
 _LOOKUP = {"socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex", "socket.gethostbyaddr",
            "socket.getnameinfo"}
@@ -114,12 +113,12 @@ def install_policy(folder: str) -> None:
         pass
     reads = tuple({folder, *packages, *(os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)),
                    *(os.path.realpath(p) for p in site.getsitepackages() + [site.getusersitepackages()]),
-                   "/usr", "/lib", "/lib64", "/etc/fonts", "/etc/ld.so.cache", "/etc/localtime", "/proc/self",
-                   "/proc/cpuinfo", "/proc/meminfo", "/sys/devices/system/cpu", "/sys/fs/cgroup", "/dev/null",
-                   "/dev/urandom", "/dev/shm", os.path.realpath(os.environ.get("TMPDIR", folder))})
+                   "/usr", "/lib", "/lib64", "/etc/fonts", "/etc/ld.so.cache", "/etc/localtime",
+                   os.path.realpath("/proc/self"), "/proc/cpuinfo", "/proc/meminfo", "/sys/devices/system/cpu",
+                   "/sys/fs/cgroup", "/dev/null", "/dev/urandom"})
     loaded = frozenset(os.path.realpath(m.__file__) for m in list(sys.modules.values())
                        if getattr(m, "__file__", None) and str(m.__file__).startswith(_EXERCISES))
-    writes = (folder, "/dev/null", "/dev/shm")
+    writes = (folder, "/dev/null")
     me = os.getpid()
     profiles = [1]  # the worker sets its profiler once, after the stub; every later change is refused
 
@@ -179,6 +178,17 @@ def install_policy(folder: str) -> None:
             raise Refused(f"{event} is not allowed while grading")
 
     sys.addaudithook(hook)
+
+
+def _no_threads() -> None:
+    """Make starting a thread fail (Python 3.11 raises no audit event for it; RLIMIT_NPROC caps it too)."""
+    import _thread
+
+    def refuse(*args, **kwargs):  # noqa: ANN002, ANN003, ARG001
+        raise Refused("starting a thread is not allowed while grading")
+
+    _thread.start_new_thread = _thread.start_new = refuse
+    threading._start_new_thread = refuse  # noqa: SLF001 (the one name threading starts its threads with)
 
 
 def _guard(forbid_box: list, hit_box: list):  # noqa: ANN202
@@ -267,7 +277,8 @@ def main(argv: list[str]) -> int:
         return 0
     forbid_box, hit_box = [()], []
     profile = _guard(forbid_box, hit_box)
-    threading.setprofile(profile)  # (no thread can start: the hook refuses it)
+    _no_threads()
+    threading.setprofile(profile)  # (no thread can start: see _no_threads)
     try:
         sys.setprofile(profile)  # the one change allowed: the hook refuses any later one
     except Refused:

@@ -35,7 +35,7 @@ import torch
 import traitlets as t
 
 from headlab.heads.model import HeadModel
-from headlab.viz.widgets import HeadCountPatterns, LiveAblation
+from headlab.viz.widgets import HeadCountPatterns, LiveAblation, check_texts, check_top_k
 
 __all__ = ["TemperatureWidget", "HeadsWidget", "AblationWidget", "temperature_widget", "heads_widget",
            "ablation_widget", "tokenizer_spec", "encode", "shipped_checkpoint", "packed", "unpack", "JS_DIR"]
@@ -328,12 +328,14 @@ def ablation_widget(hm: HeadModel, texts: Sequence[str], preset: Sequence = (), 
                          "predictions (use headlab.viz.widgets.ablation_widget for encoders)")
     if mode not in ABLATION_MODES:
         raise ValueError(f"unknown ablation mode {mode!r}: choose from {', '.join(ABLATION_MODES)}")
+    texts = check_texts(texts)
+    check_top_k(top_k, getattr(hm.model.config, "d_vocab", None))
     preset = hm.check_heads(preset) if preset else []
     selected = hm.check_heads([selected])[0] if selected is not None else (preset[0] if preset else (0, 0))
     spec = _spec_or_none(hm.tokenizer, n_ctx=getattr(hm.model.config, "n_ctx", None))
     widget = AblationWidget(hm, n_layers=hm.n_layers, n_heads=hm.n_heads, d_head=hm.d_head,
                             ablated=[list(x) for x in preset], mode=mode, selected=list(selected),
-                            texts=[x for x in texts if x.strip()], top_k=top_k, tokenizer=spec,
+                            texts=texts, top_k=top_k, tokenizer=spec,
                             onnx=_onnx_file(hm) if spec is not None else "")
     if widget.view.get("error"):
         raise ValueError(widget.view["error"])

@@ -18,7 +18,42 @@ from headlab.heads.head import Head, format_head, format_heads
 from headlab.heads.model import ABLATION_MODES, HeadModel
 from headlab.metrics import next_token_loss
 
-__all__ = ["LiveAblation", "AblationView", "ablation_widget", "HeadCountPatterns", "HeadCountView", "heads_widget"]
+__all__ = ["LiveAblation", "AblationView", "ablation_widget", "HeadCountPatterns", "HeadCountView", "heads_widget",
+           "check_texts", "check_top_k", "check_mode"]
+
+
+def check_texts(texts) -> list[str]:  # noqa: ANN001
+    """The non-blank texts of a list of strings; ValueError/TypeError naming what is wrong otherwise."""
+    if isinstance(texts, str):
+        raise TypeError(f"texts must be a list of strings, got one string {texts[:40]!r}: write [{texts[:40]!r}]")
+    try:
+        items = list(texts)
+    except TypeError:
+        raise TypeError(f"texts must be a list of strings, got {type(texts).__name__} {str(texts)[:40]}") from None
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            raise TypeError(f"texts must be strings: text {i} is {type(text).__name__} {str(text)[:40]}; "
+                            "give the words themselves, e.g. ['the dog sees the cat .']")
+    kept = [t for t in items if t.strip()]
+    if not kept:
+        raise ValueError("give at least one non-empty text")
+    return kept
+
+
+def check_top_k(top_k, vocab: int | None = None) -> int:  # noqa: ANN001
+    """``top_k`` as an int in 1..vocab; ValueError naming it otherwise."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer (how many next tokens to list), got {top_k!r}")
+    if vocab is not None and top_k > vocab:
+        raise ValueError(f"top_k={top_k} is more than the model's {vocab} tokens: give 1..{vocab} (e.g. 5)")
+    return top_k
+
+
+def check_mode(mode) -> str:  # noqa: ANN001
+    """``mode`` if it is an ablation mode; ValueError naming it and the choices otherwise."""
+    if mode not in ABLATION_MODES:
+        raise ValueError(f"unknown ablation mode {mode!r}: choose from {', '.join(ABLATION_MODES)}")
+    return mode
 
 
 @dataclass
@@ -54,14 +89,14 @@ class LiveAblation:
     def __init__(self, hm: HeadModel, texts: Sequence[str], reference: Sequence[str] | None = None,
                  top_k: int = 5):
         self.hm = hm
-        self.top_k = top_k
-        self.reference = list(reference) if reference is not None else None
+        self.top_k = check_top_k(top_k)
+        self.reference = check_texts(reference) if reference is not None else None
         self.set_texts(texts)
+        if hm.causal:
+            check_top_k(top_k, int(self._clean_out.shape[-1]))
 
     def set_texts(self, texts: Sequence[str]) -> None:
-        texts = [t for t in texts if t.strip()]
-        if not texts:
-            raise ValueError("give at least one non-empty text")
+        texts = check_texts(texts)
         self.texts = texts
         self.batch = self.hm.tokenize(texts)
         with torch.no_grad():
@@ -79,8 +114,12 @@ class LiveAblation:
 
     def view(self, ablated: Sequence[Head] = (), mode: str = "zero", selected: Head | None = None) -> AblationView:
         hm, batch = self.hm, self.batch
-        if mode not in ABLATION_MODES:
-            raise ValueError(f"unknown ablation mode {mode!r}: choose from {', '.join(ABLATION_MODES)}")
+        check_mode(mode)
+        if selected is not None:
+            try:
+                selected = hm.check_heads([selected])[0]
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"selected={selected!r}: {err}") from None
         reference = None if mode == "zero" else (self.reference or self.texts)
         n = int(batch["attention_mask"][0].sum())
         names = ("pattern",) if selected is not None else ()
@@ -124,9 +163,10 @@ def ablation_widget(hm: HeadModel, texts: Sequence[str], preset: Sequence[Head] 
 
     from headlab.viz.patterns import plot_pattern
 
+    check_mode(mode)
     live = LiveAblation(hm, texts, reference=reference)
     preset = set(hm.check_heads(preset)) if preset else set()
-    selected = selected or (sorted(preset)[0] if preset else (0, 0))
+    selected = hm.check_heads([selected])[0] if selected is not None else (sorted(preset)[0] if preset else (0, 0))
     toggles = {}
     for layer, head in hm.heads():
         toggles[(layer, head)] = w.ToggleButton(

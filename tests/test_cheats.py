@@ -1,0 +1,164 @@
+"""The cheat catalogue (tests/cheats): every cheat scores 0 on what it attacks, with a reason, and the
+grader goes on; an honest partial submission in the same run still earns partial credit.
+
+The fixture is chapter 0's softmax exercise (its cells copied from the chapter, numpy only) as a
+student edition, the handed-out notebook; each cheat is one submission graded against it, each
+in its own grading worker. Around 40 short workers: about two minutes on the shared 2-core machine.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import textwrap
+
+import nbformat
+import pytest
+
+from cheats import CHEATS
+from conftest import ROOT, chapter_notebooks
+from make_student import find_exercises
+
+from deviating.exercises.grading import grade_notebook, gradescope_results, write_csv
+from deviating.exercises.remote import Limits
+from deviating.exercises.student import student_notebook
+
+pytestmark = pytest.mark.slow
+
+LIMITS = Limits(timeout=3, startup=30, memory_mb=1024, cpu_s=60, restarts=1)
+SECRET = "SECRET-7f3a-the-lecturer's-own-file"
+
+
+def _handout(folder) -> nbformat.NotebookNode:  # noqa: ANN001
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import numpy as np")]
+    for path in chapter_notebooks():
+        chapter = nbformat.read(path, as_version=4)
+        for ex in find_exercises(chapter, path):
+            if ex.label == "ex-00-softmax":
+                nb.cells += [copy.deepcopy(chapter.cells[i]) for i in range(ex.start, ex.check + 1)]
+    student = nbformat.from_dict(student_notebook(nb))
+    folder.mkdir()
+    nbformat.write(student, folder / "handout.ipynb")
+    return student
+
+
+def _stub(nb) -> int:  # noqa: ANN001
+    return next(i for i, c in enumerate(nb.cells) if "exercise-stub" in c.metadata.get("tags", []))
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("cheats")
+    student = _handout(tmp / "handout")
+    subs = tmp / "submissions"
+    subs.mkdir()
+    secret, grades_csv, other = tmp / "secret.txt", tmp / "grades.csv", subs / "other_student.ipynb"
+    secret.write_text(SECRET)
+    grades_csv.write_text("the gradebook\n")
+    nbformat.write(student, other)
+    fill = {"{secret!r}": repr(str(secret)), "{grades!r}": repr(str(grades_csv)), "{other!r}": repr(str(other))}
+    results = {}
+    honest = copy.deepcopy(student)
+    honest.cells[_stub(honest)].source = ("def stable_softmax(scores):\n    e = np.exp(scores)\n"
+                                          "    return e / e.sum(axis=-1, keepdims=True)")  # overflows on 4 of 8
+    entries = [("honest", "stub", None, honest)] + [(name, where, source, None) for name, where, source, _ in CHEATS]
+    for k, (name, where, source, nb) in enumerate(entries):
+        if nb is None:
+            nb = copy.deepcopy(student)
+            for key, value in fill.items():
+                source = source.replace(key, value)
+            if where == "stub":
+                nb.cells[_stub(nb)].source = source
+            else:
+                nb.cells.insert(_stub(nb) + 1, nbformat.v4.new_code_cell(source))
+        path = subs / f"cheat{k:02d}.ipynb"
+        nbformat.write(nb, path)
+        results[name] = grade_notebook(path, reference=tmp / "handout" / "handout.ipynb", limits=LIMITS)
+    return {"grades": results, "grades_csv": grades_csv, "other": other, "student": student}
+
+
+def test_the_catalogue_holds_at_least_twenty_cheats() -> None:
+    assert len(CHEATS) >= 20 and len({name for name, *_ in CHEATS}) == len(CHEATS)
+
+
+@pytest.mark.parametrize("name,reason", [(name, reason) for name, _, _, reason in CHEATS], ids=[c[0] for c in CHEATS])
+def test_every_cheat_scores_zero_with_a_reason(graded, name: str, reason: str) -> None:
+    grade = graded["grades"][name]
+    (e,) = grade.exercises
+    assert e.points == 0 and grade.points == 0, e.to_json()
+    assert reason in e.reason, (e.reason, grade.notes)
+
+
+def test_an_honest_partial_submission_still_earns_partial_credit(graded) -> None:
+    (e,) = graded["grades"]["honest"].exercises
+    assert (e.passed, e.total, e.points) == (4, 8, 0.5)
+    assert len(e.failures) == 4 and all("expected:" in f and "got:" in f for f in e.failures)
+
+
+def test_no_cheat_reaches_the_grader_or_its_files(graded) -> None:
+    assert graded["grades_csv"].read_text() == "the gradebook\n"
+    assert nbformat.read(graded["other"], as_version=4) == graded["student"]
+    everything = json.dumps([[e.to_json() for e in g.exercises] + g.notes for g in graded["grades"].values()])
+    assert SECRET not in everything  # a file outside the folder never shows in a reason or a note
+    assert "SENTINEL" not in everything  # the worker refused every network call before the test's own hook saw it
+
+
+def test_the_gradebook_and_gradescope_formats_are_unchanged(graded, tmp_path) -> None:
+    grades = list(graded["grades"].values())
+    write_csv(grades, tmp_path / "g.csv")
+    header = (tmp_path / "g.csv").read_text(encoding="utf-8").splitlines()[0]
+    assert header == "submission,ex-00-softmax,total,max,notes"
+    results = gradescope_results(graded["grades"]["honest"])
+    assert set(results) == {"score", "output", "tests"} and results["score"] == 0.5
+    assert set(results["tests"][0]) == {"name", "score", "max_score", "status", "output"}
+
+
+def test_the_worker_refuses_a_udp_send_before_any_packet_leaves() -> None:
+    """The policy alone, in a fresh interpreter: a second hook (added after it) would raise if a send got past."""
+    code = textwrap.dedent("""
+        import socket, sys, tempfile
+        from deviating.exercises.worker import Refused, install_policy
+        install_policy(tempfile.mkdtemp())
+        def sentinel(event, args):
+            if event in ("socket.sendto", "socket.connect") and not str(args[1][0]).startswith("127."):
+                raise SystemExit("LEAKED: " + event)
+        sys.addaudithook(sentinel)
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for target in [("192.0.2.1", 9), ("8.8.8.8", 53)]:
+            try:
+                s.sendto(b"x", target)
+            except Refused as err:
+                print("refused:", err)
+        s.sendto(b"x", ("127.0.0.1", 9))  # loopback is allowed
+        print("loopback ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0 and "LEAKED" not in proc.stdout + proc.stderr, proc.stderr
+    assert proc.stdout.count("refused: no network during grading: socket.sendto") == 2, proc.stdout
+    assert "loopback ok" in proc.stdout
+
+
+@pytest.mark.parametrize("message,why", [
+    (b'{"ndarray": {"dtype": "object", "shape": [1], "data": ""}}', "dtype 'object'"),
+    (b'{"ndarray": {"dtype": "float64", "shape": [3], "data": "AAAAAAAAAAA="}}', "do not fill its shape"),
+    (b'{"ndarray": {"dtype": "float64", "shape": [100000, 100000], "data": ""}}', "elements"),
+    (b'{"__reduce__": ["os.system", ["echo hi"]]}', "wrong form"),
+    (b'{"tuple": [1], "dict": []}', "wrong form"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested"),
+    (b"\xff\xfe not json", "not JSON"),
+])
+def test_a_forged_answer_is_refused_on_arrival(message: bytes, why: str) -> None:
+    """What a worker sends is decoded into plain values only; anything else is a BadValue naming it."""
+    from deviating.exercises.values import BadValue, decode, encode
+
+    with pytest.raises(BadValue, match=why):
+        decode(message)
+    assert decode(encode((1.5, [True, None], {"a": "b"}))) == (1.5, [True, None], {"a": "b"})
+    class Liar(float):
+        def __eq__(self, other):
+            return True
+    back = decode(encode(Liar(2.0)))
+    assert type(back) is float and back == 2.0 and back != 3.0
