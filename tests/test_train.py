@@ -177,9 +177,9 @@ def test_corrupt_checkpoint_is_refused_before_loading(tmp_path, monkeypatch):
     data[-5] ^= 0xFF  # one flipped byte inside the weights
     (copy / "model.safetensors").write_bytes(bytes(data))
     loads = []
-    import safetensors.torch
-    real = safetensors.torch.load_file
-    monkeypatch.setattr(safetensors.torch, "load_file", lambda *a, **k: loads.append(a) or real(*a, **k))
+    import headlab.models.checkpoints as checkpoints
+    real = checkpoints.load_file  # the reader the checkpoint loader calls
+    monkeypatch.setattr(checkpoints, "load_file", lambda *a, **k: loads.append(a) or real(*a, **k))
     expected = json.loads((copy / "provenance.json").read_text())["sha256"]
     with pytest.raises(CheckpointError) as err:
         load_organism(TINY, checkpoint_dir=tmp_path)
