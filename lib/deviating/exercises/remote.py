@@ -51,7 +51,7 @@ class Limits:
     cpu_s: int = 600
     file_mb: int = 64
     tasks: int = 64  # processes and threads above those this user already runs
-    restarts: int = 2
+    restarts: int = 1
 
     def __post_init__(self) -> None:
         for name in ("timeout", "startup", "memory_mb", "cpu_s", "file_mb"):
@@ -228,7 +228,7 @@ class RemoteFunction:
         """The student's function on ``args``: its value (plain data), or an exception saying why not."""
         if self._proc is None or self._proc.poll() is not None:
             if self._restarts >= self._limits.restarts:
-                raise WorkerFailed(f"not run: the worker was restarted {self._limits.restarts} times already")
+                raise WorkerFailed("not run: the worker was stopped before and has no restart left")
             self.start()
         try:
             write_frame(self._fds[0], _dumps({"args": args, "kwargs": kwargs, "forbid": list(forbid)}))
