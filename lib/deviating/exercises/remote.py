@@ -95,7 +95,8 @@ def _limit(limits: Limits, tasks: int):  # noqa: ANN202
         for what, value in ((resource.RLIMIT_AS, limits.memory_mb * mb), (resource.RLIMIT_CPU, limits.cpu_s),
                             (resource.RLIMIT_FSIZE, limits.file_mb * mb), (resource.RLIMIT_CORE, 0),
                             (resource.RLIMIT_NOFILE, 256), (resource.RLIMIT_NPROC, tasks)):
-            resource.setrlimit(what, (value, value))
+            # CPU: SIGXCPU at the soft limit (the reason), SIGKILL a few seconds later if it is caught
+            resource.setrlimit(what, (value, value + 5 if what == resource.RLIMIT_CPU else value))
         os.setsid()  # its own process group: killed whole at a time limit
     return apply
 
