@@ -162,3 +162,22 @@ def test_a_forged_answer_is_refused_on_arrival(message: bytes, why: str) -> None
             return True
     back = decode(encode(Liar(2.0)))
     assert type(back) is float and back == 2.0 and back != 3.0
+
+
+@pytest.mark.parametrize("stub,limits,reason", [
+    ("def f(x):\n    while True:\n        pass", Limits(timeout=60, cpu_s=3, restarts=0), "stopped by its CPU time limit"),
+    ("def f(x):\n    open('big.bin', 'wb').write(b'x' * 5_000_000)\n    return x", Limits(timeout=30, file_mb=1),
+     "raised OSError"),
+    ("def f(x):\n    return bytearray(2 * 2**30)", Limits(timeout=30, memory_mb=1024), "MemoryError"),
+], ids=["cpu", "file size", "memory"])
+def test_each_resource_limit_gives_a_reason(tmp_path, stub: str, limits: Limits, reason: str) -> None:
+    """A worker past its CPU time, file size or memory limit: the call fails with the reason, the grader goes on."""
+    from deviating.exercises.remote import RemoteFunction, WorkerFailed
+
+    fn = RemoteFunction("f", "import numpy as np", stub, tmp_path, limits)
+    try:
+        with pytest.raises(WorkerFailed, match=reason):
+            fn(1.0)
+    finally:
+        fn.close()
+    assert not (tmp_path / "big.bin").exists() or (tmp_path / "big.bin").stat().st_size <= 2**20

@@ -41,8 +41,10 @@ README's "Teaching with this book" gives the exact ``docker run`` command).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib
+import io
 import json
 import re
 import shutil
@@ -150,7 +152,7 @@ def _grade_exercise(e: ExerciseGrade, spec: dict, nb, setup: str, folder: str, l
         except WorkerFailed as err:
             e.reason = f"its grading worker failed before the first case: {err}"
             return []
-        with recording() as results:
+        with recording() as results, contextlib.redirect_stdout(io.StringIO()):  # the check's own ✓/✗ line
             try:
                 check(fn)
             except Exception as err:  # noqa: BLE001 (a check that fails outside its cases: say so)
@@ -167,7 +169,8 @@ def _grade_exercise(e: ExerciseGrade, spec: dict, nb, setup: str, folder: str, l
     e.failures = list(r.messages)
     e.reason = "" if r.status == "passed" else ("not implemented yet" if r.status == "not implemented"
                                                 else (r.messages[0].splitlines()[0] if r.messages else r.reason))
-    return [f"{e.label}: {event}" for event in fn.events]
+    counts = {event: fn.events.count(event) for event in fn.events}  # in order, each once
+    return [f"{e.label}: {event}" + (f" ({n} times)" if n > 1 else "") for event, n in counts.items()]
 
 
 def grade_notebook(path: str | Path, *, reference: str | Path | None = None, timeout: int = 60,

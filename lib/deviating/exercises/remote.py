@@ -51,7 +51,7 @@ class Limits:
     cpu_s: int = 600
     file_mb: int = 64
     tasks: int = 64  # processes and threads above those this user already runs
-    restarts: int = 2
+    restarts: int = 1
 
     def __post_init__(self) -> None:
         for name in ("timeout", "startup", "memory_mb", "cpu_s", "file_mb"):
@@ -95,7 +95,8 @@ def _limit(limits: Limits, tasks: int):  # noqa: ANN202
         for what, value in ((resource.RLIMIT_AS, limits.memory_mb * mb), (resource.RLIMIT_CPU, limits.cpu_s),
                             (resource.RLIMIT_FSIZE, limits.file_mb * mb), (resource.RLIMIT_CORE, 0),
                             (resource.RLIMIT_NOFILE, 256), (resource.RLIMIT_NPROC, tasks)):
-            resource.setrlimit(what, (value, value))
+            # CPU: SIGXCPU at the soft limit (the reason), SIGKILL a few seconds later if it is caught
+            resource.setrlimit(what, (value, value + 5 if what == resource.RLIMIT_CPU else value))
         os.setsid()  # its own process group: killed whole at a time limit
     return apply
 
@@ -228,7 +229,7 @@ class RemoteFunction:
         """The student's function on ``args``: its value (plain data), or an exception saying why not."""
         if self._proc is None or self._proc.poll() is not None:
             if self._restarts >= self._limits.restarts:
-                raise WorkerFailed(f"not run: the worker was restarted {self._limits.restarts} times already")
+                raise WorkerFailed("not run: the worker was stopped before and has no restart left")
             self.start()
         try:
             write_frame(self._fds[0], _dumps({"args": args, "kwargs": kwargs, "forbid": list(forbid)}))
