@@ -37,7 +37,9 @@ def test_planted_model_has_exactly_its_induction_head(planted, tokens):
     assert found.copying[INDUCTION_HEAD].value == 1.0
     for head in (PREVIOUS_TOKEN_HEAD, FIRST_TOKEN_HEAD, UNIFORM_HEAD):
         assert found.copying[head].value == 0.0
-    assert found.lift[INDUCTION_HEAD].low > 0.99
+    lift = found.lift[INDUCTION_HEAD]  # every item gives 1: an exact tie gets its Clopper-Pearson bound, not [1, 1]
+    assert lift.value == 1.0 and lift.high == 1.0
+    assert lift.low == pytest.approx(0.025 ** (1 / lift.n)) and "Clopper-Pearson" in lift.method
     assert found.lift[UNIFORM_HEAD].value == pytest.approx(0.0, abs=1e-6)  # uniform attention: lift 0
     expected_uniform = np.mean([uniform_induction_score(*r) for r in ROWS])
     assert found.uniform == pytest.approx(expected_uniform, abs=1e-6)
