@@ -20,6 +20,7 @@ import tracemalloc
 from typing import Any, Callable
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 
 def peak_memory(fn: Callable[..., Any], *args: Any, method: str | None = None, **kwargs: Any) -> int:
@@ -59,8 +60,6 @@ def _peak_tracemalloc(fn, args, kwargs) -> int:
 
 
 def _peak_torch_cpu(fn, args, kwargs) -> int:
-    from torch.profiler import ProfilerActivity, profile
-
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = fn(*args, **kwargs)
     del result

@@ -24,6 +24,7 @@ widget needs no model: it computes in JavaScript everywhere.
 
 from __future__ import annotations
 
+import base64
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -36,6 +37,9 @@ import traitlets as t
 
 from headlab.heads.model import HeadModel
 from headlab.viz.widgets import HeadCountPatterns, LiveAblation, check_texts, check_top_k
+from headlab.models.checkpoints import CHECKPOINT_DIR, available_organisms
+from headlab.models.gpt import GPT
+from headlab.heads.onnx import onnx_file_name
 
 __all__ = ["TemperatureWidget", "HeadsWidget", "AblationWidget", "temperature_widget", "heads_widget",
            "ablation_widget", "tokenizer_spec", "encode", "shipped_checkpoint", "packed", "unpack", "JS_DIR"]
@@ -115,8 +119,6 @@ def shipped_checkpoint(hm: HeadModel) -> str | None:
     """
     from safetensors.torch import load_file
 
-    from headlab.models.checkpoints import CHECKPOINT_DIR, available_organisms
-    from headlab.models.gpt import GPT
 
     if not isinstance(hm.model, GPT) or hm.name not in available_organisms():
         return None
@@ -128,8 +130,6 @@ def shipped_checkpoint(hm: HeadModel) -> str | None:
 
 
 def _onnx_file(hm: HeadModel) -> str:
-    from headlab.heads.onnx import onnx_file_name
-
     name = shipped_checkpoint(hm)
     return onnx_file_name(name) if name is not None else ""
 
@@ -145,7 +145,6 @@ def packed(x: torch.Tensor) -> dict:
     """An array as ``{"shape": [...], "float32": base64 of its little-endian float32 bytes}``:
     one short line in a saved notebook and a page, where nested lists take a line a number.
     The front-end unpacks it (core.js ``unpack``)."""
-    import base64
 
     a = np.ascontiguousarray(x.detach().cpu().numpy(), dtype="<f4")
     return {"shape": list(a.shape), "float32": base64.b64encode(a.tobytes()).decode("ascii")}
@@ -153,7 +152,6 @@ def packed(x: torch.Tensor) -> dict:
 
 def unpack(value) -> np.ndarray:
     """The array of :func:`packed` (or of a nested list, as the browser's own views hold)."""
-    import base64
 
     if isinstance(value, dict):
         return np.frombuffer(base64.b64decode(value["float32"]), dtype="<f4").reshape(value["shape"])

@@ -8,6 +8,7 @@ from typing import Sequence
 
 from headlab.heads.head import format_head
 from headlab.viz.figures import MIN_FONT_SIZE, as_array
+from headlab.viz.figures import COLUMN_WIDTH
 
 
 def plot_pattern(ax, pattern, tokens: Sequence[str] | None = None, title: str | None = None,
@@ -48,7 +49,6 @@ def plot_patterns_by_head_count(patterns, tokens: Sequence[str], layer: int, max
     """
     import matplotlib.pyplot as plt
 
-    from headlab.viz.figures import COLUMN_WIDTH
 
     if not patterns:
         raise ValueError("no patterns to draw")

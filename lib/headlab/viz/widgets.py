@@ -17,6 +17,7 @@ from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head, format_head, format_heads
 from headlab.heads.model import ABLATION_MODES, HeadModel
 from headlab.metrics import next_token_loss
+from headlab.viz.patterns import plot_pattern
 
 __all__ = ["LiveAblation", "AblationView", "ablation_widget", "HeadCountPatterns", "HeadCountView", "heads_widget",
            "check_texts", "check_top_k", "check_mode"]
@@ -161,7 +162,6 @@ def ablation_widget(hm: HeadModel, texts: Sequence[str], preset: Sequence[Head] 
     import matplotlib.pyplot as plt
     from IPython.display import display
 
-    from headlab.viz.patterns import plot_pattern
 
     check_mode(mode)
     live = LiveAblation(hm, texts, reference=reference)
@@ -329,7 +329,6 @@ def heads_widget(models: dict[int, HeadModel], texts: Sequence[str], n_heads: in
     import matplotlib.pyplot as plt
     from IPython.display import display
 
-    from headlab.viz.patterns import plot_pattern
 
     core = HeadCountPatterns(models)
     texts = [t for t in texts if t.strip()]
