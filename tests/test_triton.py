@@ -65,10 +65,14 @@ def test_triton_refuses_float64_and_odd_blocks():
 def test_the_kernel_compiles_for_a_gpu_on_a_machine_without_one(dtype):
     """The interpreter runs any Python; the compiler accepts only valid Triton (e.g. no plain-int
     globals in a kernel). Compiling for an H100/H200 down to its binary needs no GPU."""
-    from headlab.kernels.triton_attention import compile_for_gpu
-
-    kernel = compile_for_gpu(dtype, causal=dtype == torch.float32)
-    assert kernel.asm["cubin"] and "tt.dot" in kernel.asm["ttir"]
+    # In a fresh process without TRITON_INTERPRET: a kernel imported under the interpreter (by any
+    # earlier test in this worker) is an InterpretedFunction, which nothing can compile.
+    code = ("import sys, torch\nfrom headlab.kernels.triton_attention import compile_for_gpu\n"
+            f"kernel = compile_for_gpu(torch.{str(dtype).split('.')[-1]}, causal={dtype == torch.float32})\n"
+            "assert kernel.asm['cubin'], 'no cubin'\nassert 'tt.dot' in kernel.asm['ttir'], 'no tt.dot in the TTIR'\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
 
 
 @pytest.mark.gpu
