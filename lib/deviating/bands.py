@@ -42,7 +42,7 @@ UNITS: dict[str, str] = {
     "ratio": "a ratio of two costs",
 }
 
-#: Half-width of the no-effect band around the null, per kind: the one band table of the book.
+#: The one band table of the book, the half-width of the no-effect band around the null per kind.
 BANDS: dict[str, float] = {
     "nats": 0.01,      # a hundredth of a nat per token
     "accuracy": 0.01,  # one answer in a hundred

@@ -21,7 +21,7 @@ What the atlas measures (all definitions are in :mod:`headlab.analysis.detect`):
   (``--effect write_norm``); or none.
 * **Label** by :func:`headlab.analysis.detect.label_heads`, with the thresholds written in the JSON.
 * Optionally (``--relations``) **syntax and coreference** against ground truth
-  (:func:`relation_summary`): each head's accuracy on verb -> subject, subject -> verb and
+  (``relation_summary``): each head's accuracy on verb -> subject, subject -> verb and
   pronoun -> antecedent, beside the best fixed offset and the nearest-noun baseline, with
   the best head also chosen on half the items and scored on the other half.
 
@@ -90,8 +90,8 @@ DEFINITIONS = {name: definitions()[name] for name in ATLAS_SCORES}
 class Corpus(Protocol):
     """Annotated text of one's own for the atlas: default texts, token frequencies and relations.
 
-    Pass one as ``compute_atlas(hm, corpus=...)`` (and to :func:`default_texts`,
-    :func:`relation_summary`) when ``hm`` reads a language the library does not know; the book's
+    Pass one as ``compute_atlas(hm, corpus=...)`` (and to ``default_texts``,
+    ``relation_summary``) when ``hm`` reads a language the library does not know; the book's
     synthetic language is one (``deviating.data.language.SyntheticCorpus``). The three methods
     come from one corpus so that the texts, the frequencies and the relations agree.
     """
@@ -196,18 +196,18 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
                   streaming: bool = False, corpus: Corpus | None = None) -> dict:
     """Every head's scores, effect and label, as the JSON-ready dict the CLI writes.
 
-    ``texts``: a list of texts or a token batch; None for :func:`default_texts`.
+    ``texts``: a list of texts or a token batch; None for ``default_texts``.
     ``corpus``: a :class:`Corpus` the model reads: its texts are the default, its token
     frequencies score ``rare_token`` (unless ``token_frequency`` is given), its relation set is
     the one ``relations`` uses.
-    ``relations``: also add :func:`relation_summary` under ``"relations"``.
+    ``relations``: also add ``relation_summary`` under ``"relations"``.
     ``streaming``: score the heads with the fused kernel, holding no attention pattern
-    (:func:`headlab.analysis.streaming.streaming_head_scores`; same scores to float32 rounding).
+    (``headlab.analysis.streaming.streaming_head_scores``; same scores to float32 rounding).
 
-    The dict (schema :data:`SCHEMA`) holds the model's geometry, what the texts were, the
+    The dict (schema ``SCHEMA``) holds the model's geometry, what the texts were, the
     thresholds, definitions and notes, and under ``"heads"`` one entry per head, layer by layer:
     ``head`` (``[layer, head]``), ``scores``, ``label``, ``strength``, ``lift``, ``effect``,
-    ``relative_effect`` and ``write_norm``. :func:`load_atlas` reads it back.
+    ``relative_effect`` and ``write_norm``. ``load_atlas`` reads it back.
     """
     if effect not in EFFECT_KINDS:
         raise ValueError(f"unknown effect {effect!r}: choose from {', '.join(EFFECT_KINDS)}")

@@ -67,7 +67,7 @@ def load_english(split: str | None = None) -> list[EnglishSentence]:
 
     Args:
         split: None for every item; ``"select"`` or ``"measure"`` for one half of the fixed
-            split (see :mod:`headlab.english.split`): choose heads on
+            split (see ``headlab.english.split``): choose heads on
             ``"select"``, report on ``"measure"``.
     """
     if split is not None and split not in SPLITS:

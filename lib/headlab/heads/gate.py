@@ -39,7 +39,7 @@ def gate_heads(z: torch.Tensor, g: torch.Tensor, r: torch.Tensor | None = None) 
     ``z`` is ``(batch, pos, head, d_head)``; ``g`` broadcasts to it (e.g. ``(batch | 1, 1, head, 1)``:
     1 keeps a head, 0 removes it); ``r`` (broadcastable, ``None`` for zeros) is what a removed head
     writes instead. :class:`GateEdit` applies it inside the head interface, and the ONNX export of
-    the book's GPT (:mod:`headlab.heads.onnx`) traces it into the browser's graph.
+    the book's GPT (``headlab.heads.onnx``) traces it into the browser's graph.
     """
     return z * g if r is None else z * g + r * (1 - g)
 

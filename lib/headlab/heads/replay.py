@@ -2,7 +2,7 @@
 
 :func:`headlab.analysis.sweep.sweep` runs many ablations in few forward passes. Two of its savings
 change how the model's blocks run, so they live here, beside the gate, and nothing outside
-:mod:`headlab.heads` registers a hook or replaces a module's ``forward``:
+``headlab.heads`` registers a hook or replaces a module's ``forward``:
 
 * :class:`CleanRecord` -- the clean pass, recorded: every block's output (to replay) and the
   widest activation per token of the top block (to size the tiles). :meth:`CleanRecord.replaying`

@@ -3,8 +3,8 @@
 Every statistic but ``entropy`` and ``max_weight`` is a mass: for query ``i``, the sum of its
 weights ``p[i, j]`` over the allowed keys ``j`` of a :class:`KeySet`. A key set is a conjunction
 of a few conditions on ``(i, j)`` that every backend evaluates the same way -- the materialized
-reference and the tiled torch loop through :func:`key_set_mask`, the Triton kernel from the
-integer table of :func:`spec_table` -- so a new statistic is one :func:`register_statistic`
+reference and the tiled torch loop through ``key_set_mask``, the Triton kernel from the
+integer table of ``spec_table`` -- so a new statistic is one :func:`register_statistic`
 call, and no kernel is edited:
 
 * ``lo <= j - i <= hi`` (either bound may be None: unbounded);
@@ -12,11 +12,11 @@ call, and no kernel is edited:
 * ``j != i`` when ``not_self``;
 * the key carries the bit ``key_flag`` of ``StatInputs.key_flags`` (0: no condition);
 * ``match = (key_field, query_field)``: a per-position integer of the key equals one of the
-  query; fields are :data:`MATCH_FIELDS` (``"position"`` is the index itself, ``"first"`` the
+  query; fields are ``MATCH_FIELDS`` (``"position"`` is the index itself, ``"first"`` the
   input's first real position).
 
 The statistics in order, :func:`statistic_names`: ``entropy``, ``max_weight``, then the masses
-in registration order (the built-ins of :data:`BUILTIN_KEY_SETS` first).
+in registration order (the built-ins of ``BUILTIN_KEY_SETS`` first).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ SEPARATOR_BIT, PUNCTUATION_BIT = 1, 2
 MATCH_FIELDS = ("tokens", "rare_class", "rare_target", "induction_target", "first", "position")
 #: The statistics that are not masses (computed from the softmax's running sums themselves).
 NON_MASS = ("entropy", "max_weight")
-#: What stands for "no bound" in :func:`spec_table`'s ``lo`` and ``hi`` columns.
+#: What stands for "no bound" in ``spec_table``'s ``lo`` and ``hi`` columns.
 UNBOUNDED = 1 << 30
 SPEC_COLUMNS = ("lo", "hi", "within_window", "not_self", "key_flag", "key_field", "query_field")
 
@@ -163,7 +163,7 @@ def key_set_mask(keys: KeySet, inputs, rows: torch.Tensor, cols: torch.Tensor) -
 
 def spec_table(names: tuple[str, ...], device) -> torch.Tensor:
     """``(len(names), len(SPEC_COLUMNS))`` int32: the key sets of the masses ``names`` as the Triton
-    kernel reads them. A match field is its row in the kernel's side input (:data:`MATCH_FIELDS` order,
+    kernel reads them. A match field is its row in the kernel's side input (``MATCH_FIELDS`` order,
     after the key mask and the flags); no match is ``key_field = query_field = len(MATCH_FIELDS)``, a
     row of zeros."""
     rows = []

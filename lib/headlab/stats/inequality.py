@@ -81,7 +81,7 @@ def _effects(effects, clip_negative: bool) -> np.ndarray:
 def gini_interval(effects, *, clip_negative: bool = False, level: float = 0.95, n_resamples: int = 9999,
                   seed: int = 0, batch: int = 200) -> Estimate:
     """Gini of the heads' mean effects, with a BCa bootstrap interval over items (percentile below
-    :data:`~headlab.stats.intervals.BCA_MIN_UNITS` items).
+    ``BCA_MIN_UNITS`` items).
 
     Args:
         effects: ``(n_heads, n_items)``, each head's ablation effect on each item (sentence).

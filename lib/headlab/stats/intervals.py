@@ -95,7 +95,7 @@ def bootstrap_mean(values, items: Sequence | None = None, *, level: float = 0.95
         seed: random seed of the resampling; the same seed gives the same interval.
         method: ``"BCa"`` (default; bias-corrected and accelerated), ``"percentile"`` or
             ``"basic"``, as in :func:`scipy.stats.bootstrap`. BCa needs at least
-            :data:`BCA_MIN_UNITS` (20) items; with fewer, the percentile interval is used. When BCa is undefined (e.g. a
+            ``BCA_MIN_UNITS`` (20) items; with fewer, the percentile interval is used. When BCa is undefined (e.g. a
             statistic that barely varies), the percentile interval is returned and ``method``
             of the result says so.
 

@@ -14,7 +14,7 @@ An entry says everything the three ways of scoring a head read:
   materialized path takes the key set's mass on the pattern itself.
 
 The materialized atlas (:func:`headlab.analysis.detect.head_scores`), the torch-streamed and the
-Triton-streamed statistics (:func:`headlab.analysis.streaming.streaming_head_scores`) all read
+Triton-streamed statistics (``headlab.analysis.streaming.streaming_head_scores``) all read
 :func:`pattern_scores`; adding a score is one :func:`register_score` call (and its test).
 """
 
