@@ -384,8 +384,9 @@ def test_api_reference_page(built_site: Path) -> None:
         assert f'id="{anchor}"' in html, f"the API page documents no {anchor}"
     text = _page_text(page)
     assert "Inside the block, the given heads are ablated" in text  # HeadModel.ablate's docstring
-    for command in ("heads", "sweep", "atlas", "report", "train"):
-        assert f"python -m headlab {command}" in text, f"the API page does not show the {command} command"
+    for program, command in (("headlab", "heads"), ("headlab", "sweep"), ("headlab", "atlas"),
+                             ("deviating", "report"), ("deviating", "train"), ("deviating", "grade")):
+        assert f"python -m {program} {command}" in text, f"the API page does not show the {command} command"
     index = (built_site / "intro.html").read_text(encoding="utf8")
     assert "chapters/reference/api.html" in index, "the API page is not in the site's navigation"
 

@@ -19,10 +19,14 @@ COMMAND_MODULES = [
 ]
 
 
+def parser():
+    """The book's command-line parser (the API page documents it)."""
+    return build_parser("python -m deviating", COMMAND_MODULES,
+                        "The book 'Deviating Attention': train its models, run its checklist, grade its exercises.")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser("python -m deviating", COMMAND_MODULES,
-                          "The book 'Deviating Attention': train its models, run its checklist, grade its exercises.")
-    return run(argv, parser)
+    return run(argv, parser())
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ evidence of *no effect*, so a precise null result can give *does not hold here*.
 **Evidence.** A condition is tested with a one-sided p-value in the direction the claim predicts:
 
 - over training seeds (the unit for a claim about what training produces):
-  :func:`across_seeds`, a one-sample t test on the seeds' effects, or, when the seeds gave
+  :func:`across_seeds`, a one-sample t test on the per-seed effects, or, when the seeds gave
   identical numbers (no spread to estimate), the exact sign test;
 - on one network, from its item-level interval: :func:`interval_pvalue`, the normal
   approximation that makes "p < (1 - level) / 2" the same statement as "the interval excludes
@@ -129,7 +129,7 @@ def interval_pvalue(effect: float, low: float, high: float, null: float, directi
 
 
 def across_seeds(values, null: float, direction: str, level: float = 0.95) -> tuple[Estimate, TestResult]:
-    """The across-seed interval (Student t) and a one-sided test over the seeds' effects.
+    """The across-seed interval (Student t) and a one-sided test over the per-seed effects.
 
     The test is the one-sample t test (:func:`scipy.stats.ttest_1samp`) when the seeds differ,
     and the exact sign test (:func:`scipy.stats.binomtest`) when they gave the same number:

@@ -22,7 +22,7 @@ with, and the direction the claim predicts. :func:`judge` turns those numbers in
    were measured on different seeds (every condition on the same seeds), or when its quantity is
    of no kind in the band table.
 2. **The unit.** For a model the book trained, the unit is the training seed: a condition's
-   evidence is the one-sided t test over the seeds' effects (the exact sign test when the seeds
+   evidence is the one-sided t test over the per-seed effects (the exact sign test when the seeds
    gave the same number). For a model the book did not train, it is the item (sentence, window):
    the one-sided p-value read from the item-level interval.
 3. **Conditions counted after correction.** The p-values of a claim's conditions are corrected
