@@ -147,7 +147,7 @@ def _peak_total(fn, args) -> int:
         fn()
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated()
-    from headlab.kernels import peak_memory
+    from deviating.memory import peak_memory
 
     return peak_memory(lambda _: fn(), torch.empty(0), method="torch_cpu")
 

@@ -506,7 +506,7 @@ for label, kw, err, pat in FUSED_ROWS:
 
 
 def _peak(method):
-    from headlab.kernels import peak_memory
+    from deviating.memory import peak_memory
     return peak_memory(lambda: None, method=method)
 
 

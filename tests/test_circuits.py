@@ -7,9 +7,10 @@ import math
 import pytest
 import torch
 
+from deviating.analysis.circuit_search import induction_circuit, pattern_change
 from headlab.analysis.circuits import (
     HeadWeights, circuit_ranks, circuit_singular_values, composition, composition_score, composition_scores,
-    head_weights, induction_circuit, pattern_change, random_composition_baseline,
+    head_weights, random_composition_baseline,
 )
 from headlab.analysis.detect import induction_score, uniform_pattern
 from deviating.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model

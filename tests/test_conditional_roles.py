@@ -1,5 +1,5 @@
 """deviating.analysis.conditional_roles: chapter 7's subject head by construction, through the book's
-one definition (headlab.analysis.roles.syntactic), on a model whose heads are set by hand on real
+one definition (deviating.roles.syntactic), on a model whose heads are set by hand on real
 windows of the synthetic language, so that every answer is known.
 
 Head 0.0 attends to its own position everywhere; head 0.1 attends, from the token before each

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from headlab.analysis.importance import head_importance
+from deviating.analysis.importance import head_importance
 from headlab.analysis.sweep import sweep
 from deviating.analysis.prune import EvalSet, PruningCurve, iterative_order, order_by, pruning_curve, random_order
 from tiny_models import make_model, random_batch

@@ -1,7 +1,7 @@
 """A head's role as a statement about a distribution: "the subject head", construction by construction.
 
 Chapter 7 asks whether the organism's subject head points at the subject in every construction.
-Every rule here is the book's one definition (:mod:`headlab.analysis.roles.syntactic`): the
+Every rule here is the book's one definition (:mod:`deviating.roles.syntactic`): the
 pointing rule, the selection split (heads and the best fixed offset chosen on the selection
 windows, everything reported on the others) and the strongest baseline (the best fixed offset or
 the nearest noun or pronoun, whichever is more accurate on the selection windows). What this
@@ -11,7 +11,7 @@ module adds is chapter 7's condition and its table:
   and its verb (:data:`SEPARATED`), since where the subject is the token before the verb
   (:data:`ADJACENT`) any head that attends to its own position "finds" it;
 * that one head is then measured on each construction (``"+attr"`` when an attractor
-  intervenes) with :meth:`~headlab.analysis.roles.syntactic.RelationOutcomes.measure_chosen`,
+  intervenes) with :meth:`~deviating.roles.syntactic.RelationOutcomes.measure_chosen`,
   the offset and the strongest baseline chosen per construction on the selection windows;
 * and again with a pronoun subject's antecedent counted as a hit
   (:func:`~deviating.data.language.subject_or_antecedent_set`).
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from headlab.analysis.roles.syntactic import RelationHead, relation_outcomes
+from deviating.roles.syntactic import RelationHead, relation_outcomes
 from headlab.stats import Split
 
 __all__ = ["SEPARATED", "ADJACENT", "ConstructionRoles", "construction_of", "subject_head_by_construction"]

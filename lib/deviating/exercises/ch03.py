@@ -14,7 +14,7 @@ import numpy as np
 from deviating.exercises import Case, compare_number, run_cases
 from deviating.exercises.fixtures import hand_pattern as _rows
 
-_DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas", "headlab.analysis.roles")
+_DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas", "deviating.roles")
 
 __all__ = ["check_punctuation_score", "check_find_sink"]
 

@@ -15,7 +15,7 @@ import numpy as np
 from deviating.exercises import Case, run_cases
 from deviating.exercises.fixtures import hand_pattern as _rows
 
-_DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas", "headlab.analysis.roles")
+_DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas", "deviating.roles")
 
 __all__ = ["check_relation_vs_offset", "check_relation_vs_nearest_noun"]
 

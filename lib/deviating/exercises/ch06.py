@@ -10,7 +10,7 @@ from deviating.exercises import Case, compare_number, run_cases
 
 __all__ = ["check_mean_ablation", "check_most_redundant_pair", "check_gini"]
 
-_IMPORTANCE = ("headlab.analysis.importance", "headlab.analysis.sweep", "headlab.heads")
+_IMPORTANCE = ("deviating.analysis.importance", "headlab.analysis.sweep", "headlab.heads")
 
 
 def _mean_ablation_cases() -> list[Case]:

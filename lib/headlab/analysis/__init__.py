@@ -5,7 +5,6 @@ How a head is removed is an :class:`~headlab.heads.ablation.Ablation`, what is m
 and ``metric=``.
 
 * :mod:`~headlab.analysis.sweep` -- many ablations in few forward passes;
-* :mod:`~headlab.analysis.importance` -- how unevenly the work is divided;
 * :mod:`~deviating.analysis.task_shares` -- which share of each task of the synthetic language a head carries;
 * :mod:`~headlab.analysis.detect` -- what a head's attention looks like (scores, labels, relations);
 * :mod:`~headlab.analysis.atlas` -- every head scored and labelled;

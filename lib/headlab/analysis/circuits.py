@@ -26,8 +26,6 @@ not at 0, so scores are compared with :func:`random_composition_baseline`.
 
 An induction head is the textbook case of K-composition: its keys read the *previous
 token* that a previous-token head of an earlier layer copied into each position.
-:func:`induction_circuit` finds the pair in any model by measurement: the best induction
-head, and how its induction score changes when each head of the layers below is ablated.
 
 Norms. A pre-norm head reads its block's input norm of the residual stream ``x``. With
 ``fold_ln=True`` (the default) :func:`head_weights` folds what of that norm is linear into the
@@ -46,21 +44,15 @@ measure it for every head of a model.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import nn
 
-from headlab.analysis.atlas import repeated_random_tokens
-from headlab.analysis.detect import induction_score, previous_token_score
-from headlab.heads.ablation import Ablation
-from headlab.heads.head import Head
 from headlab.heads.model import HeadModel
 
 __all__ = [
     "HeadWeights", "head_weights", "CIRCUITS", "circuit_singular_values", "circuit_ranks", "composition_score", "COMPOSITIONS", "composition",
-    "composition_scores", "random_composition_baseline", "InductionCircuit", "induction_circuit",
-    "pattern_change",
+    "composition_scores", "random_composition_baseline",
 ]
 
 COMPOSITIONS = ("Q", "K", "V")
@@ -222,131 +214,3 @@ def random_composition_baseline(d_model: int, d_head: int, kind: str = "K", n: i
         return HeadWeights(*(torch.randn(s, generator=gen) for s in shapes))
 
     return torch.tensor([composition(kind, random_head(), random_head()) for _ in range(n)])
-
-
-# ---------------------------------------------------------------------- finding the circuit
-
-
-@dataclass
-class InductionCircuit:
-    """The induction circuit of a model, found by measurement on repeated random tokens.
-
-    Attributes:
-        inputs: the batch the scores were measured on (``input_ids``, ``attention_mask``).
-        induction, previous_token: ``(n_inputs, n_layers, n_heads)`` per-input scores of
-            every head (:func:`headlab.analysis.detect.induction_score`, ``previous_token_score``).
-        induction_head: the head with the highest mean induction score.
-        candidates: every head of the layers below the induction head.
-        ablated_induction: ``(n_candidates, n_inputs, n_layers, n_heads)``: every head's
-            induction score with one candidate ablated (``mode``).
-        mode: the ablation mode.
-    """
-
-    inputs: dict
-    induction: torch.Tensor
-    previous_token: torch.Tensor
-    induction_head: Head
-    candidates: list[Head]
-    ablated_induction: torch.Tensor
-    mode: str
-
-    def mean(self, name: str) -> torch.Tensor:
-        """``(n_layers, n_heads)`` mean over inputs of ``"induction"`` or ``"previous_token"``."""
-        if name not in ("induction", "previous_token"):
-            raise ValueError(f"name must be 'induction' or 'previous_token', got {name!r}")
-        return getattr(self, name).mean(dim=0)
-
-    @property
-    def drop(self) -> torch.Tensor:
-        """``(n_candidates,)``: how much the induction head's mean score falls when each
-        candidate is ablated (clean minus ablated)."""
-        layer, head = self.induction_head
-        return self.induction[:, layer, head].mean() - self.ablated_induction[:, :, layer, head].mean(dim=1)
-
-    @property
-    def feeding_head(self) -> Head:
-        """The candidate whose ablation lowers the induction head's score the most."""
-        return self.candidates[int(self.drop.argmax())]
-
-    def top_heads(self, name: str, k: int = 5) -> list[tuple[Head, float]]:
-        """The ``k`` heads with the highest mean ``name`` score, best first."""
-        means = self.mean(name)
-        n_heads = means.shape[1]
-        order = torch.argsort(means.flatten(), descending=True)[:k]
-        return [(Head(*divmod(int(i), n_heads)), float(means.flatten()[i])) for i in order]
-
-
-def _scores(hm: HeadModel, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-input induction and previous-token scores of every head: two ``(n, n_layers, n_heads)``."""
-    _, cache = hm.run_with_cache(batch, names=("pattern",))
-    ids, mask = cache.input_ids.cpu(), cache.attention_mask.cpu()
-    ind, prev = [], []
-    for layer in range(hm.n_layers):
-        pattern = cache.pattern(layer).float().cpu()  # (batch, head, q_pos, k_pos)
-        ind.append(induction_score(pattern, ids, mask))
-        prev.append(previous_token_score(pattern, mask))
-    return torch.stack(ind, dim=1), torch.stack(prev, dim=1)
-
-
-def induction_circuit(hm: HeadModel, inputs=None, *, n: int = 16, length: int = 20, seed: int = 0,
-                      ablation: Ablation | None = None) -> InductionCircuit:
-    """Find the induction head of ``hm`` and the earlier heads it depends on.
-
-    ``inputs``: a batch on which every input has a repeated token; default ``n`` sequences of
-    ``length`` distinct random tokens repeated once (:func:`headlab.analysis.atlas.repeated_random_tokens`
-    with ``seed``). The induction head is the head of layer 1 or above with the highest mean
-    induction score (nothing can feed a head of layer 0); every head of the layers below it is
-    then removed in turn (``ablation``, default zero ablation) and every head's induction score
-    measured again.
-    """
-    ablation = Ablation.of(ablation)
-    if hm.n_layers < 2:
-        raise ValueError(f"{hm.name} has one layer: an induction circuit needs a head in an earlier layer "
-                         "to feed the induction head (see chapter 5)")
-    if inputs is None:
-        inputs = repeated_random_tokens(hm, n=n, length=length, seed=seed)
-    batch = hm.tokenize(inputs)
-    with torch.no_grad():
-        induction, previous = _scores(hm, batch)
-    means = induction.mean(dim=0)  # (n_layers, n_heads)
-    best = int(means.flatten().argmax())
-    head = Head(*divmod(best, hm.n_heads))
-    if head.layer == 0:  # layer 0 cannot be fed by anything: take the best head above it
-        best = int(means[1:].flatten().argmax()) + hm.n_heads
-        head = Head(*divmod(best, hm.n_heads))
-    candidates = [Head(l, h) for l in range(head.layer) for h in range(hm.n_heads)]
-    ablated = []
-    for cand in candidates:
-        with torch.no_grad(), hm.ablate([cand], ablation=ablation):
-            ablated.append(_scores(hm, batch)[0])
-    return InductionCircuit(batch, induction, previous, head, candidates, torch.stack(ablated), ablation.mode)
-
-
-# ------------------------------------------------------------------- who reads whom, by ablation
-
-
-def pattern_change(hm: HeadModel, inputs, heads: Sequence[Head], *, ablation: Ablation | None = None
-                   ) -> torch.Tensor:
-    """How much every head's attention moves when ``heads`` are ablated: ``(n_inputs, n_layers, n_heads)``.
-
-    For each input and head: the mean, over real query positions, of the total-variation
-    distance ``0.5 * sum_k |p_ablated[q, k] - p_clean[q, k]|`` between the head's attention
-    row with ``heads`` removed (``ablation``, default zero ablation) and its clean row; 0 means the
-    head attends exactly as before, 1 that it attends somewhere else entirely. Heads in and below
-    the lowest ablated layer cannot move (an ablation acts on the output of a head, which only later
-    layers read) and score 0.
-    """
-    ablation = Ablation.of(ablation)
-    batch = hm.tokenize(inputs)
-    with torch.no_grad():
-        _, clean = hm.run_with_cache(batch, names=("pattern",))
-        with hm.ablate(heads, ablation=ablation):
-            _, ablated = hm.run_with_cache(batch, names=("pattern",))
-    real = batch["attention_mask"].bool().cpu()  # (batch, pos)
-    out = []
-    for layer in range(hm.n_layers):
-        diff = (ablated.pattern(layer).float() - clean.pattern(layer).float()).abs().cpu()
-        tv = 0.5 * diff.sum(-1)  # (batch, head, q_pos)
-        tv = (tv * real[:, None, :]).sum(-1) / real.sum(-1, keepdim=True)  # (batch, head)
-        out.append(tv)
-    return torch.stack(out, dim=1)

@@ -7,7 +7,6 @@
 - :func:`softmax`, :func:`causal_mask` -- the stable softmax and the mask.
 - :func:`flash_attention` -- the tiled kernel with an online softmax: the same
   output without ever holding the ``n_q x n_k`` matrix (no pattern).
-- :func:`peak_memory` -- peak bytes allocated by a call (numpy, CPU or CUDA torch).
 - :func:`fused_attention` -- attention in one streamed pass that also returns head
   statistics per query (:mod:`~headlab.kernels.statistics`; each mass one
   :class:`KeySet` of :mod:`~headlab.kernels.keysets`) instead of the pattern:
@@ -17,7 +16,6 @@
 
 from headlab.kernels.flash import flash_attention
 from headlab.kernels.loops import LOOPS_MAX_WORK
-from headlab.kernels.memory import peak_memory
 from headlab.kernels.multihead import merge_heads, multi_head_attention, split_heads
 from headlab.kernels.reference import attention, causal_mask, softmax
 from headlab.kernels.keysets import KeySet, register_statistic, statistic_names, unregister_statistic
@@ -41,7 +39,6 @@ __all__ = [
     "TritonUnavailable",
     "merge_heads",
     "multi_head_attention",
-    "peak_memory",
     "softmax",
     "split_heads",
 ]

@@ -5,16 +5,16 @@ split it selects heads on and the split it measures them on, all stated in its d
 takes a model and its inputs and returns every number behind its answer, so a notebook can print
 it and ``deviating.report`` can judge it:
 
-* :mod:`~headlab.analysis.roles.positional` -- previous-token heads (and any fixed offset or
+* :mod:`~deviating.roles.positional` -- previous-token heads (and any fixed offset or
   position: next-token, first-token), against a null of decoy keys;
-* :mod:`~headlab.analysis.roles.syntactic` -- subject and antecedent heads, against ground truth
+* :mod:`~deviating.roles.syntactic` -- subject and antecedent heads, against ground truth
   and the best fixed offset or nearest-mention baseline;
-* :mod:`~headlab.analysis.roles.orphan` -- orphan heads: no named pattern, a measured effect
+* :mod:`~deviating.roles.orphan` -- orphan heads: no named pattern, a measured effect
   above the mean head's on the metric given;
-* :mod:`~headlab.analysis.roles.induction` -- induction heads, both halves (the attention
+* :mod:`~deviating.roles.induction` -- induction heads, both halves (the attention
   pattern, as a held-out lift over uniform attention, and the copying through the OV circuit),
   and how much of their score removing another head takes.
 
-Import a role from its module, e.g. ``from headlab.analysis.roles.orphan import orphan_heads``.
+Import a role from its module, e.g. ``from deviating.roles.orphan import orphan_heads``.
 The checklist report (:mod:`deviating.report`) calls these same functions.
 """
