@@ -8,6 +8,10 @@ the website's widgets show. So this runs each notebook top to bottom on a fresh
 kernel (cwd = the notebook's folder, like the book build) and saves outputs and
 widget state into the notebook.
 
+Each notebook it writes carries, in ``metadata.deviating.code_sha256``, the hash of the
+code that made its outputs (:func:`code_hash`); the site shows those outputs without running
+anything, and a test fails when a chapter's code has changed since.
+
 Cells tagged ``skip-execution`` (the Colab install cell) are not run and keep no
 outputs, as in the book build. A cell that takes longer than ``--timeout``
 seconds fails the notebook; the notebook is then retried once (``--retries``),
@@ -27,6 +31,18 @@ ROOT = Path(__file__).resolve().parent.parent
 SKIP_TAG = "skip-execution"
 #: What the kernels inherit: one thread for torch, like the test suite.
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+STAMP = "deviating"  # notebook metadata key of the stamp
+
+
+def code_hash(nb) -> str:
+    """sha256 of a notebook's code cells (their sources, in order, tags and outputs aside)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            digest.update(cell.source.encode("utf-8") + b"\0")
+    return digest.hexdigest()
 
 
 def pin_threads(environ=os.environ) -> None:
@@ -62,6 +78,7 @@ def execute(path: Path, timeout: int, kernel: str | None) -> None:
         nb.cells[i].source = source
         nb.cells[i].outputs = []
         nb.cells[i].execution_count = None
+    nb.metadata[STAMP] = {"code_sha256": code_hash(nb)}
     nbformat.write(nb, path)
 
 

@@ -17,6 +17,12 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before anything imports torch
+# Another reader's CPU: the chapters' stored outputs are made with this machine's widest
+# kernels (AVX-512, scripts/execute_notebooks.py); the tests, and the notebook kernels they
+# start (nbval), run torch's AVX2 kernels, so that one pass checks both that every chapter
+# runs and that no checked output depends on how a CPU rounds. Set ATEN_CPU_CAPABILITY to
+# override (it must be set before torch is imported).
+os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"

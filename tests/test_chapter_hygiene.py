@@ -83,3 +83,31 @@ def test_chapters_show_only_public_library_code(notebook):
 
 def test_the_pyobject_pattern_finds_a_private_name():
     assert PYOBJECT.findall("```{literalinclude} x.py\n:pyobject: _tiled\n```") == ["_tiled"]
+
+
+@pytest.mark.parametrize("notebook", chapter_notebooks(), ids=lambda p: str(p.relative_to(CHAPTERS)))
+def test_stored_outputs_come_from_the_current_code(notebook):
+    """The site shows the stored outputs without running anything (``execute_notebooks: off``),
+    so they must be those of the code the page shows: scripts/execute_notebooks.py stamps each
+    notebook with the hash of its code cells, and a code change without re-execution fails here."""
+    import nbformat
+    from execute_notebooks import STAMP, code_hash
+
+    nb = nbformat.read(notebook, as_version=4)
+    stamp = nb.metadata.get(STAMP, {}).get("code_sha256")
+    assert stamp == code_hash(nb), (
+        f"{notebook.name}: its code changed after its outputs were stored (stamp {stamp!r}); "
+        f"run `python scripts/execute_notebooks.py {notebook.relative_to(CHAPTERS.parent)}`")
+
+
+def test_the_code_hash_sees_code_and_ignores_prose():
+    import nbformat
+    from execute_notebooks import code_hash
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("prose"), nbformat.v4.new_code_cell("x = 1")])
+    before = code_hash(nb)
+    nb.cells[0].source = "other prose"
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="1")]
+    assert code_hash(nb) == before
+    nb.cells[1].source = "x = 2"
+    assert code_hash(nb) != before

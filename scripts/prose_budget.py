@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Count the prose of the chapters: ``python scripts/prose_budget.py [notebooks...]``.
+
+Prints, per chapter: words of Markdown, sentences, the mean sentence length, sentences over
+:data:`LONG` words, and computed numbers in the prose (glued values outside tables). The
+budgets (:data:`BUDGETS`) are what ``tests/test_prose_budget.py`` asserts.
+
+What counts as prose: the Markdown cells, without code blocks, math blocks (``$$ ... $$``), HTML
+comments, directive fences and their ``:option:`` lines, and table rows (a table is where
+numbers belong, so its words and numbers are not prose). Markup is read as the reader sees it:
+a link counts its text, a role (``{glue:text}`x```, ``{term}`y```) one word, inline code one word.
+A sentence ends at ``.``, ``!`` or ``?`` followed by a space or the end of a paragraph; a heading,
+a list item and a table caption each end one too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = ROOT / "chapters"
+LONG = 40  # words: a "long sentence"
+
+#: The budgets of issue 26 (counts, not timings, so a test may assert them).
+BUDGETS = {
+    "book_words": 20_000,  # the nine numbered chapters together
+    "chapter_words": 3_000,
+    "mean_sentence": 20.0,  # words, in every chapter
+    "book_long_sentences": 10,  # over LONG words, the whole book
+    "chapter_numbers": 30,  # computed numbers in one chapter's prose
+}
+
+_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,}|:{3,})")
+_GLUE = re.compile(r"\{glue(?::text|:any)?\}`[^`]+`")
+_ROLE = re.compile(r"\{[\w:-]+\}`([^`]*)`")
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_CODE = re.compile(r"`[^`]+`")
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’.,%/×-]*")
+_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9$`{*_])")
+
+
+@dataclass
+class Counts:
+    words: int = 0
+    sentences: int = 0
+    long: int = 0
+    numbers: int = 0
+    long_examples: list | None = None
+
+    @property
+    def mean_sentence(self) -> float:
+        return self.words / self.sentences if self.sentences else 0.0
+
+
+_PROSE_DIRECTIVE = re.compile(r"\{(admonition|note|tip|warning|important|exercise|solution|margin|dropdown|seealso|"
+                              r"hint|caution|attention|figure|epigraph|topic)")
+
+
+def prose_blocks(markdown: str) -> list[str]:
+    """The paragraphs of prose of one Markdown cell (code, math, comments, tables and directive
+    options removed); headings and list items are blocks of their own. The body of a directive
+    whose content is prose (an admonition, an exercise, a figure's caption) is prose."""
+    text = re.sub(r"<!--.*?-->", " ", markdown, flags=re.S)
+    text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
+    blocks, current = [], []
+    prose_fences: list[str] = []  # open directives whose body is prose, innermost last
+    code_fence = None  # the marker of an open code block (or of a directive whose body is not prose)
+
+    def flush():
+        blocks.append(" ".join(current))
+        current.clear()
+
+    for line in text.splitlines():
+        stripped = line.strip()
+        m = _FENCE.match(line)
+        if code_fence is not None:
+            if m and stripped == m.group(2) and m.group(2)[0] == code_fence[0] and len(m.group(2)) >= len(code_fence):
+                code_fence = None
+            continue
+        if m:
+            marker, name = m.group(2), stripped[len(m.group(2)):].strip()
+            flush()
+            if not name and prose_fences and prose_fences[-1][0] == marker[0] and len(marker) >= len(prose_fences[-1]):
+                prose_fences.pop()  # the end of a prose directive
+            elif _PROSE_DIRECTIVE.match(name):
+                prose_fences.append(marker)
+            else:
+                code_fence = marker
+            continue
+        if not stripped or stripped.startswith("|") or re.match(r"^\(.*\)=$", stripped) or (
+                prose_fences and re.match(r"^:[\w-]+:", stripped)):
+            flush()
+            continue
+        if stripped.startswith("#") or re.match(r"([-*+]|\d+[.)])\s", stripped) or stripped.startswith(">"):
+            flush()
+            current.append(re.sub(r"^(>\s*)?(#+|[-*+]|\d+[.)])?\s*", "", stripped))
+            if stripped.startswith("#"):
+                flush()
+            continue
+        current.append(stripped)
+    flush()
+    return [b.strip() for b in blocks if b.strip()]
+
+
+def _plain(block: str) -> str:
+    block = _GLUE.sub(" 7 ", block)
+    block = _ROLE.sub(lambda m: " " + (m.group(1).split("<")[0] or "x") + " ", block)
+    block = _LINK.sub(lambda m: " " + m.group(1) + " ", block)
+    block = _CODE.sub(" code ", block)
+    block = re.sub(r"\$[^$]+\$", " x ", block)
+    return re.sub(r"[*_]{1,3}", "", block)
+
+
+def sentences(block: str) -> list[str]:
+    return [s for s in _END.split(_plain(block)) if _WORD.search(s)]
+
+
+def count(markdown_cells: list[str]) -> Counts:
+    c = Counts(long_examples=[])
+    for cell in markdown_cells:
+        for block in prose_blocks(cell):
+            c.numbers += len(_GLUE.findall(block))
+            for s in sentences(block):
+                n = len(_WORD.findall(s))
+                c.words += n
+                c.sentences += 1
+                if n > LONG:
+                    c.long += 1
+                    c.long_examples.append(s.strip()[:160])
+    return c
+
+
+def markdown_cells(notebook: Path) -> list[str]:
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+
+
+def numbered_chapters() -> list[Path]:
+    """The notebooks of the nine numbered chapters (01 to 09)."""
+    return sorted(p for p in CHAPTERS.glob("0[1-9]_*/*.ipynb"))
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(a) for a in argv] or numbered_chapters()
+    total = Counts()
+    print(f"{'chapter':28} {'words':>6} {'sent.':>6} {'mean':>5} {'>40':>4} {'numbers':>7}")
+    for p in paths:
+        c = count(markdown_cells(p))
+        total.words += c.words
+        total.sentences += c.sentences
+        total.long += c.long
+        total.numbers += c.numbers
+        print(f"{p.stem:28} {c.words:6d} {c.sentences:6d} {c.mean_sentence:5.1f} {c.long:4d} {c.numbers:7d}")
+    print(f"{'total':28} {total.words:6d} {total.sentences:6d} {total.mean_sentence:5.1f} {total.long:4d} "
+          f"{total.numbers:7d}")
+    print(f"budgets: {BUDGETS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
