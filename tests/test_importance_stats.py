@@ -130,6 +130,60 @@ def test_roc_auc_is_the_mann_whitney_statistic_and_the_auc_difference_matches_sc
     assert est.low == pytest.approx(ref.low, abs=0.03) and est.high == pytest.approx(ref.high, abs=0.03)
 
 
+def test_missed_tail_share_agrees_with_scipys_bootstrap_of_two_independent_halves():
+    """The statistic resamples each half on its own: scipy's two-sample bootstrap with
+    ``paired=False`` is the same procedure, so the two intervals agree up to Monte Carlo error."""
+    from scipy import stats as sps
+
+    from headlab import stats
+
+    n_heads, n_items = 12, 80
+    avg = rng.gamma(2.0, 0.05, (n_heads, n_items)) + np.linspace(0.2, 0.0, n_heads)[:, None]
+    tail = rng.gamma(2.0, 0.05, (n_heads, n_items))
+    tail[-3:] += 0.3  # specialists the average ranks low
+    est = missed_tail_share(avg, tail, keep=4, n_resamples=3000, seed=0)
+    split = stats.split_items(n_items, seed=0)
+
+    def statistic(a, b):
+        a, b = a.astype(int), b.astype(int)
+        out = np.ones(n_heads, dtype=bool)
+        out[np.argsort(-avg[:, a].mean(axis=1), kind="stable")[:4]] = False
+        share = [np.clip(e[:, b].mean(axis=1), 0, None) for e in (tail, avg)]
+        return share[0][out].sum() / share[0].sum() - share[1][out].sum() / share[1].sum()
+
+    ref = sps.bootstrap((np.asarray(split.select), np.asarray(split.measure)), statistic, paired=False,
+                        vectorized=False, method="percentile", n_resamples=3000,
+                        rng=np.random.default_rng(5)).confidence_interval
+    assert est.value == pytest.approx(statistic(np.asarray(split.select), np.asarray(split.measure)))
+    width = ref.high - ref.low
+    assert est.low == pytest.approx(ref.low, abs=0.08 * width) and est.high == pytest.approx(ref.high, abs=0.08 * width)
+
+
+def test_first_failure_interval_agrees_with_scipys_percentile_bootstrap():
+    from scipy import stats as sps
+
+    from deviating.analysis.failure import WindowTable, failure_bootstrap, first_failure_interval, first_failures
+
+    counts, n = (0, 2, 4, 6, 8, 10), 15
+    # a loss that degrades by about 0.0125 nats per head removed, very differently per window
+    slope = rng.gamma(1.5, 0.0083, n)
+    sums = 2.0 + np.outer(np.asarray(counts, float), slope) + rng.normal(0, 0.01, (len(counts), n))
+    table = WindowTable(counts, sums, np.ones(n), False)
+    fb = failure_bootstrap({"loss": table}, {"loss": 0.05}, n_resamples=4000, seed=0)
+    est = first_failure_interval(fb, "loss")
+
+    def statistic(idx):
+        return float(first_failures(table.means(idx.astype(int)[None]), counts, 0.05, False)[0])
+
+    res = sps.bootstrap((np.arange(n),), statistic, vectorized=False, method="percentile", n_resamples=4000,
+                        rng=np.random.default_rng(3))
+    assert est.value == statistic(np.arange(n))
+    # first failures take the values of counts: the two quantiles fall on the same count or the next one
+    step = 2
+    assert abs(est.low - res.confidence_interval.low) <= step and abs(est.high - res.confidence_interval.high) <= step
+    assert est.low < est.high  # the windows differ: the interval has width
+
+
 def test_no_bca_on_fewer_than_twenty_items():
     from headlab import stats
 
