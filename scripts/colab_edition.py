@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "lib"))  # the library of this checkout, installed or not
 
-from plain_markdown import Links, plain_markdown  # noqa: E402
+from plain_markdown import Links, glued_values, plain_markdown  # noqa: E402
 
 __all__ = ["BRANCH", "book_links", "build_commit", "pin_install", "fold", "outside_notebook", "colab_notebook",
            "write_edition", "main"]
@@ -115,8 +115,9 @@ def book_links(notebook: Path, commit: str, root: Path = ROOT) -> Links:
         rel = PurePosixPath(notebook.resolve().relative_to(root.resolve()).as_posix())
     except ValueError:  # a notebook outside the book (a teacher's own): its folder stands for the root
         rel, root = PurePosixPath(notebook.name), notebook.resolve().parent
+    glue = glued_values(nbformat.read(notebook, as_version=4)) if notebook.suffix == ".ipynb" else {}
     return Links(notebook=rel, root=root, site_url=site, repo_url=repo, commit=commit, labels=labels, titles=titles,
-                 glossary=glossary)
+                 glossary=glossary, glue=glue)
 
 
 def pin_install(source: str, repo_url: str, commit: str, where: str) -> str:

@@ -16,6 +16,11 @@ that it reads right everywhere:
 - roles become text or links to the website: ``{doc}`` and ``{ref}`` link to the page (and
   anchor) they name, ``{term}`` to the glossary, ``{math}`` becomes ``$...$``, code roles
   (``{func}``, ``{class}``, ...) become inline code;
+- ``{glue:text}`` values become the text the website shows (the value stored in the notebook's
+  outputs, formatted by myst-nb's own rule): a name with no stored value is an error;
+- Markdown links to the book (a label such as ``gl-induction-head``, ``#anchor``, ``page.md``,
+  ``../05_x/05_x.ipynb#anchor``) point to the website's page, links to other files of the
+  repository to the file at the pinned commit, and relative images to the raw file;
 - ``(label)=`` targets and ``%`` comment lines are removed.
 
 Anything else written as a directive becomes a block quote titled with its name, so no raw
@@ -31,13 +36,15 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-__all__ = ["Links", "plain_markdown", "RAW_SYNTAX", "raw_syntax"]
+__all__ = ["Links", "plain_markdown", "glued_values", "RAW_SYNTAX", "raw_syntax"]
 
 DIRECTIVE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,}|:{3,})\{(?P<name>[^}\s]+)\}[ \t]*(?P<arg>.*?)[ \t]*$")
 CODE_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 TARGET = re.compile(r"^[ \t]*\((?P<label>[^()\s]+)\)=[ \t]*$")
 ROLE = re.compile(r"(?<![`\w])\{(?P<name>[A-Za-z][\w:+-]*)\}`(?P<text>[^`]*)`")
 OPTION = re.compile(r"^:(?P<key>[\w-]+):[ \t]*(?P<value>.*?)[ \t]*$")
+MD_LINK = re.compile(r"(?P<bang>!?)\[(?P<text>[^\]]*)\]\((?P<target>[^()\s]+)\)")
+EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//)", re.I)
 TEXT_AND_TARGET = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^<>]+)>$", re.S)
 # What must never reach a notebook opened outside the site (the scan of the generated notebooks).
 RAW_SYNTAX = {
@@ -69,6 +76,11 @@ class Links:
     labels: dict[str, tuple[str, str]] = field(default_factory=dict)  # label -> (docname, anchor)
     titles: dict[str, str] = field(default_factory=dict)  # docname -> page title
     glossary: str | None = None  # the glossary's docname
+    glue: dict[str, str] | None = None  # glued name -> its stored text/plain (None: the notebook was not read)
+
+    @property
+    def docname(self) -> str:
+        return str(self.notebook.with_suffix(""))
 
     def page(self, docname: str, anchor: str = "") -> str:
         return f"{self.site_url}{docname}.html" + (f"#{anchor}" if anchor else "")
@@ -171,8 +183,29 @@ def _convert(lines: list[str], links: Links, solution_note: str) -> list[str]:
         i += 1
         if TARGET.match(line) or re.match(r"^%(?:\s|$)", line):
             continue
-        out.append(ROLE.sub(lambda r: _role(r["name"], r["text"], links), line))
+        line = ROLE.sub(lambda r: _role(r["name"], r["text"], links), line)
+        out.append(MD_LINK.sub(lambda m: _link(m, links), line))
     return out
+
+
+def _link(m: re.Match, links: Links) -> str:
+    """A Markdown link or image with its target rewritten to work outside the site."""
+    target = m["target"]
+    if EXTERNAL.match(target):
+        return m[0]
+    path, _, anchor = target.partition("#")
+    if m["bang"]:
+        url = links.raw(links.resolve(path))
+    elif not path:  # "#anchor": a label of the book, or a heading of this page
+        url = links.page(*links.labels[anchor]) if anchor in links.labels else links.page(links.docname, anchor)
+    elif path in links.labels and not anchor:
+        url = links.page(*links.labels[path])
+    elif path.endswith((".md", ".ipynb")):
+        url = links.page(str(links.resolve(path).with_suffix("")), anchor)
+    else:
+        url = links.blob(links.resolve(path)) + (f"#{anchor}" if anchor else "")
+    return f"{m['bang']}[{m['text']}]({url})"
+
 
 
 def _directive(name: str, arg: str, body: list[str], links: Links, solution_note: str) -> list[str]:
@@ -266,6 +299,8 @@ def _role(name: str, text: str, links: Links) -> str:
         if links.glossary:
             return f"[{word}]({links.page(links.glossary, 'term-' + _slug(target))})"
         return word
+    if name in ("glue", "glue:", "glue:text", "glue:any"):
+        return _glue(text, links)
     if name == "math":
         return f"${text}$"
     if name == "eq":
@@ -282,6 +317,34 @@ def _role(name: str, text: str, links: Links) -> str:
         shown = shown or (target.lstrip("~.").rsplit(".", 1)[-1] if target.startswith("~") else target.lstrip("."))
         return f"`{shown}`"
     return shown or target
+
+
+def _glue(text: str, links: Links) -> str:
+    """What the website shows for ``{glue:text}`name:format```: myst-nb's own formatting of the value
+    stored in the notebook (so the two editions cannot differ)."""
+    from myst_nb.core.variables import format_plain_text
+
+    key, _, fmt = text.partition(":")
+    if links.glue is None:
+        return text  # a notebook read without its outputs: the name stands in
+    if key not in links.glue:
+        raise ValueError(f"{links.notebook}: {{glue:text}}`{text}` names no value stored in the notebook's outputs; "
+                         "re-execute it (scripts/execute_notebooks.py) or correct the name")
+    return format_plain_text(links.glue[key], fmt)
+
+
+def glued_values(nb) -> dict[str, str]:
+    """name -> text/plain of every value a notebook glued (myst-nb's ``glue``), from its stored outputs."""
+    values = {}
+    for cell in nb["cells"]:
+        for output in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            scrap = output.get("metadata", {}).get("scrapbook")
+            if scrap:
+                data = output.get("data", {})
+                text = data.get(scrap.get("mime_prefix", "") + "text/plain", data.get("text/plain"))
+                if text is not None:
+                    values[scrap["name"]] = "".join(text) if isinstance(text, list) else text
+    return values
 
 
 def _slug(text: str) -> str:

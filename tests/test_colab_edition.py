@@ -19,7 +19,7 @@ from conftest import ROOT, chapter_notebooks
 from build_book import colab_button_to_edition
 from colab_edition import BRANCH, book_links, colab_notebook, pin_install, write_edition
 from make_student import find_exercises
-from plain_markdown import Links, plain_markdown, raw_syntax
+from plain_markdown import EXTERNAL, MD_LINK, Links, _prose as _prose_lines, glued_values, plain_markdown, raw_syntax
 
 COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
 INSTALL = f'"headlab[minilm] @ git+https://github.com/deviating-attention/deviating-attention@{COMMIT}"'
@@ -54,6 +54,19 @@ def test_the_edition_reads_right_outside_the_site(nb_path, edition) -> None:
               for o in c.outputs]
     raw = [r for t in texts for r in raw_syntax(t)]
     assert not raw, f"MyST syntax visible outside the site: {raw[:5]}"
+
+    # every link leads somewhere outside the site too: the website, the repository, the web
+    internal = [m[0] for t in texts for line in _prose_lines(t) for m in MD_LINK.finditer(line)
+                if not EXTERNAL.match(m["target"])]
+    assert not internal, f"{len(internal)} links to site-internal targets, e.g. {internal[:3]}"
+    # every glued value shows its value, as on the site, never the variable's name
+    from myst_nb.core.variables import format_plain_text
+
+    glue, shown = glued_values(original), "\n".join(texts)
+    for c in original.cells:
+        for key, _, fmt in re.findall(r"\{glue:text\}`([^`:]+)(:([^`]*))?`", c.source if c.cell_type == "markdown" else ""):
+            assert key in glue, f"{nb_path.name}: {{glue:text}}`{key}` has no stored value"
+            assert format_plain_text(glue[key], fmt) in shown
 
     # every solution folded (Colab: a form with a title; JupyterLab / Notebook 7: source hidden)
     exercises = find_exercises(original, nb_path)
@@ -123,6 +136,34 @@ def test_roles_and_targets_become_text_and_links() -> None:
                    "[this section](https://example.org/book/chapters/09_checklist/09_checklist.html#sec-keep), an "
                    "[induction head](https://example.org/book/chapters/glossary.html#term-induction-head), "
                    "`keep_section`, $\\sqrt{d}$ and unknown-label.\n```python\n{note}`kept` in code\n```")
+
+
+def test_glue_shows_the_stored_value_as_the_site_does() -> None:
+    links = _links(glue={"loss": "4.23456", "share": "0.375", "name": "'layer 0'", "n": "12"})
+    got = plain_markdown("Loss {glue:text}`loss:.2f`, {glue:text}`share:.0%` of heads in {glue:text}`name`, "
+                         "{glue:text}`n` of them.", links)
+    assert got == "Loss 4.23, 38% of heads in layer 0, 12 of them."
+    with pytest.raises(ValueError, match="no value stored"):
+        plain_markdown("{glue:text}`missing:.2f`", links)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("glue('x', 3)", outputs=[nbformat.v4.new_output(
+        "display_data", data={"application/papermill.record/text/plain": "3"},
+        metadata={"scrapbook": {"name": "x", "mime_prefix": "application/papermill.record/"}})])])
+    assert glued_values(nb) == {"x": "3"}
+
+
+def test_links_to_the_book_point_to_the_website() -> None:
+    links = _links(labels={"gl-induction-head": ("chapters/glossary", "gl-induction-head")})
+    text = ("An [induction head](gl-induction-head), [below](#sec-x), [chapter 5](../05_induction/05_induction.ipynb#top), "
+            "[the claims](../claims_and_sources.md), [the code](../../lib/deviating/ledger.py), "
+            "[a paper](https://arxiv.org/abs/1) and ![a figure](fig.png).")
+    got = plain_markdown(text, links)
+    site, blob = "https://example.org/book/", f"https://github.com/o/r/blob/{COMMIT}/"
+    assert got == (f"An [induction head]({site}chapters/glossary.html#gl-induction-head), "
+                   f"[below]({site}chapters/09_checklist/09_checklist.html#sec-x), "
+                   f"[chapter 5]({site}chapters/05_induction/05_induction.html#top), "
+                   f"[the claims]({site}chapters/claims_and_sources.html), [the code]({blob}lib/deviating/ledger.py), "
+                   f"[a paper](https://arxiv.org/abs/1) and "
+                   f"![a figure](https://raw.githubusercontent.com/o/r/{COMMIT}/chapters/09_checklist/fig.png).")
 
 
 def test_exercise_markers_and_unknown_directives() -> None:
