@@ -511,3 +511,54 @@ def test_site_without_solutions(built_site: Path, tmp_path: Path) -> None:
                         assert line in with_solutions, f"{rel}: {line!r} should be on the full site"
                         assert line not in without, f"{rel}: solution line {line!r} is on the site without solutions"
         assert 'class="solution' not in html, f"{rel}: a solution box is on the site without solutions"
+
+
+# --------------------------------------------------------------------------- internal links
+
+
+_HREF = re.compile(r'<a\b[^>]*\bhref="([^"]+)"', re.I)
+_ID = re.compile(r'\bid="([^"]+)"')
+
+
+def broken_internal_links(site: Path) -> list[str]:
+    """Every ``<a href>`` of the built site that points into the site at a page or an anchor that
+    does not exist, as ``"page -> href"``."""
+    from urllib.parse import unquote, urlsplit
+
+    site = site.resolve()
+    pages = {p: p.read_text(encoding="utf-8", errors="replace") for p in site.rglob("*.html")
+             if "_static" not in p.parts and "_sources" not in p.parts}
+    ids: dict[Path, set[str]] = {}
+    broken = []
+    for page, html in pages.items():
+        for href in _HREF.findall(html):
+            parts = urlsplit(html_lib.unescape(href))
+            if parts.scheme or parts.netloc or href.startswith(("mailto:", "javascript:")):
+                continue
+            target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
+            if target.is_dir():
+                target = target / "index.html"
+            if target.suffix != ".html":
+                if not target.exists():
+                    broken.append(f"{page.relative_to(site)} -> {href}")
+                continue
+            if target not in pages:
+                broken.append(f"{page.relative_to(site)} -> {href}")
+                continue
+            if parts.fragment:
+                known = ids.setdefault(target, set(_ID.findall(pages[target])))
+                if unquote(parts.fragment) not in known:
+                    broken.append(f"{page.relative_to(site)} -> {href}")
+    return broken
+
+
+def test_every_internal_link_and_anchor_leads_somewhere(built_site: Path) -> None:
+    broken = broken_internal_links(built_site)
+    assert not broken, f"{len(broken)} links into the site lead nowhere, e.g.:\n" + "\n".join(broken[:15])
+
+
+def test_the_link_check_finds_a_missing_page_and_a_missing_anchor(tmp_path: Path) -> None:
+    (tmp_path / "a.html").write_text('<h1 id="top">A</h1><a href="b.html#there">x</a><a href="#top">y</a>'
+                                     '<a href="gone.html">z</a><a href="b.html#nowhere">w</a><a href="https://x.org/#q">e</a>')
+    (tmp_path / "b.html").write_text('<p id="there">B</p>')
+    assert broken_internal_links(tmp_path) == ["a.html -> gone.html", "a.html -> b.html#nowhere"]
