@@ -134,8 +134,90 @@ def online_kernel(m, l, acc, scores, values):
     return m, l, acc
 
 
+# --------------------------------------------------------------------------- zeroed_logits
+
+
+def _zeroed(model, input_ids, heads, hook_for, kind="pre", remove=True):
+    import torch
+
+    out = []
+    for layer, head in heads:
+        module = model.transformer.h[layer].attn.c_proj
+        register = module.register_forward_pre_hook if kind == "pre" else module.register_forward_hook
+        handle = register(hook_for(model, head))
+        try:
+            with torch.no_grad():
+                out.append(model(input_ids=input_ids).logits)
+        finally:
+            if remove:
+                handle.remove()
+    return torch.stack(out).numpy()
+
+
+def zero_output_slice(model, input_ids, heads):
+    """Zeroes the head's columns of W_O's *output* (d_model space), not of its input."""
+    d = model.config.n_embd // model.config.n_head
+
+    def hook_for(model, head):
+        def hook(module, args, output):
+            output = output.clone()
+            output[..., head * d:(head + 1) * d] = 0.0
+            return output
+        return hook
+    return _zeroed(model, input_ids, heads, hook_for, kind="post")
+
+
+def zero_slice_without_d_head(model, input_ids, heads):
+    """Columns head to head + d_head: the slice of head 0 is right, every other head's is not."""
+    d = model.config.n_embd // model.config.n_head
+
+    def hook_for(model, head):
+        def hook(module, args):
+            z = args[0].clone()
+            z[..., head:head + d] = 0.0
+            return (z,)
+        return hook
+    return _zeroed(model, input_ids, heads, hook_for)
+
+
+def zero_every_head(model, input_ids, heads):
+    """Zeroes W_O's whole input: every head of the layer at once."""
+    def hook_for(model, head):
+        def hook(module, args):
+            return (args[0] * 0.0,)
+        return hook
+    return _zeroed(model, input_ids, heads, hook_for)
+
+
+def hook_left_in_place(model, input_ids, heads):
+    """Never removes a hook: the second head's logits still have the first head zeroed."""
+    d = model.config.n_embd // model.config.n_head
+
+    def hook_for(model, head):
+        def hook(module, args):
+            z = args[0].clone()
+            z[..., head * d:(head + 1) * d] = 0.0
+            return (z,)
+        return hook
+    return _zeroed(model, input_ids, heads, hook_for, remove=False)
+
+
+def subtract_head_and_bias(model, input_ids, heads):
+    """Subtracts the head's write *and* W_O's bias after W_O: the bias is not the head's."""
+    d = model.config.n_embd // model.config.n_head
+
+    def hook_for(model, head):
+        def hook(module, args, output):
+            z = args[0][..., head * d:(head + 1) * d]
+            return output - z @ module.weight[head * d:(head + 1) * d] - module.bias
+        return hook
+    return _zeroed(model, input_ids, heads, hook_for, kind="post")
+
+
 CATALOGUE: dict[str, list] = {
     "ex-02-split-heads": [split_direct_reshape, split_interleaved, split_wrong_transpose],
+    "ex-02-zero-head": [zero_output_slice, zero_slice_without_d_head, zero_every_head, hook_left_in_place,
+                        subtract_head_and_bias],
     "ex-02-qk-ranks": [ranks_min_of_factors, ranks_small_product, ranks_no_tolerance, ranks_query_only],
     "ex-02-cost": [cost_three_projections, cost_one_softmax, cost_scores_per_head_full_width, cost_one_head_mixing,
                    cost_library],

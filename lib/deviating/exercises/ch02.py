@@ -9,7 +9,7 @@ import numpy as np
 
 from deviating.exercises import Case, compare_arrays, run_cases
 
-__all__ = ["check_split_heads", "check_qk_ranks", "check_attention_cost"]
+__all__ = ["check_split_heads", "check_qk_ranks", "check_attention_cost", "check_zeroed_logits", "tiny_gpt2"]
 
 
 # --------------------------------------------------------------------------- split_heads
@@ -157,3 +157,98 @@ def check_attention_cost(fn: Callable[[int, int, int], Any]) -> None:
     ]
     run_cases(fn, cases, compare=_compare_cost, what="the cost of attention",
               forbid=("headlab.kernels", "deviating.experiments"))
+
+
+# --------------------------------------------------------------------------- a hook at W_O's input
+
+
+def tiny_gpt2(seed: int = 0, n_layer: int = 2, n_head: int = 4, n_embd: int = 32):
+    """A small GPT-2 of Hugging Face's own class with random weights (built offline): the real
+    architecture, where W_O is ``model.transformer.h[layer].attn.c_proj`` and its input is the
+    heads' outputs side by side, ``(batch, pos, n_head * d_head)``."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    config = GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=50, n_positions=32, bos_token_id=0, eos_token_id=0,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = GPT2LMHeadModel(config).eval()
+    with torch.no_grad():  # biases of W_O that are not zero, so that "after the bias" differs
+        for block in model.transformer.h:
+            block.attn.c_proj.bias.normal_(0.0, 0.5)
+    return model
+
+
+def _zeroed_reference(model, input_ids, heads) -> np.ndarray:
+    """The logits with each head zeroed in turn, from the head interface's own gate (tested
+    against a loop over heads in tests/test_sweep.py): an independent computation."""
+    return _zeroed_reference_groups(model, input_ids, [[head] for head in heads])
+
+
+def check_zeroed_logits(fn: Callable) -> None:
+    """Check ``zeroed_logits(model, input_ids, heads)``: for each ``(layer, head)`` of ``heads`` in
+    turn, the logits of the Hugging Face GPT-2 ``model`` with that one head's slice of W_O's input
+    set to zero (a forward pre-hook on ``c_proj``, removed before the next head): an array
+    ``(len(heads), batch, pos, vocab)``."""
+    import torch
+
+    model = tiny_gpt2(seed=0)
+    ids = torch.tensor([[3, 17, 5, 3, 17, 40], [8, 8, 1, 22, 9, 30]])
+    wide = tiny_gpt2(seed=1, n_layer=3, n_head=2, n_embd=24)
+    ids_b = torch.tensor([[1, 2, 3, 4, 5, 6, 7], [9, 9, 9, 2, 2, 2, 0]])
+    cases = [
+        Case("head 1 of layer 0 (not head 0: its slice starts at column d_head, not at column 1)",
+             args=(model, ids, [(0, 1)]), expected=_zeroed_reference(model, ids, [(0, 1)]),
+             hint="the input of c_proj holds the heads side by side: head h is columns h * d_head to "
+                  "(h + 1) * d_head, with d_head = n_embd // n_head. Zero only those, before W_O (a forward "
+                  "*pre*-hook on c_proj), so that W_O's bias still comes through."),
+        Case("two heads in turn: layer 1 head 3, then layer 0 head 2",
+             args=(model, ids, [(1, 3), (0, 2)]), expected=_zeroed_reference(model, ids, [(1, 3), (0, 2)]),
+             hint="remove each hook (handle.remove(), in a `finally:`) before the next head: the second "
+                  "result must have only the second head zeroed."),
+        Case("the last head of the last layer", args=(model, ids, [(1, 3)]),
+             expected=_zeroed_reference(model, ids, [(1, 3)]),
+             hint="the block of layer l is model.transformer.h[l]; zero the head's columns at every "
+                  "position and every batch row."),
+        Case("another GPT-2: 3 layers of 2 heads of width 12, three heads in turn",
+             args=(wide, ids_b, [(2, 1), (0, 0), (1, 1)]),
+             expected=_zeroed_reference(wide, ids_b, [(2, 1), (0, 0), (1, 1)]), hidden=True),
+    ]
+    # the answers of two common mistakes, to name them when they come back
+    mistakes = {}
+    for case in cases:
+        m, x, heads = case.args
+        n_head = m.config.n_head
+        mistakes[id(case.expected)] = {
+            "every head of the layer zeroed, not one": _zeroed_reference_groups(
+                m, x, [[(layer, h) for h in range(n_head)] for layer, _ in heads]),
+            "the hooks of the earlier heads still in place (remove each one before the next head)":
+                _zeroed_reference_groups(m, x, [heads[:i + 1] for i in range(len(heads))]),
+        }
+
+    def compare(got, expected):
+        problem = compare_arrays(got, expected, atol=1e-5, rtol=1e-5)
+        if problem is not None and len(heads_of := mistakes.get(id(expected), {})):
+            for what, answer in heads_of.items():
+                if answer.shape != expected.shape or np.allclose(answer, expected, atol=1e-5):
+                    continue
+                if compare_arrays(got, answer, atol=1e-5, rtol=1e-5) is None:
+                    return f"these are the logits with {what}"
+        return problem
+
+    run_cases(fn, cases, compare=compare, what="a hook that zeroes one head", forbid=("headlab.heads", "headlab.analysis"))
+
+
+def _zeroed_reference_groups(model, input_ids, groups) -> np.ndarray:
+    """Like :func:`_zeroed_reference`, one group of heads ablated together per entry."""
+    import torch
+
+    from headlab.heads.model import HeadModel
+
+    hm = HeadModel(model, name="tiny GPT-2")
+    out = []
+    with torch.no_grad():
+        for group in groups:
+            with hm.ablate([tuple(h) for h in group]):
+                out.append(model(input_ids=input_ids).logits.numpy())
+    return np.stack(out)

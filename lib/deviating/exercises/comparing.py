@@ -84,6 +84,11 @@ def short_repr(value: Any, limit: int = 300) -> str:
     if isinstance(value, np.ndarray):
         with np.printoptions(precision=4, suppress=True, threshold=20, edgeitems=3):
             text = np.array2string(value, separator=", ")
+    elif hasattr(value, "named_parameters") and hasattr(value, "forward"):  # a torch module: its class, not its tree
+        config = getattr(value, "config", None)
+        shape = ", ".join(f"{k}={getattr(config, k)}" for k in ("n_layer", "n_head", "n_embd")
+                          if hasattr(config, k))
+        text = f"<{type(value).__name__}{' ' + shape if shape else ''}>"
     else:
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
