@@ -107,7 +107,9 @@ def update_chapter_tables(payloads: dict[str, dict]) -> list[Path]:
     changed = []
     for chapter, payload in payloads.items():
         number = chapter.removeprefix("ch")
-        found = [p for p in (ROOT / "chapters").glob(f"{number}_*/*.ipynb") if not p.name.startswith(".")]
+        # a chapter may have sections (chapter 7 has two pages): the notebook whose cell reports it
+        found = [p for p in (ROOT / "chapters").glob(f"{number}_*/*.ipynb") if not p.name.startswith(".")
+                 and any(f'{REPORT_CALL}{chapter}"' in c.source for c in nbformat.read(p, as_version=4).cells)]
         if len(found) != 1:
             print(f"{chapter}: no single chapter notebook found; its table was not updated", file=sys.stderr)
             continue

@@ -45,7 +45,9 @@ def _shown_tables(nb) -> dict[str, list[str]]:
 
 def _notebook_of(chapter: str) -> Path | None:
     number = chapter.removeprefix("ch")
-    found = [p for p in chapter_notebooks() if p.parent.name.startswith(f"{number}_")]
+    # a chapter may have sections (chapter 7 has two pages): the notebook that reports is the one
+    found = [p for p in chapter_notebooks() if p.parent.name.startswith(f"{number}_")
+             and chapter in _shown_tables(nbformat.read(p, as_version=4))]
     return found[0] if len(found) == 1 else None
 
 
