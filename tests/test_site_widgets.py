@@ -199,7 +199,7 @@ def test_temperature_widget(site, browser_page):
         w = np.exp(scores / float(t) - (scores / float(t)).max())
         w /= w.sum()
         np.testing.assert_allclose(shown["bars"], w, atol=1e-6, err_msg=f"T = {t}")
-        assert shown["entropy"] == pytest.approx(float(-(w[w > 0] * np.log2(w[w > 0])).sum()), abs=1e-6)
+        assert shown["entropy"] == pytest.approx(float(-(w[w > 0] * np.log(w[w > 0])).sum()), abs=1e-6)
         assert f"T = {float(t):.2f}" in shown["text"]
         if t == "0.3":
             assert shown["bars"] != shown_before["bars"], "the slider moved but the bars did not"

@@ -179,7 +179,7 @@ class TemperatureWidget(anywidget.AnyWidget):
 def temperature_widget(scores: Sequence[float], keys: Sequence[str], temperature: float = 1.0,
                        t_min: float = 0.1, t_max: float = 5.0, step: float = 0.1) -> TemperatureWidget:
     """A slider for ``T`` and the bar chart of ``softmax(scores / T)`` over ``keys``, titled
-    with the row's entropy in bits."""
+    with the row's entropy in nats."""
     scores = [float(s) for s in np.asarray(scores, dtype=float).ravel()]
     keys = [str(k) for k in keys]
     if not scores or len(scores) != len(keys):

@@ -16,10 +16,10 @@ export function softmax(scores, temperature = 1) {
   return e.map((v) => v / sum);
 }
 
-/** Entropy in bits of a probability row (zeros count as 0 log 0 = 0). */
-export function entropyBits(w) {
+/** Entropy in nats of a probability row (zeros count as 0 log 0 = 0), the book's one unit. */
+export function entropyNats(w) {
   let h = 0;
-  for (const p of w) if (p > 0) h -= p * Math.log2(p);
+  for (const p of w) if (p > 0) h -= p * Math.log(p);
   return h;
 }
 

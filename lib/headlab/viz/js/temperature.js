@@ -5,7 +5,7 @@
 function temperatureView(model) {
   const scores = model.get("scores"), t = model.get("temperature");
   const weights = softmax(scores, t);
-  return { temperature: t, weights, entropy: entropyBits(weights), keys: model.get("labels") };
+  return { temperature: t, weights, entropy: entropyNats(weights), keys: model.get("labels") };
 }
 
 function barChart(view) {
@@ -62,7 +62,7 @@ function render({ model, el }) {
     value.textContent = view.temperature.toFixed(2);
     slider.value = view.temperature;
     title.replaceChildren(h("b", {}, `T = ${view.temperature.toFixed(2)}`),
-      `: entropy ${view.entropy.toFixed(2)} bits`);
+      `: entropy ${view.entropy.toFixed(2)} nats`);
     title.dataset.entropy = view.entropy.toPrecision(9);
     chart.replaceChildren(barChart(view));
     markRendered(root, view);
