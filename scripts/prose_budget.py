@@ -140,8 +140,31 @@ def markdown_cells(notebook: Path) -> list[str]:
 
 
 def numbered_chapters() -> list[Path]:
-    """The notebooks of the nine numbered chapters (01 to 09)."""
-    return sorted(p for p in CHAPTERS.glob("0[1-9]_*/*.ipynb"))
+    """The notebooks of the nine numbered chapters (01 to 09) as ``_toc.yml``'s numbered part lists
+    them, a chapter's sections (a second page) included; the ledger (10) and the appendices are not
+    part of the argument's budget."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    files: list[str] = []
+
+    def walk(node) -> None:  # noqa: ANN001
+        if isinstance(node, dict):
+            if "file" in node:
+                files.append(str(node["file"]))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk([part for part in toc.get("parts", []) if part.get("numbered")])
+    return [ROOT / f"{f}.ipynb" for f in files if re.match(r"chapters/0[1-9]_", f) and (ROOT / f"{f}.ipynb").is_file()]
+
+
+def chapter_of(notebook: Path) -> str:
+    """The chapter a notebook belongs to: its folder (``07_what_breaks`` for both of chapter 7's pages)."""
+    return notebook.parent.name
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,63 @@
+"""The chapters' prose within its budgets (issue 26): counts, not timings, so a test may assert them.
+
+The counting rules are :mod:`prose_budget`'s (``scripts/prose_budget.py``; run it for the table).
+The counter itself is tested on small texts first, so that a budget cannot pass by miscounting.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from prose_budget import BUDGETS, LONG, chapter_of, count, markdown_cells, numbered_chapters, prose_blocks
+
+CHAPTERS = numbered_chapters()
+
+
+def test_the_counter_reads_prose_as_a_reader_does():
+    text = ("# A title\n\nOne short sentence. Another one, with a [link](gl-x) and `code`!\n\n"
+            "```python\nx = 1  # code is not prose\n```\n\n| a | b |\n|---|---|\n| 1 | {glue:text}`n` |\n\n"
+            "$$\na = b\n$$\n\n<!-- a comment -->\n- a list item\n\n"
+            "```{admonition} A box\n:class: tip\nProse inside {glue:text}`m:.2f` counts.\n```\n")
+    c = count([text])
+    # sentences: the title, two in the paragraph, the list item, the box's title line is an option-free
+    # argument (not prose), its body one sentence
+    assert c.sentences == 5
+    assert c.words == 2 + 3 + 7 + 3 + 4
+    assert c.numbers == 1  # the glued value in the box, not the one in the table
+    assert "x = 1" not in " ".join(prose_blocks(text)) and "a comment" not in " ".join(prose_blocks(text))
+
+
+def test_the_counter_finds_a_long_sentence():
+    long = " ".join(["word"] * (LONG + 1)) + "."
+    assert count([long]).long == 1 and count(["Short. " * 3]).long == 0
+
+
+def test_the_book_fits_its_word_budget():
+    words = {p.stem: count(markdown_cells(p)).words for p in CHAPTERS}
+    assert len({chapter_of(p) for p in CHAPTERS}) == 9, f"expected the nine numbered chapters, found {sorted(words)}"
+    assert sum(words.values()) <= BUDGETS["book_words"], (
+        f"the nine chapters hold {sum(words.values())} words of prose (budget {BUDGETS['book_words']}): {words}")
+
+
+def test_the_book_has_few_long_sentences():
+    examples = {p.stem: count(markdown_cells(p)).long_examples for p in CHAPTERS}
+    total = sum(len(v) for v in examples.values())
+    shown = [f"{k}: {s}" for k, v in examples.items() for s in v][:10]
+    assert total <= BUDGETS["book_long_sentences"], (
+        f"{total} sentences over {LONG} words (at most {BUDGETS['book_long_sentences']}); split them:\n"
+        + "\n".join(shown))
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.stem)
+def test_each_chapter_fits_its_budget(notebook):
+    """Per page: a chapter over budget is split into pages (chapter 7 has two), each within it."""
+    c = count(markdown_cells(notebook))
+    problems = []
+    if c.words > BUDGETS["chapter_words"]:
+        problems.append(f"{c.words} words (at most {BUDGETS['chapter_words']})")
+    if c.mean_sentence > BUDGETS["mean_sentence"]:
+        problems.append(f"a mean sentence of {c.mean_sentence:.1f} words (at most {BUDGETS['mean_sentence']})")
+    if c.numbers > BUDGETS["chapter_numbers"]:
+        problems.append(f"{c.numbers} computed numbers in the prose (at most {BUDGETS['chapter_numbers']}): "
+                        "put them in a table or a figure")
+    assert not problems, f"{notebook.stem}: " + "; ".join(problems)
