@@ -186,3 +186,22 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+ROLE_WORDS = re.compile(r"\b(previous-token|induction|first-token|duplicate-token|copy(?:ing)?|sink|orphan|subject|"
+                        r"antecedent|separator|punctuation|positional|syntactic|name[- ]mover|rare-word)\b", re.I)
+# a head written by hand: "head 1.3", "heads 0.0 and 0.2", `1.3`, **1.3** (a glued value is not typed)
+TYPED_HEAD = re.compile(r"(?:\bheads?\s+(?:[`*]{0,2})|`|\*\*)(\d{1,2}\.\d{1,2})(?![\d%])")
+
+
+def typed_role_heads(markdown_cells: list[str]) -> list[str]:
+    """Sentences of prose that name a role and type a head id by hand (the id must be glued from
+    the role's labels, so that it cannot disagree with the definition)."""
+    found = []
+    for cell in markdown_cells:
+        for block in prose_blocks(cell):
+            block = _GLUE.sub(" glued ", block)
+            for sentence in _END.split(block):
+                if ROLE_WORDS.search(sentence) and TYPED_HEAD.search(sentence):
+                    found.append(sentence.strip()[:160])
+    return found

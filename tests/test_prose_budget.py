@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from prose_budget import BUDGETS, LONG, chapter_of, count, markdown_cells, numbered_chapters, prose_blocks
+from prose_budget import (BUDGETS, LONG, chapter_of, count, markdown_cells, numbered_chapters, prose_blocks,
+                          typed_role_heads)
 
 CHAPTERS = numbered_chapters()
 
@@ -61,3 +62,19 @@ def test_each_chapter_fits_its_budget(notebook):
         problems.append(f"{c.numbers} computed numbers in the prose (at most {BUDGETS['chapter_numbers']}): "
                         "put them in a table or a figure")
     assert not problems, f"{notebook.stem}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.stem)
+def test_a_head_named_with_a_role_is_glued_not_typed(notebook):
+    """One name per head (issue 26, item 4): where the prose names a head with its role, the id comes
+    from the role's labels (deviating.roles) through glue, so the text cannot drift from the definition."""
+    typed = typed_role_heads(markdown_cells(notebook))
+    assert not typed, (f"{notebook.stem}: {len(typed)} sentences type a head id beside a role; glue it from "
+                       "the role's labels instead:\n" + "\n".join(typed[:5]))
+
+
+def test_the_role_scan_finds_a_typed_head_and_passes_a_glued_one():
+    assert typed_role_heads(["The previous-token head 0.0 attends back."])
+    assert typed_role_heads(["The induction head is `1.3`."])
+    assert not typed_role_heads(["The previous-token head {glue:text}`prev_head` attends back."])
+    assert not typed_role_heads(["Its lift is 0.39, below the threshold of a previous-token head."])
