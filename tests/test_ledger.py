@@ -45,7 +45,9 @@ def _shown_tables(nb) -> dict[str, list[str]]:
 
 def _notebook_of(chapter: str) -> Path | None:
     number = chapter.removeprefix("ch")
-    found = [p for p in chapter_notebooks() if p.parent.name.startswith(f"{number}_")]
+    # the chapter's own notebook, chapters/NN_name/NN_name.ipynb (an appendix beside it, such as
+    # chapters/02_multi_head/02b_under_the_hood.ipynb, reports no claims)
+    found = [p for p in chapter_notebooks() if p.parent.name.startswith(f"{number}_") and p.stem == p.parent.name]
     return found[0] if len(found) == 1 else None
 
 
