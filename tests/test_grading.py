@@ -225,14 +225,15 @@ def test_a_check_that_passes_a_model_calls_the_function_in_a_worker(tmp_path) ->
 
 
 def test_a_check_that_wraps_the_function_still_reaches_the_worker(tmp_path) -> None:
-    """Chapter 2's online-softmax check wraps the student's function (one call per tile): the grader
-    accepts its module, and each wrapped call goes to the worker with the check's forbidden modules."""
+    """The online-softmax check of chapter 2's appendix (02b_under_the_hood) wraps the student's
+    function (one call per tile): the grader accepts its module, and each wrapped call goes to the
+    worker with the check's forbidden modules."""
     from deviating.exercises import recording
     from deviating.exercises.grading import CHECK_MODULE_RE
     from deviating.exercises.fused import check_online_softmax_update
     from deviating.exercises.remote import Limits, RemoteFunction
 
-    path = next(p for p in chapter_notebooks() if p.name.startswith("02_"))
+    path = next(p for p in chapter_notebooks() if p.name.startswith("02b_"))
     chapter = nbformat.read(path, as_version=4)
     ex = next(e for e in find_exercises(chapter, path) if e.check_name == "check_online_softmax_update")
     assert CHECK_MODULE_RE.match(ex.check_module)
