@@ -66,7 +66,80 @@ def gini_library(effects):
     return gini(np.clip(np.asarray(effects, dtype=float), 0, None))
 
 
+# --------------------------------------------------------------------------- gate_importance
+
+
+def _gate_grads(model, input_ids, shared=False):
+    import torch
+    import torch.nn.functional as F
+
+    n_layer, n_head = model.config.n_layer, model.config.n_head
+    d_head = model.config.n_embd // n_head
+    batch, pos = input_ids.shape
+    gate = torch.ones(1 if shared else batch, n_layer, n_head, requires_grad=True)
+    handles = []
+    for layer in range(n_layer):
+        def scale(module, args, layer=layer):
+            z = args[0].view(batch, pos, n_head, d_head) * gate[:, layer, None, :, None]
+            return (z.reshape(batch, pos, n_head * d_head),)
+        handles.append(model.transformer.h[layer].attn.c_proj.register_forward_pre_hook(scale))
+    try:
+        logits = model(input_ids=input_ids).logits
+    finally:
+        for h in handles:
+            h.remove()
+    loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), input_ids[:, 1:], reduction="none").mean(1)
+    loss.sum().backward()
+    return gate.grad
+
+
+def gate_signed_mean(model, input_ids):
+    """The mean of the signed gradients: a head whose gradient changes sign across inputs looks idle."""
+    return _gate_grads(model, input_ids).mean(0).numpy()
+
+
+def gate_abs_of_mean(model, input_ids):
+    """|mean gradient| instead of the mean of |gradient|."""
+    return _gate_grads(model, input_ids).mean(0).abs().numpy()
+
+
+def gate_shared_over_batch(model, input_ids):
+    """One gate for the whole batch: the gradient of the summed loss, not each input's."""
+    return _gate_grads(model, input_ids, shared=True)[0].abs().numpy()
+
+
+def gate_ablation_effect(model, input_ids):
+    """The zero-ablation effect (loss with the head removed minus clean) instead of the gradient."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    n_layer, n_head = model.config.n_layer, model.config.n_head
+    d = model.config.n_embd // n_head
+
+    def loss():
+        with torch.no_grad():
+            logits = model(input_ids=input_ids).logits
+        return F.cross_entropy(logits[:, :-1].transpose(1, 2), input_ids[:, 1:], reduction="none").mean(1)
+
+    clean = loss()
+    out = np.zeros((n_layer, n_head))
+    for layer in range(n_layer):
+        for head in range(n_head):
+            def zero(module, args, head=head):
+                z = args[0].clone()
+                z[..., head * d:(head + 1) * d] = 0.0
+                return (z,)
+            h = model.transformer.h[layer].attn.c_proj.register_forward_pre_hook(zero)
+            try:
+                out[layer, head] = float((loss() - clean).abs().mean())
+            finally:
+                h.remove()
+    return out
+
+
 CATALOGUE: dict[str, list] = {
+    "ex-06-gate-importance": [gate_signed_mean, gate_abs_of_mean, gate_shared_over_batch, gate_ablation_effect],
     "ex-06-mean-ablation": [mean_ablation_in_place, mean_ablation_over_heads, mean_ablation_of_z, mean_ablation_zero],
     "ex-06-redundant-pair": [pair_largest_effect, pair_largest_abs, pair_smallest, pair_one_single],
     "ex-06-gini": [gini_no_abs, gini_no_clip, gini_n_n_minus_1, gini_library],
