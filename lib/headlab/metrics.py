@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 __all__ = ["Metric", "METRIC_KINDS", "default_kind", "next_token_loss", "mean_pool", "cosine_distance",
-           "retrieval_loss", "ItemMetric", "agreement_metric", "pronoun_metric", "copy_metric"]
+           "retrieval_loss", "LogitMetric", "ItemMetric", "agreement_metric", "pronoun_metric", "copy_metric"]
 
 METRIC_KINDS = ("loss", "cosine", "retrieval")
 
@@ -222,6 +222,56 @@ def retrieval_loss(embedding: torch.Tensor, clean: torch.Tensor, temperature: fl
     logits = e @ c.T / temperature  # (batch, n_clean)
     target = torch.arange(len(e), device=e.device) % len(c)
     return F.cross_entropy(logits, target, reduction="none")
+
+
+@dataclass(frozen=True, eq=False)
+class LogitMetric:
+    """A causal LM's logits at one position of each input, as one number per row.
+
+    ``score``: ``"logit_diff"`` (logit of ``tokens[0]`` minus that of ``tokens[1]``), ``"prob"``
+    (probability of ``tokens[0]``) or ``"kl"`` (``KL(clean || this run)`` of the next-token
+    distributions, with ``clean`` the clean run's logits ``(n, pos, d_vocab)``; row ``r`` of a
+    tiled batch compares with ``clean[batch["index"][r]]``). ``pos``: the position (``-1``: each
+    input's last real token). Use it as ``Metric(LogitMetric("logit_diff", (a, b)))``.
+    """
+
+    score: str
+    tokens: tuple[int, ...] = ()
+    pos: int = -1
+    clean: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        need = {"logit_diff": 2, "prob": 1, "kl": 0}
+        if self.score not in need:
+            raise ValueError(f"score must be one of {', '.join(map(repr, need))}, not {self.score!r}")
+        if len(self.tokens) != need[self.score] or not all(isinstance(t, int) for t in self.tokens):
+            raise ValueError(f"{self.score!r} needs {need[self.score]} token id(s), got {self.tokens!r}")
+        if (self.clean is None) == (self.score == "kl"):
+            raise ValueError("'kl' and only 'kl' needs the clean run's logits (clean=...)")
+
+    @property
+    def __name__(self) -> str:
+        return self.score
+
+    def __call__(self, output: torch.Tensor, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """One value per row of ``output`` ``(rows, pos, d_vocab)``."""
+        rows, pos = batch["input_ids"].shape
+        if self.pos >= pos or self.pos < -1:
+            raise ValueError(f"position {self.pos} is out of range for inputs of {pos} positions "
+                             "(give 0..pos-1, or -1 for each input's last real token)")
+        if self.tokens and (min(self.tokens) < 0 or max(self.tokens) >= output.shape[-1]):
+            raise ValueError(f"token ids {self.tokens} are outside the {output.shape[-1]} logits")
+        mask = batch.get("attention_mask")
+        at = torch.full((rows,), self.pos, device=output.device) if self.pos >= 0 else (
+            mask.sum(dim=1) - 1 if mask is not None else torch.full((rows,), pos - 1, device=output.device))
+        logits = output[torch.arange(rows, device=output.device), at.to(output.device)].float()
+        if self.score == "logit_diff":
+            return logits[:, self.tokens[0]] - logits[:, self.tokens[1]]
+        if self.score == "prob":
+            return logits.softmax(dim=-1)[:, self.tokens[0]]
+        index = batch.get("index", torch.arange(rows, device=output.device))
+        ref = self.clean.to(output.device)[index.to(output.device), at.to(output.device)].float().log_softmax(-1)
+        return (ref.exp() * (ref - logits.log_softmax(-1))).sum(dim=-1)
 
 
 # ------------------------------------------------------------------ annotated items

@@ -1,6 +1,7 @@
 """Reading the heads: :class:`ActivationCache` and the capture and pattern-patching contexts.
 
-``CaptureMethods`` puts ``capture``, ``run_with_cache``, ``outputs_of`` and ``patch_pattern`` on
+``CaptureMethods`` puts ``capture``, ``run_with_cache``, ``outputs_of``, ``residual_stream``,
+``patch_pattern`` and ``patch_resid`` on
 :class:`~headlab.heads.model.HeadModel`. The head outputs ``z`` are read at the gate before
 ``W_O`` (after any active edit, :mod:`headlab.heads.gate`); patterns are read where the
 model's adapter says they appear (:mod:`headlab.heads.adapters`).
@@ -23,7 +24,7 @@ ACTIVATIONS = ("pattern", "z", "result")
 
 
 class PatternCheck(Check):
-    """The pattern hooks of one context: each forward must reach every one of ``layers``."""
+    """The hooks of one context (patterns, the residual stream): each forward must reach every one of ``layers``."""
 
     def __init__(self, layers: Iterable[int], what: str):
         super().__init__()
@@ -176,6 +177,51 @@ class CaptureMethods:
             yield seen
         finally:
             remove()
+
+    @contextlib.contextmanager
+    def residual_stream(self) -> Iterator[list]:
+        """Inside the block, each forward appends ``n_layers + 1`` tensors ``(batch, pos, d_model)``
+        to the list this yields: the input of block 0 (the embeddings), then each block's output
+        (the residual stream after that layer), as they are (not detached)."""
+        seen: list = []
+
+        def first(module, args):
+            if not args or not isinstance(args[0], torch.Tensor):
+                raise RuntimeError(f"{self.name}'s first block was called without the residual stream as its "
+                                   "first positional argument; residual_stream cannot read it")
+            seen.append(args[0])
+
+        with contextlib.ExitStack() as stack:
+            stack.callback(self.dispatcher.hook(self._blocks[0], first, pre=True))
+            for block in self._blocks:
+                stack.callback(self.dispatcher.hook(
+                    block, lambda module, args, out: seen.append(out[0] if isinstance(out, tuple) else out)))
+            yield seen
+
+    @contextlib.contextmanager
+    def patch_resid(self, fn: Callable[[int, torch.Tensor], torch.Tensor],
+                    layers: Iterable[int] | None = None) -> Iterator["CaptureMethods"]:
+        """Inside the block, block ``l``'s output, the residual stream after layer ``l``
+        ``(batch, pos, d_model)``, is replaced by ``fn(l, resid)`` (same shape) for ``l`` in
+        ``layers`` (default: all); each forward must reach every one of them."""
+        if not callable(fn):
+            raise TypeError(f"patch_resid needs a callable fn(layer, resid) -> resid, got {fn!r}")
+        layers = check_layers(layers, self.n_layers, self.name)
+        check = PatternCheck(layers, "a patch_resid block")
+
+        def make_hook(layer):
+            def hook(module, args, output):
+                check.reach(layer)
+                x = output[0] if isinstance(output, tuple) else output
+                new = check_returned(fn(layer, x), x, fn, "patch_resid", layer, "residual stream")
+                return (new, *output[1:]) if isinstance(output, tuple) else new
+            return hook
+
+        with contextlib.ExitStack() as stack:
+            for layer in layers:
+                stack.callback(self.dispatcher.hook(self._blocks[layer], make_hook(layer)))
+            stack.enter_context(self.dispatcher.active(check=check))
+            yield self
 
     def _pattern_reader(self, cache: ActivationCache, layer: int, keep, check: Check):
         index = self.arch.pattern_index
