@@ -1,17 +1,13 @@
 """What each component writes into the logits: direct logit attribution and the logit lens.
 
-The residual stream after the last layer is a sum: the embeddings, each head's output
-(``z_h @ W_O_h``), each attention's output bias ``b_O`` and each MLP's output. The logits are
-``norm(stream) @ W_U + b_U``. The final norm is not linear (it divides by the stream's scale),
-so :func:`direct_logit_attribution` makes the standard approximation: the scale is **frozen**
-at its value on the clean run, per input and position (``sqrt(var(x) + eps)`` of the centred
-stream for a LayerNorm, ``sqrt(mean(x^2) + eps)`` for an RMSNorm). With the scale frozen the
-norm is linear, each component's share is ``centre(c) / scale * gamma @ u`` (``u`` the
-unembedding column of a token, or the difference of two columns), and the shares, with the
-norm's and the unembedding's biases, sum to the model's logit (difference) exactly.
-
-:func:`logit_lens` reads the stream after each layer through the final norm (applied afresh,
-not frozen) and the unembedding, as if the model stopped there.
+The last residual stream is a sum (embeddings, each head's ``z_h @ W_O_h``, each ``b_O``, each
+MLP's output) and the logits are ``norm(stream) @ W_U + b_U``. The final norm divides by the
+stream's scale, so :func:`direct_logit_attribution` makes the standard approximation: the scale
+is **frozen** at its value on this run, per input and position (``sqrt(var(x) + eps)`` after
+centring for a LayerNorm, ``sqrt(mean(x^2) + eps)`` for an RMSNorm). The norm is then linear:
+a component's share is ``centre(c) / scale * gamma @ u`` (``u``: a token's unembedding column or
+the difference of two), and the shares and biases sum to the logit (difference) exactly.
+:func:`logit_lens` reads the stream after each layer through the final norm (applied afresh).
 """
 
 from __future__ import annotations
@@ -21,22 +17,21 @@ from dataclasses import dataclass
 import torch
 
 from headlab.heads.model import HeadModel
+from headlab.metrics import positions
 
 __all__ = ["Attribution", "direct_logit_attribution", "logit_lens"]
 
 
 @dataclass
 class Attribution:
-    """Each component's direct share of a logit (difference). Every field has leading dims
-    ``(n, pos)`` (``(n,)`` when one position was asked for), in float64.
+    """Each component's direct share of a logit (difference), in float64, with leading dims
+    ``(n, pos)`` (``(n,)`` at one position).
 
     Attributes:
-        heads: ``(..., n_layers, n_heads)`` each head's output through ``W_O``.
-        attn_bias: ``(..., n_layers)`` each attention's output bias ``b_O`` (it belongs to no head).
-        mlp: ``(..., n_layers)`` the rest of what each block wrote (its MLP; zero without one).
-        embed: ``(...)`` the token and position embeddings (block 0's input).
-        bias: ``(...)`` the final norm's bias and the unembedding's bias.
-        logits: ``(...)`` the model's own logit (difference), for comparison with :meth:`total`.
+        heads: ``(..., n_layers, n_heads)`` each head's ``z @ W_O``; attn_bias: ``(..., n_layers)`` each
+            ``b_O``; mlp: ``(..., n_layers)`` the rest of each block's write (its MLP).
+        embed, bias, logits: ``(...)`` block 0's input; the final norm's and the unembedding's biases;
+            the model's own logit (difference), which :meth:`total` equals.
     """
 
     heads: torch.Tensor
@@ -49,17 +44,6 @@ class Attribution:
     def total(self) -> torch.Tensor:
         """The sum of every share: the logit (difference) under the frozen scale."""
         return self.heads.sum((-2, -1)) + self.attn_bias.sum(-1) + self.mlp.sum(-1) + self.embed + self.bias
-
-
-def _at(batch: dict, pos: int | None) -> torch.Tensor | None:
-    """Each input's position ``pos`` (``-1``: its last real token; ``None``: all positions)."""
-    n, length = batch["input_ids"].shape
-    if pos is None:
-        return None
-    if isinstance(pos, bool) or not isinstance(pos, int) or not -1 <= pos < length:
-        raise ValueError(f"position {pos!r} is out of range for inputs of {length} positions "
-                         "(give 0..pos-1, -1 for each input's last real token, or None for all)")
-    return batch["attention_mask"].sum(dim=1) - 1 if pos == -1 else torch.full((n,), pos, device=batch["input_ids"].device)
 
 
 def _pick(t: torch.Tensor, at: torch.Tensor | None) -> torch.Tensor:
@@ -75,12 +59,11 @@ def direct_logit_attribution(hm: HeadModel, inputs, tokens, pos: int | None = No
         tokens: a token id (its logit) or two ``(a, b)`` (the logit difference ``a - b``).
         pos: a position (``-1``: each input's last real token), or ``None`` for every position.
 
-    The final norm's scale is frozen from this run (see the module docstring), so the shares sum to
-    the model's logit (difference): :meth:`Attribution.total` equals :attr:`Attribution.logits`.
+    The final norm's scale is frozen (module docstring): :meth:`Attribution.total` equals
+    :attr:`Attribution.logits`.
 
     Raises:
-        ValueError: a model with no language-model head, token ids outside the vocabulary, or a
-            position out of range.
+        ValueError: no language-model head, token ids outside the vocabulary, a position out of range.
     """
     norm, W_U, b_U = hm.readout()
     ids = [tokens] if isinstance(tokens, int) else list(tokens)
@@ -89,7 +72,7 @@ def direct_logit_attribution(hm: HeadModel, inputs, tokens, pos: int | None = No
     sign = torch.tensor([1.0, -1.0][:len(ids)], dtype=torch.float64, device=W_U.device)
     u = W_U[:, ids].double() @ sign  # (d_model,)
     batch = hm.tokenize(inputs)
-    at = _at(batch, pos)
+    at = None if pos is None else positions(batch, pos)
     with torch.no_grad(), hm.capture(("z",)) as cache, hm.residual_stream() as stream:
         logits = hm.forward(batch)
     x = stream[-1].double()
@@ -110,8 +93,7 @@ def direct_logit_attribution(hm: HeadModel, inputs, tokens, pos: int | None = No
     heads, attn_bias, mlp = [], [], []
     for layer in range(hm.n_layers):
         results = hm.head_results(layer, cache.z(layer))  # (n, pos, head, d_model)
-        b_O = hm.b_O(layer)
-        b_O = torch.zeros(hm.d_model, device=hm.device) if b_O is None else b_O
+        b_O = hm.b_O(layer) if hm.b_O(layer) is not None else torch.zeros(hm.d_model, device=hm.device)
         heads.append(share(results))
         attn_bias.append(share(b_O))
         mlp.append(share(stream[layer + 1].double() - stream[layer].double() - results.double().sum(2) - b_O.double()))
@@ -122,18 +104,16 @@ def direct_logit_attribution(hm: HeadModel, inputs, tokens, pos: int | None = No
 
 
 def logit_lens(hm: HeadModel, inputs, pos: int | None = None) -> torch.Tensor:
-    """The logits read off the residual stream after each layer: ``(n_layers, n, pos, d_vocab)``
-    (``(n_layers, n, d_vocab)`` at one position, ``-1`` being each input's last real token).
-
-    Layer ``l``'s row is ``norm(resid_l) @ W_U + b_U`` with the model's own final norm; the last
-    layer's row is the model's logits.
+    """``norm(resid_l) @ W_U + b_U`` for the stream after each layer ``l``, with the model's final
+    norm: ``(n_layers, n, pos, d_vocab)``, or ``(n_layers, n, d_vocab)`` at one position (``-1``:
+    each input's last real token). The last layer's row is the model's logits.
 
     Raises:
-        ValueError: a model with no language-model head, or a position out of range.
+        ValueError: no language-model head, or a position out of range.
     """
     norm, W_U, b_U = hm.readout()
     batch = hm.tokenize(inputs)
-    at = _at(batch, pos)
+    at = None if pos is None else positions(batch, pos)
     with torch.no_grad(), hm.residual_stream() as stream:
         hm.forward(batch)
         resid = torch.stack([_pick(s, at) for s in stream[1:]])  # (n_layers, n, [pos,] d_model)

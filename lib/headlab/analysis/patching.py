@@ -1,19 +1,16 @@
 """Activation patching and path patching: which components carry the difference between two inputs.
 
-Two runs of the model on inputs of the same length, token by token: a *clean* one, where the
-model does the task, and a *corrupted* one, a minimal change that breaks it. **Noising**
-patches an activation of the corrupted run into the clean run (what stops working?);
-**denoising** patches the clean activation into the corrupted run (what is enough to restore
-it?). Each patched run is scored with a metric, one value per input, read on the batch of the
-run patched into (the *base* run: clean for noising, corrupted for denoising).
+Two runs on inputs of the same lengths: *clean* (the model does the task) and *corrupted* (a
+minimal change breaks it). **Noising** patches an activation of the corrupted run into the
+clean run; **denoising** the clean one into the corrupted run. Each patched run is scored with a
+metric, one value per input, read on the batch of the run patched into (the *base* run).
 
-* :func:`activation_patch`: a head's output ``z`` (per head, or per head and position), a
-  head's pattern, or the residual stream after a layer at one position. Patching a head's
-  ``z`` is a gate with the other run's ``z`` as the replacement, so it runs batched as
-  :func:`headlab.analysis.sweep.sweep` does: many patches per forward, the layers below the
-  patch replayed from the base run.
-* :func:`path_patch`: a sender head's corrupted output along the one path into a receiver head's
-  query, key or value input; everything else clean.
+* :func:`activation_patch`: a head's output ``z`` (per head, or per head and position), a head's
+  pattern, or the residual stream after a layer at one position. A head's ``z`` patch is a gate
+  whose replacement is the other run's ``z``, so it runs batched as
+  :func:`headlab.analysis.sweep.sweep` does (many patches per pass, lower layers replayed).
+* :func:`path_patch`: a sender head's corrupted output along its path into a receiver head's
+  query, key or value input only; everything else clean.
 """
 
 from __future__ import annotations
@@ -28,44 +25,43 @@ from headlab.heads.model import HeadModel
 from headlab.heads.replay import CleanRecord, tiled_from_gate
 from headlab.metrics import LogitMetric, Metric
 
-__all__ = ["activation_patch", "path_patch", "path_patched_z", "patch_metric", "COMPONENTS", "DIRECTIONS"]
+__all__ = ["activation_patch", "path_patch", "path_patched_z", "COMPONENTS"]
 
 COMPONENTS = ("z", "pattern", "resid")
-DIRECTIONS = ("noising", "denoising")
 
 
-def patch_metric(hm: HeadModel, metric, clean_logits: torch.Tensor | None = None) -> Metric:
-    """``metric`` as a :class:`~headlab.metrics.Metric`: ``"kl"`` is ``KL(clean || patched)`` at each
-    input's last real token (a :class:`~headlab.metrics.LogitMetric` on ``clean_logits``); anything
-    else as :meth:`Metric.of` reads it.
-
-    Raises:
-        ValueError: a metric read from logits on a model with no language-model head.
-    """
+def _metric(hm: HeadModel, metric, clean_logits: torch.Tensor | None) -> Metric:
     kind = metric.kind if isinstance(metric, Metric) else metric
-    if isinstance(kind, LogitMetric) or (isinstance(kind, str) and kind in ("kl", "loss")):
+    named = kind if isinstance(kind, str) else None
+    if isinstance(kind, LogitMetric) or named in ("kl", "loss"):
         hm.readout()  # raises for an encoder, naming the model
-    return Metric.of(LogitMetric("kl", clean=clean_logits) if isinstance(kind, str) and kind == "kl" else metric)
+    return Metric.of(LogitMetric("kl", clean=clean_logits) if named == "kl" else metric)
 
 
 def _pair(hm: HeadModel, clean, corrupted) -> tuple[dict, dict]:
     a, b = hm.tokenize(clean), hm.tokenize(corrupted)
     if a["input_ids"].shape != b["input_ids"].shape or not torch.equal(a["attention_mask"], b["attention_mask"]):
-        raise ValueError(f"clean inputs {tuple(a['input_ids'].shape)} and corrupted inputs "
-                         f"{tuple(b['input_ids'].shape)} (batch, pos) differ in length: patching moves an "
-                         "activation to the same position of the other run, so each clean input and its "
-                         "corrupted twin must have the same number of tokens")
+        raise ValueError(f"clean inputs {tuple(a['input_ids'].shape)} and corrupted inputs {tuple(b['input_ids'].shape)} "
+                         "differ in length: patching moves an activation to the same position of the other run, "
+                         "so each clean input and its corrupted twin must have the same number of tokens")
     return a, b
 
 
-def _normalised(values: torch.Tensor, clean: torch.Tensor, corrupted: torch.Tensor) -> torch.Tensor:
+def _scorer(hm: HeadModel, metric, a: dict, b: dict, base: dict):
+    """``(evaluate, ends)``: the metric on the base batch, and its values on the clean and the corrupted run."""
+    with torch.no_grad():
+        outputs = (hm.forward(a), hm.forward(b))
+    _, evaluate = _metric(hm, metric, outputs[0] if hm.causal else None).evaluator(hm, base)
+    return evaluate, [evaluate(out, 1) for out in outputs]
+
+
+def _normalised(values: torch.Tensor, ends: list[torch.Tensor]) -> torch.Tensor:
     """``(values - corrupted) / (clean - corrupted)`` per input: 0 = corrupted, 1 = clean."""
-    den = (clean - corrupted).float().cpu()
-    if bool((den == 0).any()):
-        raise ValueError(f"inputs {(den == 0).nonzero().flatten().tolist()} score the same on the clean and the "
-                         "corrupted run, so the normalised metric is undefined; use normalise=False")
-    shape = (-1,) + (1,) * (values.dim() - 1)
-    return (values - corrupted.float().cpu().reshape(shape)) / den.reshape(shape)
+    clean, corrupted = (e.float().cpu().reshape((-1,) + (1,) * (values.dim() - 1)) for e in ends)
+    if bool((clean == corrupted).any()):
+        raise ValueError(f"inputs {(clean == corrupted).flatten().nonzero().flatten().tolist()} score the same on "
+                         "the clean and the corrupted run: the normalised metric is undefined; use normalise=False")
+    return (values - corrupted) / (clean - corrupted)
 
 
 def activation_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, metric=None,
@@ -79,40 +75,33 @@ def activation_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, m
         component: ``"z"`` (a head's output before ``W_O``), ``"pattern"`` (a head's attention
             pattern; models whose adapter can replace it) or ``"resid"`` (the residual stream
             after a layer, at one position).
-        metric: a :class:`~headlab.metrics.Metric` or what :func:`patch_metric` reads: e.g.
-            ``Metric(LogitMetric("logit_diff", (a, b)))``, ``LogitMetric("prob", (t,))``, ``"kl"``,
-            ``"loss"`` (default: the model's own metric).
+        metric: a :class:`~headlab.metrics.Metric`, e.g. ``Metric(LogitMetric("logit_diff", (a, b)))``,
+            ``"loss"``, or ``"kl"`` (``KL(clean || patched)`` at each input's last real token);
+            default: the model's own metric.
         direction: ``"noising"`` (corrupted into clean) or ``"denoising"`` (clean into corrupted).
-        positions: for ``"z"``, patch each (head, position) separately instead of a head at
-            every position.
+        positions: for ``"z"``, patch each (head, position) alone, not a head at every position.
         normalise: ``(value - corrupted) / (clean - corrupted)`` per input (0 = corrupted, 1 = clean).
         per_pass: patches per forward pass (default: as the sweep sizes its tiles).
 
     Returns:
-        ``(n, n_layers, n_heads)`` for ``"z"`` and ``"pattern"``, ``(n, n_layers, n_heads, pos)``
-        for ``"z"`` with ``positions``, ``(n, n_layers, pos)`` for ``"resid"``: the metric of each
-        patched run, per input.
+        The metric of each patched run per input: ``(n, n_layers, n_heads)`` (``"z"``, ``"pattern"``),
+        ``(n, n_layers, n_heads, pos)`` (``"z"`` with ``positions``), ``(n, n_layers, pos)`` (``"resid"``).
 
     Raises:
-        ValueError: an unknown component or direction, inputs of different lengths, or a
-            metric the model cannot give (a logit metric on an encoder).
+        ValueError: an unknown component or direction, inputs of different lengths, or a metric
+            the model cannot give (a logit metric on an encoder).
     """
     if component not in COMPONENTS:
         raise ValueError(f"unknown component {component!r}: choose from {', '.join(map(repr, COMPONENTS))}")
-    if direction not in DIRECTIONS:
+    if direction not in ("noising", "denoising"):
         raise ValueError(f"direction must be 'noising' or 'denoising', not {direction!r}")
     a, b = _pair(hm, clean, corrupted)
     base, source = (a, b) if direction == "noising" else (b, a)
     n, pos = base["input_ids"].shape
     L, H = hm.n_layers, hm.n_heads
-    with torch.no_grad():
-        outputs = {"clean": hm.forward(a), "corrupted": hm.forward(b)}
-    metric = patch_metric(hm, metric, outputs["clean"] if hm.causal else None)
-    _, evaluate = metric.evaluator(hm, base)
-    if component == "resid":
-        items = [(l, p) for l in range(L) for p in range(pos)]
-    else:
-        items = [(l, h, p) for l in range(L) for h in range(H) for p in (range(pos) if positions else [None])]
+    evaluate, ends = _scorer(hm, metric, a, b, base)
+    items = [(l, p) for l in range(L) for p in range(pos)] if component == "resid" else \
+        [(l, h, p) for l in range(L) for h in range(H) for p in (range(pos) if positions else [None])]
     record = CleanRecord(hm, n * pos, keep=component == "z")
     with torch.no_grad(), record.recording(), hm.capture(("z",) if component == "z" else ()) as own:
         hm.forward(base)
@@ -120,24 +109,15 @@ def activation_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, m
     per_pass = per_pass or groups_per_pass(n * pos * record.width * itemsize, tile_budget(hm.device), len(items))
     run = _z_chunk if component == "z" else _tiled_chunk
     values = torch.empty(len(items), n)
-    src = _source(hm, source, component)
+    with torch.no_grad(), hm.capture(() if component == "resid" else (component,)) as cache, \
+            hm.residual_stream() as stream:
+        hm.forward(source)
+    src = stream[1:] if component == "resid" else [cache[f"blocks.{l}.attn.hook_{component}"] for l in range(L)]
     for chunk in chunk_plan([((item[0], 0),) for item in items], per_pass):
         values[chunk] = run(hm, base, [items[i] for i in chunk], src, own, record, component,
                             evaluate).reshape(len(chunk), n).float().cpu()
     values = values.T.reshape((n, L, pos) if component == "resid" else (n, L, H, pos) if positions else (n, L, H))
-    if not normalise:
-        return values
-    return _normalised(values, evaluate(outputs["clean"], 1), evaluate(outputs["corrupted"], 1))
-
-
-def _source(hm: HeadModel, source: dict, component: str) -> list[torch.Tensor]:
-    """The source run's activation per layer (the residual stream after each layer for ``"resid"``)."""
-    names = () if component == "resid" else (component,)
-    with torch.no_grad(), hm.capture(names) as cache, hm.residual_stream() as stream:
-        hm.forward(source)
-    if component == "resid":
-        return stream[1:]
-    return [cache.z(l) if component == "z" else cache.pattern(l) for l in range(hm.n_layers)]
+    return _normalised(values, ends) if normalise else values
 
 
 def _z_chunk(hm, base, items, src, own, record, component, evaluate) -> torch.Tensor:
@@ -172,18 +152,16 @@ def _tiled_chunk(hm, base, items, src, own, record, component, evaluate) -> torc
 
 
 def path_patched_z(hm: HeadModel, clean, corrupted, sender, receiver, input: str = "v") -> torch.Tensor:
-    """The receiver head's output ``z`` ``(n, pos, d_head)`` on the clean inputs when its ``input``
-    (``"q"``, ``"k"`` or ``"v"``) reads the clean residual stream plus the change in the sender's
-    output (its ``z @ W_O``) from the clean to the corrupted run, and nothing else changes.
-
-    The receiver's attention is recomputed from its weights (``softmax(q k^T / sqrt(d_head))``,
-    causal, padding masked), and checked against the clean run: a model whose attention differs
-    (rotary embeddings, another scale) is refused.
+    """The receiver head's ``z`` ``(n, pos, d_head)`` on the clean inputs when only its ``input``
+    (``"q"``, ``"k"`` or ``"v"``) reads the clean residual stream plus the change of the sender's
+    output ``z @ W_O`` from the clean to the corrupted run. The receiver's attention is recomputed
+    from its weights (``softmax(q k^T / sqrt(d_head))``, causal, padding masked) and checked
+    against the clean run.
 
     Raises:
-        ValueError: the sender is not in a layer below the receiver, an unknown ``input``, or
-            inputs of different lengths.
-        NotImplementedError: the model's attention cannot be recomputed this way.
+        ValueError: a sender not in a layer below the receiver, an unknown ``input``, inputs of
+            different lengths.
+        NotImplementedError: attention the recomputation does not match (rotary embeddings, ...).
     """
     if input not in ("q", "k", "v"):
         raise ValueError(f"input must be 'q', 'k' or 'v' (the receiver's query, key or value), not {input!r}")
@@ -229,15 +207,8 @@ def path_patch(hm: HeadModel, clean, corrupted, sender, receiver, input: str = "
     a, b = _pair(hm, clean, corrupted)
     z = path_patched_z(hm, a, b, sender, receiver, input)
     lr, hr = hm.check_heads([receiver])[0]
-    with torch.no_grad():
-        outputs = {"clean": hm.forward(a), "corrupted": hm.forward(b)}
-    _, evaluate = patch_metric(hm, metric, outputs["clean"] if hm.causal else None).evaluator(hm, a)
-
-    def swap(layer: int, zl: torch.Tensor) -> torch.Tensor:
-        zl = zl.clone()
-        zl[:, :, hr] = z
-        return zl
-
-    with torch.no_grad(), hm.patch_z(swap, layers=[lr]):
+    evaluate, ends = _scorer(hm, metric, a, b, a)
+    with torch.no_grad(), hm.patch_z(lambda l, zl: torch.cat([zl[:, :, :hr], z[:, :, None], zl[:, :, hr + 1:]], 2),
+                                     layers=[lr]):
         values = evaluate(hm.forward(a), 1).float().cpu()
-    return _normalised(values, evaluate(outputs["clean"], 1), evaluate(outputs["corrupted"], 1)) if normalise else values
+    return _normalised(values, ends) if normalise else values

@@ -1,10 +1,9 @@
 """Reading the heads: :class:`ActivationCache` and the capture and pattern-patching contexts.
 
 ``CaptureMethods`` puts ``capture``, ``run_with_cache``, ``outputs_of``, ``residual_stream``,
-``patch_pattern`` and ``patch_resid`` on
-:class:`~headlab.heads.model.HeadModel`. The head outputs ``z`` are read at the gate before
-``W_O`` (after any active edit, :mod:`headlab.heads.gate`); patterns are read where the
-model's adapter says they appear (:mod:`headlab.heads.adapters`).
+``patch_pattern`` and ``patch_resid`` on :class:`~headlab.heads.model.HeadModel`. The head outputs
+``z`` are read at the gate before ``W_O`` (after any active edit, :mod:`headlab.heads.gate`);
+patterns are read where the model's adapter says they appear (:mod:`headlab.heads.adapters`).
 """
 
 from __future__ import annotations
@@ -181,18 +180,10 @@ class CaptureMethods:
     @contextlib.contextmanager
     def residual_stream(self) -> Iterator[list]:
         """Inside the block, each forward appends ``n_layers + 1`` tensors ``(batch, pos, d_model)``
-        to the list this yields: the input of block 0 (the embeddings), then each block's output
-        (the residual stream after that layer), as they are (not detached)."""
+        to the list this yields: block 0's input (the embeddings), then each block's output (not detached)."""
         seen: list = []
-
-        def first(module, args):
-            if not args or not isinstance(args[0], torch.Tensor):
-                raise RuntimeError(f"{self.name}'s first block was called without the residual stream as its "
-                                   "first positional argument; residual_stream cannot read it")
-            seen.append(args[0])
-
-        with contextlib.ExitStack() as stack:
-            stack.callback(self.dispatcher.hook(self._blocks[0], first, pre=True))
+        with contextlib.ExitStack() as stack:  # every family passes the stream as the first positional argument
+            stack.callback(self.dispatcher.hook(self._blocks[0], lambda m, args: seen.append(args[0]), pre=True))
             for block in self._blocks:
                 stack.callback(self.dispatcher.hook(
                     block, lambda module, args, out: seen.append(out[0] if isinstance(out, tuple) else out)))
@@ -201,9 +192,8 @@ class CaptureMethods:
     @contextlib.contextmanager
     def patch_resid(self, fn: Callable[[int, torch.Tensor], torch.Tensor],
                     layers: Iterable[int] | None = None) -> Iterator["CaptureMethods"]:
-        """Inside the block, block ``l``'s output, the residual stream after layer ``l``
-        ``(batch, pos, d_model)``, is replaced by ``fn(l, resid)`` (same shape) for ``l`` in
-        ``layers`` (default: all); each forward must reach every one of them."""
+        """Inside the block, block ``l``'s output (the residual stream after layer ``l``, ``(batch, pos,
+        d_model)``) is replaced by ``fn(l, resid)`` for ``l`` in ``layers`` (default: all)."""
         if not callable(fn):
             raise TypeError(f"patch_resid needs a callable fn(layer, resid) -> resid, got {fn!r}")
         layers = check_layers(layers, self.n_layers, self.name)

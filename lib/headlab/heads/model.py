@@ -363,9 +363,8 @@ class HeadModel(CaptureMethods, GateMethods):
         return None if bias is None else bias.detach()
 
     def readout(self) -> tuple[nn.Module | None, torch.Tensor, torch.Tensor | None]:
-        """How the last block's output becomes logits: ``(norm, W_U, b_U)``, so that
-        ``logits = norm(resid) @ W_U + b_U``; ``norm`` is ``None`` where there is none, ``W_U`` is
-        ``(d_model, d_vocab)`` and ``b_U`` ``(d_vocab,)`` or ``None``.
+        """``(norm, W_U, b_U)``: ``logits = norm(last block's output) @ W_U + b_U`` (``norm`` or ``b_U``
+        ``None`` where there is none; ``W_U`` is ``(d_model, d_vocab)``).
 
         Raises:
             ValueError: the model has no language-model head (an encoder such as MiniLM).
