@@ -237,7 +237,7 @@ def positions(batch: Mapping[str, torch.Tensor], pos: int) -> torch.Tensor:
 
 @dataclass(frozen=True, eq=False)
 class LogitMetric:
-    """A causal LM's logits at position ``pos`` of each row (:func:`positions`), one number per row.
+    """A causal LM's logits at position ``pos`` of each row (:func:`~headlab.metrics.positions`), one number per row.
 
     ``score``: ``"logit_diff"`` (logit of ``tokens[0]`` minus that of ``tokens[1]``), ``"prob"``
     (probability of ``tokens[0]``) or ``"kl"`` (``KL(clean || this run)`` of the next-token

@@ -2,12 +2,12 @@
 
 The last residual stream is a sum (embeddings, each head's ``z_h @ W_O_h``, each ``b_O``, each
 MLP's output) and the logits are ``norm(stream) @ W_U + b_U``. The final norm divides by the
-stream's scale, so :func:`direct_logit_attribution` makes the standard approximation: the scale
+stream's scale, so :func:`~headlab.analysis.lens.direct_logit_attribution` makes the standard approximation: the scale
 is **frozen** at its value on this run, per input and position (``sqrt(var(x) + eps)`` after
 centring for a LayerNorm, ``sqrt(mean(x^2) + eps)`` for an RMSNorm). The norm is then linear:
 a component's share is ``centre(c) / scale * gamma @ u`` (``u``: a token's unembedding column or
 the difference of two), and the shares and biases sum to the logit (difference) exactly.
-:func:`logit_lens` reads the stream after each layer through the final norm (applied afresh).
+:func:`~headlab.analysis.lens.logit_lens` reads the stream after each layer through the final norm (applied afresh).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ class Attribution:
     ``(n, pos)`` (``(n,)`` at one position).
 
     Attributes:
-        heads: ``(..., n_layers, n_heads)`` each head's ``z @ W_O``; attn_bias: ``(..., n_layers)`` each
-            ``b_O``; mlp: ``(..., n_layers)`` the rest of each block's write (its MLP).
+        heads: ``(..., n_layers, n_heads)`` each head's ``z @ W_O``.
+        attn_bias, mlp: ``(..., n_layers)`` each ``b_O``; the rest of each block's write (its MLP).
         embed, bias, logits: ``(...)`` block 0's input; the final norm's and the unembedding's biases;
-            the model's own logit (difference), which :meth:`total` equals.
+            the model's own logit (difference), which ``total()`` equals.
     """
 
     heads: torch.Tensor
@@ -59,8 +59,8 @@ def direct_logit_attribution(hm: HeadModel, inputs, tokens, pos: int | None = No
         tokens: a token id (its logit) or two ``(a, b)`` (the logit difference ``a - b``).
         pos: a position (``-1``: each input's last real token), or ``None`` for every position.
 
-    The final norm's scale is frozen (module docstring): :meth:`Attribution.total` equals
-    :attr:`Attribution.logits`.
+    The final norm's scale is frozen (module docstring): :meth:`~headlab.analysis.lens.Attribution.total`
+    equals the model's logit (difference).
 
     Raises:
         ValueError: no language-model head, token ids outside the vocabulary, a position out of range.

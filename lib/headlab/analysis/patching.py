@@ -5,11 +5,11 @@ minimal change breaks it). **Noising** patches an activation of the corrupted ru
 clean run; **denoising** the clean one into the corrupted run. Each patched run is scored with a
 metric, one value per input, read on the batch of the run patched into (the *base* run).
 
-* :func:`activation_patch`: a head's output ``z`` (per head, or per head and position), a head's
+* :func:`~headlab.analysis.patching.activation_patch`: a head's output ``z`` (per head, or per head and position), a head's
   pattern, or the residual stream after a layer at one position. A head's ``z`` patch is a gate
   whose replacement is the other run's ``z``, so it runs batched as
   :func:`headlab.analysis.sweep.sweep` does (many patches per pass, lower layers replayed).
-* :func:`path_patch`: a sender head's corrupted output along its path into a receiver head's
+* :func:`~headlab.analysis.patching.path_patch`: a sender head's corrupted output along its path into a receiver head's
   query, key or value input only; everything else clean.
 """
 
@@ -84,8 +84,8 @@ def activation_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, m
         per_pass: patches per forward pass (default: as the sweep sizes its tiles).
 
     Returns:
-        The metric of each patched run per input: ``(n, n_layers, n_heads)`` (``"z"``, ``"pattern"``),
-        ``(n, n_layers, n_heads, pos)`` (``"z"`` with ``positions``), ``(n, n_layers, pos)`` (``"resid"``).
+        The metric of each patched run per input, ``(n, n_layers, n_heads)`` (``"z"``, ``"pattern"``),
+        ``(n, n_layers, n_heads, pos)`` (``"z"`` with ``positions``) or ``(n, n_layers, pos)`` (``"resid"``).
 
     Raises:
         ValueError: an unknown component or direction, inputs of different lengths, or a metric
@@ -202,8 +202,8 @@ def path_patched_z(hm: HeadModel, clean, corrupted, sender, receiver, input: str
 def path_patch(hm: HeadModel, clean, corrupted, sender, receiver, input: str = "v", *, metric=None,
                normalise: bool = False) -> torch.Tensor:
     """The metric ``(n,)`` of the clean run with the receiver's output replaced by
-    :func:`path_patched_z` (the sender's corrupted output along its path into the receiver's
-    ``input`` only). ``metric`` and ``normalise`` as in :func:`activation_patch`."""
+    :func:`~headlab.analysis.patching.path_patched_z` (the sender's corrupted output along its path into the receiver's
+    ``input`` only). ``metric`` and ``normalise`` as in :func:`~headlab.analysis.patching.activation_patch`."""
     a, b = _pair(hm, clean, corrupted)
     z = path_patched_z(hm, a, b, sender, receiver, input)
     lr, hr = hm.check_heads([receiver])[0]
