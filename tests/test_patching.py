@@ -16,7 +16,7 @@ import headlab
 from headlab.analysis.lens import direct_logit_attribution, logit_lens
 from headlab.analysis.patching import activation_patch, path_patch, path_patched_z
 from headlab.heads.model import HeadModel
-from headlab.metrics import LogitMetric, Metric
+from headlab.metrics import LogitMetric, Metric, next_token_loss
 from headlab.models.gpt import GPT, GPTConfig
 from tiny_models import make_model, random_batch
 
@@ -72,6 +72,21 @@ def test_heads_by_positions_grid_equals_the_loop(name):
                           positions=True)
     base = LogitMetric("logit_diff", (3, 5), pos=2)(hm.forward(clean), clean)
     torch.testing.assert_close(at[..., 3:], base[:, None, None, None].expand(2, 2, 4, 2), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["headlab", "gpt2"])
+def test_padded_inputs_and_the_default_loss(name):
+    hm = make_model(name)
+    clean, corrupted = pair(hm, n=3, seq=6)
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] * 5 + [0]])
+    clean, corrupted = ({**batch, "attention_mask": mask} for batch in (clean, corrupted))
+    loss = Metric(lambda out, batch: next_token_loss(out, batch["input_ids"], batch["attention_mask"]))
+    torch.testing.assert_close(activation_patch(hm, clean, corrupted, per_pass=3),  # the default: next-token loss
+                               looped_z(hm, clean, corrupted, loss), atol=1e-5, rtol=0)
+    last = activation_patch(hm, clean, corrupted, metric=DIFF, positions=True)  # scored at each last real token
+    torch.testing.assert_close(last, looped_z(hm, clean, corrupted, DIFF, positions=True), atol=1e-5, rtol=0)
+    base = DIFF.kind(hm.forward(clean), clean)
+    torch.testing.assert_close(last[1, ..., 4:], base[1].expand(2, 4, 2), atol=1e-5, rtol=0)  # padding: no effect
 
 
 @pytest.mark.parametrize("name", CAUSAL)
@@ -231,8 +246,10 @@ def test_errors_name_the_wrong_value():
         activation_patch(hm, clean, random_batch(hm, seq=6), metric=DIFF)
     with pytest.raises(ValueError, match="same number of tokens"):
         path_patch(hm, clean, random_batch(hm, seq=6), (0, 0), (1, 0))
-    with pytest.raises(ValueError, match="unknown component 'mlp'"):
+    with pytest.raises(ValueError, match="unknown component 'mlp': choose from 'z', 'pattern', 'resid'"):
         activation_patch(hm, clean, corrupted, "mlp")
+    with pytest.raises(ValueError, match="unknown component 'pattern' with positions=True"):
+        activation_patch(hm, clean, corrupted, "pattern", positions=True)
     with pytest.raises(ValueError, match="direction must be"):
         activation_patch(hm, clean, corrupted, direction="forwards")
     with pytest.raises(ValueError, match="position 9 is out of range"):

@@ -91,8 +91,9 @@ def activation_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, m
         ValueError: an unknown component or direction, inputs of different lengths, or a metric
             the model cannot give (a logit metric on an encoder).
     """
-    if component not in COMPONENTS:
-        raise ValueError(f"unknown component {component!r}: choose from {', '.join(map(repr, COMPONENTS))}")
+    if component not in COMPONENTS or positions and component != "z":
+        raise ValueError(f"unknown component {component!r}{' with positions=True' * positions}: choose from "
+                         f"{', '.join(map(repr, COMPONENTS))} (positions=True is for 'z'; 'resid' is per position)")
     if direction not in ("noising", "denoising"):
         raise ValueError(f"direction must be 'noising' or 'denoising', not {direction!r}")
     a, b = _pair(hm, clean, corrupted)
