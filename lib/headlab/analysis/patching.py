@@ -146,9 +146,8 @@ def _tiled_chunk(hm, base, items, src, own, record, component, evaluate) -> torc
             x[j * n:(j + 1) * n, item[1]] = src[l][:, item[1]]
         return x
 
-    patch = hm.patch_pattern if component == "pattern" else hm.patch_resid
     tiled = {key: v.repeat(k, 1) for key, v in base.items()}
-    with torch.no_grad(), patch(fn, layers=[layer]):
+    with torch.no_grad(), (hm.patch_pattern if component == "pattern" else hm.patch_resid)(fn, layers=[layer]):
         return evaluate(hm.forward(tiled), k)
 
 
