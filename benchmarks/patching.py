@@ -15,7 +15,8 @@ the logit difference of two tokens at the last position, per input:
 * otherwise a plain loop through headlab's own ``patch_z``, one forward per (head, position).
 
 The values are compared, and the loop's time over the grid's printed (median wall and process CPU
-time, interleaved runs after a warm-up, measured in the same run).
+time, interleaved runs after a warm-up, measured in the same run) beside the FLOP bound of
+``benchmarks/peers.py`` (how much of the loop's work skipping the layers below a patch can save).
 """
 
 from __future__ import annotations
@@ -115,7 +116,11 @@ def main() -> None:
     peer = list(fns)[1]
     reference = fns[peer]()  # also the warm-up
     err = float((grid - reference).abs().max())
+    firsts = [l for l in range(hm.n_layers) for _ in range(hm.n_heads * args.seq)]
+    bound = peers.flop_bound(hm, {"input_ids": clean, "attention_mask": torch.ones_like(clean)}, firsts)
     print(f"\n{case.label}: {n_patches} (head, position) patches x {args.n} inputs of {args.seq} tokens")
+    print(f"  FLOP bound: {bound['block']:.2f}x reusing whole clean blocks below a patch, "
+          f"{bound['gate']:.2f}x reusing up to its gate")
     print(f"  values: max |activation_patch - {peer}| = {err:.1e} (largest |value| {float(grid.abs().max()):.3f})")
     times = peers.timed(fns, args.repeats)
     for name, t in times.items():
@@ -125,7 +130,8 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"label": case.label, "patches": n_patches, "n": args.n, "seq": args.seq, "peer": peer,
-                       "max_abs_diff": err, "times": times, "ratio": ratio, "load_before": load}, f, indent=2)
+                       "max_abs_diff": err, "times": times, "ratio": ratio, "bound": bound,
+                       "load_before": load}, f, indent=2)
 
 
 if __name__ == "__main__":
