@@ -142,9 +142,10 @@ def test_logit_metrics_read_the_logits():
         LogitMetric("prob", (12,))(logits, batch)
 
 
-def ln_gpt(attn_only=False) -> HeadModel:
+def ln_gpt(attn_only=False, layer_norm=True) -> HeadModel:
     torch.manual_seed(0)
-    model = GPT(GPTConfig(d_vocab=61, n_ctx=32, d_model=32, n_layers=2, n_heads=4, d_mlp=0 if attn_only else 64))
+    model = GPT(GPTConfig(d_vocab=61, n_ctx=32, d_model=32, n_layers=2, n_heads=4, d_mlp=0 if attn_only else 64,
+                          layer_norm=layer_norm))
     with torch.no_grad():
         for n, p in model.named_parameters():
             if n.endswith("bias") or "ln" in n:
@@ -152,9 +153,9 @@ def ln_gpt(attn_only=False) -> HeadModel:
     return HeadModel(model.eval())
 
 
-@pytest.mark.parametrize("name", ["headlab-ln", "gpt2", "gpt_neox", "llama_gqa"])
+@pytest.mark.parametrize("name", ["headlab-ln", "headlab-no-ln", "gpt2", "gpt_neox", "llama_gqa"])
 def test_dla_shares_sum_to_the_logit(name):
-    hm = ln_gpt() if name == "headlab-ln" else make_model(name)
+    hm = {"headlab-ln": ln_gpt, "headlab-no-ln": lambda: ln_gpt(layer_norm=False)}.get(name, lambda: make_model(name))()
     batch = random_batch(hm)
     for tokens in ((3, 5), 7):
         att = direct_logit_attribution(hm, batch, tokens)
