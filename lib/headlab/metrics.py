@@ -36,8 +36,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Metric", "METRIC_KINDS", "default_kind", "next_token_loss", "mean_pool", "cosine_distance",
-           "retrieval_loss", "ItemMetric", "agreement_metric", "pronoun_metric", "copy_metric"]
+__all__ = ["Metric", "METRIC_KINDS", "default_kind", "next_token_loss", "mean_pool", "cosine_distance", "positions",
+           "retrieval_loss", "LogitMetric", "ItemMetric", "agreement_metric", "pronoun_metric", "copy_metric"]
 
 METRIC_KINDS = ("loss", "cosine", "retrieval")
 
@@ -222,6 +222,57 @@ def retrieval_loss(embedding: torch.Tensor, clean: torch.Tensor, temperature: fl
     logits = e @ c.T / temperature  # (batch, n_clean)
     target = torch.arange(len(e), device=e.device) % len(c)
     return F.cross_entropy(logits, target, reduction="none")
+
+
+def positions(batch: Mapping[str, torch.Tensor], pos: int) -> torch.Tensor:
+    """Position ``pos`` of each row of ``batch``, ``(rows,)``; ``-1`` is each row's last real token."""
+    rows, length = batch["input_ids"].shape
+    if isinstance(pos, bool) or not isinstance(pos, int) or not -1 <= pos < length:
+        raise ValueError(f"position {pos!r} is out of range for inputs of {length} positions "
+                         "(give 0..pos-1, or -1 for each input's last real token)")
+    mask = batch.get("attention_mask")
+    last = mask.sum(dim=1) - 1 if mask is not None else torch.full((rows,), length - 1)
+    return last if pos == -1 else torch.full((rows,), pos)
+
+
+@dataclass(frozen=True, eq=False)
+class LogitMetric:
+    """A causal LM's logits at position ``pos`` of each row (:func:`~headlab.metrics.positions`), one number per row.
+
+    ``score``: ``"logit_diff"`` (logit of ``tokens[0]`` minus that of ``tokens[1]``), ``"prob"``
+    (probability of ``tokens[0]``) or ``"kl"`` (``KL(clean || this run)`` of the next-token
+    distributions, ``clean`` being the clean run's logits ``(n, pos, d_vocab)``; row ``r`` of a
+    tiled batch compares with ``clean[batch["index"][r]]``). Use: ``Metric(LogitMetric("prob", (t,)))``.
+    """
+
+    score: str
+    tokens: tuple[int, ...] = ()
+    pos: int = -1
+    clean: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        need = {"logit_diff": 2, "prob": 1, "kl": 0}
+        if self.score not in need:
+            raise ValueError(f"score must be one of {', '.join(map(repr, need))}, not {self.score!r}")
+        if len(self.tokens) != need[self.score] or not all(isinstance(t, int) for t in self.tokens):
+            raise ValueError(f"{self.score!r} needs {need[self.score]} token id(s), got {self.tokens!r}")
+        if (self.clean is None) == (self.score == "kl"):
+            raise ValueError("'kl' and only 'kl' needs the clean run's logits (clean=...)")
+        object.__setattr__(self, "__name__", self.score)  # the metric's name in results and messages
+
+    def __call__(self, output: torch.Tensor, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """One value per row of ``output`` ``(rows, pos, d_vocab)``."""
+        if self.tokens and (min(self.tokens) < 0 or max(self.tokens) >= output.shape[-1]):
+            raise ValueError(f"token ids {self.tokens} are outside the {output.shape[-1]} logits")
+        at, rows = positions(batch, self.pos).to(output.device), torch.arange(len(output), device=output.device)
+        logits = output[rows, at].float()
+        if self.score == "logit_diff":
+            return logits[:, self.tokens[0]] - logits[:, self.tokens[1]]
+        if self.score == "prob":
+            return logits.softmax(-1)[:, self.tokens[0]]
+        index = batch.get("index", rows).to(output.device)
+        ref = self.clean.to(output.device)[index, at].float().log_softmax(-1)
+        return (ref.exp() * (ref - logits.log_softmax(-1))).sum(dim=-1)
 
 
 # ------------------------------------------------------------------ annotated items

@@ -97,6 +97,10 @@ class Architecture:
         reports_forwards: True when every forward of the model reports itself through
             ``headlab.models.witness`` (the book's own GPT), so that a forward that skipped
             the head interface's hooks (traced or copied before a block) is caught.
+        final_norm: model -> the norm applied to the last block's output before the
+            unembedding, or ``None`` where there is none.
+        unembed: model -> the linear map from the residual stream to the logits, or ``None``
+            (an encoder, or a bare transformer without its language-model head).
     """
 
     name: str
@@ -120,6 +124,8 @@ class Architecture:
     max_positions: Callable[[object], int | None] = lambda c: getattr(c, "max_position_embeddings", None)
     vocab_size: Callable[[object], int] = lambda c: c.vocab_size
     reports_forwards: bool = False
+    final_norm: Callable[[nn.Module], nn.Module | None] = lambda m: None
+    unembed: Callable[[nn.Module], nn.Module | None] = lambda m: None
 
 
 # ------------------------------------------------------------------------- shared pieces
@@ -230,6 +236,8 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         max_positions=lambda c: c.n_ctx,
         vocab_size=lambda c: c.d_vocab,
         reports_forwards=True,
+        final_norm=lambda m: None if isinstance(m.ln_final, nn.Identity) else m.ln_final,
+        unembed=lambda m: m.unembed,
     ),
     Architecture(
         name="gpt2",
@@ -251,6 +259,8 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         run=_hf_run_causal,
         eager_attention=_hf_eager,
         max_positions=lambda c: c.n_positions,
+        final_norm=lambda m: _base(m).ln_f,
+        unembed=lambda m: getattr(m, "lm_head", None),
     ),
     Architecture(
         name="bert",
@@ -291,6 +301,8 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         d_head=_hf_d_head,
         run=_hf_run_causal,
         eager_attention=_hf_eager,
+        final_norm=lambda m: _base(m).final_layer_norm,
+        unembed=lambda m: getattr(m, "lm_head", None) or getattr(m, "embed_out", None),
     ),
     Architecture(
         # Llama-style attention, grouped-query attention included: the pattern and z have one
@@ -313,6 +325,8 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         d_head=_hf_d_head,
         run=_hf_run_causal,
         eager_attention=_hf_eager,
+        final_norm=lambda m: _base(m).norm,
+        unembed=lambda m: getattr(m, "lm_head", None),
     ),
 )
 

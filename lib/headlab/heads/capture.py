@@ -1,9 +1,9 @@
 """Reading the heads: :class:`ActivationCache` and the capture and pattern-patching contexts.
 
-``CaptureMethods`` puts ``capture``, ``run_with_cache``, ``outputs_of`` and ``patch_pattern`` on
-:class:`~headlab.heads.model.HeadModel`. The head outputs ``z`` are read at the gate before
-``W_O`` (after any active edit, :mod:`headlab.heads.gate`); patterns are read where the
-model's adapter says they appear (:mod:`headlab.heads.adapters`).
+``CaptureMethods`` puts ``capture``, ``run_with_cache``, ``outputs_of``, ``residual_stream``,
+``patch_pattern`` and ``patch_resid`` on :class:`~headlab.heads.model.HeadModel`. The head outputs
+``z`` are read at the gate before ``W_O`` (after any active edit, :mod:`headlab.heads.gate`);
+patterns are read where the model's adapter says they appear (:mod:`headlab.heads.adapters`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ ACTIVATIONS = ("pattern", "z", "result")
 
 
 class PatternCheck(Check):
-    """The pattern hooks of one context: each forward must reach every one of ``layers``."""
+    """The hooks of one context (patterns, the residual stream): each forward must reach every one of ``layers``."""
 
     def __init__(self, layers: Iterable[int], what: str):
         super().__init__()
@@ -176,6 +176,42 @@ class CaptureMethods:
             yield seen
         finally:
             remove()
+
+    @contextlib.contextmanager
+    def residual_stream(self) -> Iterator[list]:
+        """Inside the block, each forward appends ``n_layers + 1`` tensors ``(batch, pos, d_model)``
+        to the list this yields: block 0's input (the embeddings), then each block's output (not detached)."""
+        seen: list = []
+        with contextlib.ExitStack() as stack:  # every family passes the stream as the first positional argument
+            stack.callback(self.dispatcher.hook(self._blocks[0], lambda m, args: seen.append(args[0]), pre=True))
+            for block in self._blocks:
+                stack.callback(self.dispatcher.hook(
+                    block, lambda module, args, out: seen.append(out[0] if isinstance(out, tuple) else out)))
+            yield seen
+
+    @contextlib.contextmanager
+    def patch_resid(self, fn: Callable[[int, torch.Tensor], torch.Tensor],
+                    layers: Iterable[int] | None = None) -> Iterator["CaptureMethods"]:
+        """Inside the block, block ``l``'s output (the residual stream after layer ``l``, ``(batch, pos,
+        d_model)``) is replaced by ``fn(l, resid)`` for ``l`` in ``layers`` (default: all)."""
+        if not callable(fn):
+            raise TypeError(f"patch_resid needs a callable fn(layer, resid) -> resid, got {fn!r}")
+        layers = check_layers(layers, self.n_layers, self.name)
+        check = PatternCheck(layers, "a patch_resid block")
+
+        def make_hook(layer):
+            def hook(module, args, output):
+                check.reach(layer)
+                x = output[0] if isinstance(output, tuple) else output
+                new = check_returned(fn(layer, x), x, fn, "patch_resid", layer, "residual stream")
+                return (new, *output[1:]) if isinstance(output, tuple) else new
+            return hook
+
+        with contextlib.ExitStack() as stack:
+            for layer in layers:
+                stack.callback(self.dispatcher.hook(self._blocks[layer], make_hook(layer)))
+            stack.enter_context(self.dispatcher.active(check=check))
+            yield self
 
     def _pattern_reader(self, cache: ActivationCache, layer: int, keep, check: Check):
         index = self.arch.pattern_index

@@ -362,6 +362,20 @@ class HeadModel(CaptureMethods, GateMethods):
         bias = self.out_proj(layer).bias
         return None if bias is None else bias.detach()
 
+    def readout(self) -> tuple[nn.Module | None, torch.Tensor, torch.Tensor | None]:
+        """``(norm, W_U, b_U)``: ``logits = norm(last block's output) @ W_U + b_U`` (``norm`` or ``b_U``
+        ``None`` where there is none; ``W_U`` is ``(d_model, d_vocab)``).
+
+        Raises:
+            ValueError: the model has no language-model head (an encoder such as MiniLM).
+        """
+        head = self.arch.unembed(self.model)
+        if head is None:
+            raise ValueError(f"{self.name} has no language-model head (an encoder, or a bare transformer): "
+                             "logits, logit metrics and logit attribution need a causal LM with its head")
+        bias = getattr(head, "bias", None)
+        return self.arch.final_norm(self.model), head.weight.detach().T, None if bias is None else bias.detach()
+
     def head_results(self, layer: int, z: torch.Tensor) -> torch.Tensor:
         """Each head's write into the residual stream: ``(batch, pos, head, d_head)`` ->
         ``(batch, pos, head, d_model)``, bias excluded."""

@@ -1,0 +1,121 @@
+"""What each component writes into the logits: direct logit attribution and the logit lens.
+
+The last residual stream is a sum (embeddings, each head's ``z_h @ W_O_h``, each ``b_O``, each
+MLP's output) and the logits are ``norm(stream) @ W_U + b_U``. The final norm divides by the
+stream's scale, so :func:`~headlab.analysis.lens.direct_logit_attribution` makes the standard approximation: the scale
+is **frozen** at its value on this run, per input and position (``sqrt(var(x) + eps)`` after
+centring for a LayerNorm, ``sqrt(mean(x^2) + eps)`` for an RMSNorm). The norm is then linear:
+a component's share is ``centre(c) / scale * gamma @ u`` (``u``: a token's unembedding column or
+the difference of two), and the shares and biases sum to the logit (difference) exactly.
+:func:`~headlab.analysis.lens.logit_lens` reads the stream after each layer through the final norm (applied afresh).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from headlab.heads.model import HeadModel
+from headlab.metrics import positions
+
+__all__ = ["Attribution", "direct_logit_attribution", "logit_lens"]
+
+
+@dataclass
+class Attribution:
+    """Each component's direct share of a logit (difference), in float64, with leading dims
+    ``(n, pos)`` (``(n,)`` at one position).
+
+    Attributes:
+        heads: ``(..., n_layers, n_heads)`` each head's ``z @ W_O``.
+        attn_bias, mlp: ``(..., n_layers)`` each ``b_O``; the rest of each block's write (its MLP).
+        embed, bias, logits: ``(...)`` block 0's input; the final norm's and the unembedding's biases;
+            the model's own logit (difference), which ``total()`` equals.
+    """
+
+    heads: torch.Tensor
+    attn_bias: torch.Tensor
+    mlp: torch.Tensor
+    embed: torch.Tensor
+    bias: torch.Tensor
+    logits: torch.Tensor
+
+    def total(self) -> torch.Tensor:
+        """The sum of every share: the logit (difference) under the frozen scale."""
+        return self.heads.sum((-2, -1)) + self.attn_bias.sum(-1) + self.mlp.sum(-1) + self.embed + self.bias
+
+
+def _pick(t: torch.Tensor, at: torch.Tensor | None) -> torch.Tensor:
+    return t if at is None else t[torch.arange(t.shape[0], device=t.device), at.to(t.device)]
+
+
+def direct_logit_attribution(hm: HeadModel, inputs, tokens, pos: int | None = None) -> Attribution:
+    """Each head's (and every other component's) direct share of the logit of ``tokens``.
+
+    Args:
+        hm: a causal LM with its language-model head.
+        inputs: texts or a batch.
+        tokens: a token id (its logit) or two ``(a, b)`` (the logit difference ``a - b``).
+        pos: a position (``-1``: each input's last real token), or ``None`` for every position.
+
+    The final norm's scale is frozen (module docstring): :meth:`~headlab.analysis.lens.Attribution.total`
+    equals the model's logit (difference).
+
+    Raises:
+        ValueError: no language-model head, token ids outside the vocabulary, a position out of range.
+    """
+    norm, W_U, b_U = hm.readout()
+    ids = [tokens] if isinstance(tokens, int) else list(tokens)
+    if not 1 <= len(ids) <= 2 or not all(isinstance(t, int) and 0 <= t < W_U.shape[1] for t in ids):
+        raise ValueError(f"tokens must be one token id or two (a, b) in 0..{W_U.shape[1] - 1}, got {tokens!r}")
+    sign = torch.tensor([1.0, -1.0][:len(ids)], dtype=torch.float64, device=W_U.device)
+    u = W_U[:, ids].double() @ sign  # (d_model,)
+    batch = hm.tokenize(inputs)
+    at = None if pos is None else positions(batch, pos)
+    with torch.no_grad(), hm.capture(("z",)) as cache, hm.residual_stream() as stream:
+        logits = hm.forward(batch)
+    x = stream[-1].double()
+    centres = norm is not None and hm.arch.norm_centres
+    gamma, beta, scale = torch.ones_like(u), torch.zeros_like(u), torch.ones_like(x[..., 0])
+    if norm is not None:
+        eps = getattr(norm, "eps", None) or getattr(norm, "variance_epsilon")
+        gamma = norm.weight.detach().double()
+        beta = beta if getattr(norm, "bias", None) is None else norm.bias.detach().double()
+        scale = ((x - x.mean(-1, keepdim=True)) if centres else x).pow(2).mean(-1).add(eps).sqrt()  # (n, pos)
+
+    def share(c: torch.Tensor) -> torch.Tensor:  # c: (n, pos, ..., d_model)
+        c = c.double() if c.dim() > 1 else c.double().expand_as(x)
+        c = c - c.mean(-1, keepdim=True) if centres else c
+        s = scale.reshape(*scale.shape, *([1] * (c.dim() - 2)))  # (n, pos, 1, ...)
+        return _pick((c / s) @ (gamma * u), at)
+
+    heads, attn_bias, mlp = [], [], []
+    for layer in range(hm.n_layers):
+        results = hm.head_results(layer, cache.z(layer))  # (n, pos, head, d_model)
+        b_O = hm.b_O(layer) if hm.b_O(layer) is not None else torch.zeros(hm.d_model, device=hm.device)
+        heads.append(share(results))
+        attn_bias.append(share(b_O))
+        mlp.append(share(stream[layer + 1].double() - stream[layer].double() - results.double().sum(2) - b_O.double()))
+    bias = float(beta @ u) + (0.0 if b_U is None else float(b_U[ids].double() @ sign))
+    embed = share(stream[0])
+    return Attribution(torch.stack(heads, -2), torch.stack(attn_bias, -1), torch.stack(mlp, -1), embed,
+                       torch.full_like(embed, bias), _pick(logits.double()[..., ids] @ sign, at))
+
+
+def logit_lens(hm: HeadModel, inputs, pos: int | None = None) -> torch.Tensor:
+    """``norm(resid_l) @ W_U + b_U`` for the stream after each layer ``l``, with the model's final
+    norm: ``(n_layers, n, pos, d_vocab)``, or ``(n_layers, n, d_vocab)`` at one position (``-1``:
+    each input's last real token). The last layer's row is the model's logits.
+
+    Raises:
+        ValueError: no language-model head, or a position out of range.
+    """
+    norm, W_U, b_U = hm.readout()
+    batch = hm.tokenize(inputs)
+    at = None if pos is None else positions(batch, pos)
+    with torch.no_grad(), hm.residual_stream() as stream:
+        hm.forward(batch)
+        resid = torch.stack([_pick(s, at) for s in stream[1:]])  # (n_layers, n, [pos,] d_model)
+        out = (resid if norm is None else norm(resid)) @ W_U.to(resid.dtype)
+    return out if b_U is None else out + b_U
