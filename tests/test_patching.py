@@ -253,6 +253,9 @@ def test_errors_name_the_wrong_value():
         activation_patch(hm, clean, corrupted, "pattern", positions=True)
     with pytest.raises(ValueError, match="direction must be"):
         activation_patch(hm, clean, corrupted, direction="forwards")
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match=f"per_pass must be a positive number.*not {bad!r}"):
+            activation_patch(hm, clean, corrupted, metric=DIFF, per_pass=bad)
     with pytest.raises(ValueError, match="position 9 is out of range"):
         activation_patch(hm, clean, corrupted, metric=Metric(LogitMetric("prob", (3,), pos=9)))
     with pytest.raises(ValueError, match="position 7 is out of range"):

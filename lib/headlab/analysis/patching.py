@@ -96,6 +96,8 @@ def activation_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, m
                          f"{', '.join(map(repr, COMPONENTS))} (positions=True is for 'z'; 'resid' is per position)")
     if direction not in ("noising", "denoising"):
         raise ValueError(f"direction must be 'noising' or 'denoising', not {direction!r}")
+    if per_pass is not None and (isinstance(per_pass, bool) or not isinstance(per_pass, int) or per_pass < 1):
+        raise ValueError(f"per_pass must be a positive number of patches per forward pass (or None), not {per_pass!r}")
     a, b = _pair(hm, clean, corrupted)
     base, source = (a, b) if direction == "noising" else (b, a)
     n, pos = base["input_ids"].shape
@@ -107,7 +109,7 @@ def activation_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, m
     with torch.no_grad(), record.recording(), hm.capture(("z",) if component == "z" else ()) as own:
         hm.forward(base)
     itemsize = next(hm.model.parameters()).element_size()
-    per_pass = per_pass or groups_per_pass(n * pos * record.width * itemsize, tile_budget(hm.device), len(items))
+    per_pass = per_pass if per_pass is not None else groups_per_pass(n * pos * record.width * itemsize, tile_budget(hm.device), len(items))
     run = _z_chunk if component == "z" else _tiled_chunk
     values = torch.empty(len(items), n)
     with torch.no_grad(), hm.capture(() if component == "resid" else (component,)) as cache, \
