@@ -1,13 +1,8 @@
 """Progress bars that read well wherever a chapter runs, the static website included.
 
-:func:`tqdm` takes tqdm's arguments and returns:
-
-* ``tqdm.auto``'s bar (a widget in a notebook, a terminal bar elsewhere) normally;
-* a :class:`TextProgress` when the environment variable ``HEADLAB_PROGRESS`` is
-  ``text``. The book build sets it (``scripts/build_book.py``): a notebook widget saved
-  into a static page is a squashed, frozen bar, and a terminal bar saved into a page is
-  every redraw in one line. ``TextProgress`` prints whole lines instead: one at the
-  start, one each quarter of the way, one at the end.
+:func:`tqdm` takes tqdm's arguments and returns ``tqdm.auto``'s bar, or a
+:class:`TextProgress` (whole lines at the start, each quarter and the end) when the
+environment variable ``HEADLAB_PROGRESS`` is ``text``, as the book build sets it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The JSON files the library writes: their schema versions, and the check every reader makes.
 
-Every JSON file headlab writes says what it is and in which version of its layout, under the
-top-level key ``"schema"``: ``"headlab.<kind>/<version>"``, e.g. ``"headlab.atlas/1"``. A reader
-calls :func:`check_schema` first, so a file from a newer headlab (or another kind of file) is
-refused with a message that says so, instead of failing later on a missing key.
-
-In every one of these files a head is written ``[layer, head]`` (:meth:`headlab.heads.head.Head.to_json`).
+Each file's top-level ``"schema"`` is ``"headlab.<kind>/<version>"``, e.g. ``"headlab.atlas/1"``;
+readers call :func:`check_schema` first. A head is written ``[layer, head]``.
 
 ====== ======================================================== ====================
 kind   written by                                               schema
@@ -16,8 +12,7 @@ report ``deviating.report.checklist`` (``report`` CLI)            ``headlab.repo
 claims ``deviating.ledger.report`` (``results/claims/*.json``)    ``headlab.claims/2``
 ====== ======================================================== ====================
 
-Files written before the versions existed (headlab 0.1) have no ``"schema"`` key: they are
-version 0, which readers upgrade in memory where they can.
+Files of headlab 0.1 have no ``"schema"``: version 0, upgraded in memory where possible.
 """
 
 from __future__ import annotations

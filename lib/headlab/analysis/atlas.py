@@ -2,34 +2,11 @@
 
     python -m headlab atlas --model minilm --json atlas.json --png atlas.png
 
-What the atlas measures (all definitions are in :mod:`headlab.analysis.detect`):
-
-* **Pattern scores** on the texts, each a mean over texts of a per-text mean over that
-  text's eligible query positions (every text counts equally): ``previous_token``,
-  ``next_token``, ``first_token``, ``separator``, ``punctuation``, ``local`` (window
-  ``LOCAL_WINDOW``), ``entropy`` (normalised), ``duplicate_token`` and, given token
-  frequencies (from a corpus, e.g. the synthetic language), ``rare_token``.
-* **Induction** needs repeats, which ordinary sentences barely have. The atlas builds
-  ``induction_texts`` sequences of ``induction_length`` random tokens repeated once (drawn
-  with ``seed`` from the non-special vocabulary, special tokens added as the tokenizer
-  adds them) and scores ``induction`` on those sequences only.
-* **Copying** (``copying``, the OV score, :func:`headlab.analysis.detect.ov_copying_score`) for causal
-  LMs with an unembedding; ``null`` with the reason in ``notes`` for encoders.
-* **Effect**: by default the mean absolute effect of zero-ablating the head alone on the
-  first ``effect_texts`` texts (:func:`headlab.analysis.sweep.sweep`; next-token loss for causal LMs,
-  1 - cos of the pooled embedding for encoders); or the norm of the head's write
-  (``--effect write_norm``); or none.
-* **Label** by :func:`headlab.analysis.detect.label_heads`, with the thresholds written in the JSON.
-* Optionally (``--relations``) **syntax and coreference** against ground truth
-  (``relation_summary``): each head's accuracy on verb -> subject, subject -> verb and
-  pronoun -> antecedent, beside the best fixed offset and the nearest-noun baseline, with
-  the best head also chosen on half the items and scored on the other half.
-
-Default texts: a :class:`Corpus`'s own texts when one is given (the book passes its synthetic
-language, ``deviating.data.language.corpus_for(hm)``); for a tokenizer that reads English
-(MiniLM, GPT-2), every sentence of the hand-annotated English set (:mod:`headlab.english`);
-otherwise, random token sequences. Token frequencies (``rare_token``) and the relations come
-from the corpus too.
+Definitions are in :mod:`headlab.analysis.detect`. Pattern scores are a mean over texts of a
+per-text mean over eligible queries; ``induction`` is scored on repeated random tokens only;
+``copying`` is :func:`headlab.analysis.detect.ov_copying_score` (null for encoders); the effect
+is the mean absolute zero-ablation effect (:func:`headlab.analysis.sweep.sweep`), the write
+norm, or none; the label is :func:`headlab.analysis.detect.label_heads`'s.
 """
 
 from __future__ import annotations
@@ -90,10 +67,8 @@ DEFINITIONS = {name: definitions()[name] for name in ATLAS_SCORES}
 class Corpus(Protocol):
     """Annotated text of one's own for the atlas: default texts, token frequencies and relations.
 
-    Pass one as ``compute_atlas(hm, corpus=...)`` (and to ``default_texts``,
-    ``relation_summary``) when ``hm`` reads a language the library does not know; the book's
-    synthetic language is one (``deviating.data.language.SyntheticCorpus``). The three methods
-    come from one corpus so that the texts, the frequencies and the relations agree.
+    Pass one to :func:`compute_atlas` when ``hm`` reads a language the library does not know
+    (the book's synthetic language is one).
     """
 
     def texts(self, hm, seed: int) -> tuple[list[str], str]:
@@ -133,9 +108,8 @@ def default_texts(hm, seed: int = 0, corpus: Corpus | None = None) -> tuple[list
 def repeated_random_tokens(hm, n: int = INDUCTION_TEXTS, length: int = INDUCTION_LENGTH, seed: int = 0) -> dict:
     """``n`` sequences of ``length`` random ordinary tokens, each repeated once, as a batch.
 
-    Special tokens are added as the tokenizer adds them (``[CLS] ... [SEP]`` for BERT); a
-    sequence that would start with an ordinary token gets the tokenizer's ``bos_token`` in
-    front when it has one. ``length`` shrinks to fit the model's maximum length.
+    Special tokens are added as the tokenizer adds them (else its ``bos_token``, if any);
+    ``length`` shrinks to fit the model's maximum length.
     """
     return _repeated(hm, n, length, seed)[0]
 
@@ -160,10 +134,9 @@ def _repeated(hm, n: int, length: int, seed: int) -> tuple[dict, int]:
 def relation_summary(hm, seed: int = 0, corpus: Corpus | None = None) -> dict:
     """Relation accuracies of every head on the annotated text the model reads.
 
-    The corpus's relation set when one is given (the book's synthetic language: 200 generated
-    documents, packed), else the English set for a fast tokenizer that reads English. Two ways to
-    read a head's choice: its argmax over all keys, and its argmax with special tokens left out
-    (``[CLS]``/``[SEP]``/``<bos>`` soak up attention in many heads). Each with the held-out comparison.
+    The corpus's relation set, else the English set for a fast tokenizer that reads English. A
+    head's choice is its argmax over all keys, and over keys without special tokens, each
+    with the held-out comparison.
     """
     _check_corpus(corpus)
     if corpus is not None:
@@ -197,17 +170,12 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
     """Every head's scores, effect and label, as the JSON-ready dict the CLI writes.
 
     ``texts``: a list of texts or a token batch; None for ``default_texts``.
-    ``corpus``: a :class:`Corpus` the model reads: its texts are the default, its token
-    frequencies score ``rare_token`` (unless ``token_frequency`` is given), its relation set is
-    the one ``relations`` uses.
+    ``corpus``: supplies the default texts, the token frequencies and the relation set.
     ``relations``: also add ``relation_summary`` under ``"relations"``.
-    ``streaming``: score the heads with the fused kernel, holding no attention pattern
-    (``headlab.analysis.streaming.streaming_head_scores``; same scores to float32 rounding).
+    ``streaming``: score with the fused kernel, holding no attention pattern.
 
-    The dict (schema ``SCHEMA``) holds the model's geometry, what the texts were, the
-    thresholds, definitions and notes, and under ``"heads"`` one entry per head, layer by layer:
-    ``head`` (``[layer, head]``), ``scores``, ``label``, ``strength``, ``lift``, ``effect``,
-    ``relative_effect`` and ``write_norm``. ``load_atlas`` reads it back.
+    Under ``"heads"``, one entry per head: ``head`` (``[layer, head]``), ``scores``, ``label``,
+    ``strength``, ``lift``, ``effect``, ``relative_effect`` and ``write_norm``.
     """
     if effect not in EFFECT_KINDS:
         raise ValueError(f"unknown effect {effect!r}: choose from {', '.join(EFFECT_KINDS)}")
@@ -288,9 +256,8 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
 
 
 def load_atlas(source) -> dict:
-    """An atlas written by :func:`compute_atlas` (or the ``atlas`` command), from a JSON file or an
-    already parsed dict; atlases written by headlab 0.1 (each head as ``"layer"`` and ``"head"``
-    numbers, no ``"schema"``) are upgraded to the current form.
+    """An atlas written by :func:`compute_atlas`, from a JSON file or a dict; headlab 0.1
+    atlases are upgraded.
 
     Raises:
         headlab.schema.SchemaError: the data is not an atlas, or from a newer headlab.

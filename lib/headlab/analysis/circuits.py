@@ -1,8 +1,6 @@
 """Circuits: how the output of one head becomes the input of another.
 
-A head reads the residual stream three times and writes it once. In the row-vector
-convention of ``nn.Linear`` (a residual vector ``x`` is a row of ``d_model`` numbers), head
-``(layer, head)`` has
+In the row-vector convention of ``nn.Linear`` (a residual vector ``x`` is a row), a head has
 
 * ``W_Q``, ``W_K``, ``W_V``: ``(d_model, d_head)``, so ``q = x W_Q`` and so on;
 * ``W_O``: ``(d_head, d_model)``, its slice of the output projection;
@@ -11,34 +9,20 @@ convention of ``nn.Linear`` (a residual vector ``x`` is a row of ``d_model`` num
 * the **OV circuit** ``W_OV = W_V W_O`` ``(d_model, d_model)``: a key ``x_j`` attended with
   weight 1 adds ``x_j W_OV`` to the query's residual stream.
 
-A head of a later layer can read what a head of an earlier layer wrote in three places
-(Elhage et al., 2021, *A Mathematical Framework for Transformer Circuits*). If the earlier
-head writes ``y W_OV1`` into the residual stream, then in the later head:
+A later head reads what an earlier head wrote, ``y W_OV1``, in three places (Elhage et al.,
+2021, *A Mathematical Framework for Transformer Circuits*):
 
 * **Q-composition**: the query side reads it, ``y W_OV1 W_QK2 x_j^T``: matrix ``W_OV1 W_QK2``;
 * **K-composition**: the key side reads it, ``x_i W_QK2 (y W_OV1)^T``: matrix ``W_QK2 W_OV1^T``;
 * **V-composition**: the value side moves it on, ``y W_OV1 W_OV2``: matrix ``W_OV1 W_OV2``.
 
-The **composition score** of a product ``A B`` is ``||A B||_F / (||A||_F ||B||_F)``: how
-much of the two matrices lines up, between 0 (the earlier head writes only where the later
-one does not read) and 1 (both rank one and aligned). Random matrices of the same shapes are
-not at 0, so scores are compared with :func:`random_composition_baseline`.
+The **composition score** of ``A B`` is ``||A B||_F / (||A||_F ||B||_F)``, in [0, 1]. Random
+matrices are not at 0: compare with :func:`random_composition_baseline`.
 
-An induction head is the textbook case of K-composition: its keys read the *previous
-token* that a previous-token head of an earlier layer copied into each position.
-
-Norms. A pre-norm head reads its block's input norm of the residual stream ``x``. With
-``fold_ln=True`` (the default) :func:`head_weights` folds what of that norm is linear into the
-read matrices: for a LayerNorm, ``gamma * (x - mean(x)) / std(x) + beta``, the centring and
-``gamma`` (``W <- P diag(gamma) W``, with ``P = I - 11^T / d_model``); for an RMSNorm (Llama,
-Mistral, Qwen2), ``gamma * x / rms(x)``, ``gamma`` only (``W <- diag(gamma) W``). The division
-by ``std(x)`` or ``rms(x)``, one positive number per position, and the biases are left out, as
-in the composition scores of the literature. A post-norm model (BERT, MiniLM) normalises after
-each sublayer, so its heads read the normalised stream directly: nothing is folded.
-
-Ranks. ``W_QK`` and ``W_OV`` are ``(d_model, d_model)`` products of two ``d_head``-wide factors,
-so their rank is at most ``d_head``: :func:`circuit_singular_values` and :func:`circuit_ranks`
-measure it for every head of a model.
+Norms. With ``fold_ln=True`` :func:`head_weights` folds the linear part of a pre-norm head's
+input norm into the read matrices: ``W <- P diag(gamma) W`` for a LayerNorm (``P = I - 11^T /
+d_model``), ``W <- diag(gamma) W`` for an RMSNorm. The division by ``std(x)`` or ``rms(x)`` and
+the biases are left out, as in the literature. Post-norm models (BERT, MiniLM): nothing is folded.
 """
 
 from __future__ import annotations
@@ -95,11 +79,9 @@ def head_weights(hm: HeadModel, layer: int, head: int, fold_ln: bool = True) -> 
     """The matrices of head ``layer.head`` of ``hm`` (float32, on the CPU), for every family.
 
     Built on :meth:`HeadModel.W_Q`, ``W_K``, ``W_V`` and ``W_O`` (under grouped-query
-    attention, ``W_K`` and ``W_V`` are those of the key/value head the query head reads).
-    ``fold_ln``: fold the linear part of the attention's input norm,
-    :meth:`HeadModel.attn_norm`, into ``W_Q``, ``W_K``, ``W_V`` (the module docstring says
-    what that is for a LayerNorm, an RMSNorm and a post-norm model). Biases, and rotary
-    position embeddings where the family has them, are not part of these matrices.
+    attention, ``W_K`` and ``W_V`` are the key/value head's). ``fold_ln``: fold
+    :meth:`HeadModel.attn_norm` into the read matrices (module docstring). Biases and rotary
+    embeddings are not included.
     """
     if not isinstance(hm, HeadModel):
         raise TypeError(f"hm must be a headlab HeadModel, got {type(hm).__name__}")
@@ -118,16 +100,9 @@ CIRCUITS = ("QK", "OV")
 def circuit_singular_values(hm: HeadModel, circuit: str) -> torch.Tensor:
     """The ``d_head`` largest singular values of every head's ``W_QK`` or ``W_OV``, largest first.
 
-    Args:
-        hm: any supported model.
-        circuit: ``"QK"`` (``W_Q W_K^T``) or ``"OV"`` (``W_V W_O``), from the raw weights (no
-            norm folded).
-
-    Returns:
-        ``(n_layers, n_heads, d_head)`` float64. Each product ``A B^T`` of two ``(d_model,
-        d_head)`` factors has at most ``d_head`` nonzero singular values; they are those of
-        ``R_A R_B^T``, where ``A = Q_A R_A`` and ``B = Q_B R_B`` are QR factorisations, so no
-        ``(d_model, d_model)`` matrix is formed.
+    ``circuit``: ``"QK"`` or ``"OV"``, from the raw weights (no norm folded). Returns
+    ``(n_layers, n_heads, d_head)`` float64: those of ``R_A R_B^T`` from the QR factorisations
+    of the two factors, so no ``(d_model, d_model)`` matrix is formed.
     """
     if circuit not in CIRCUITS:
         raise ValueError(f"unknown circuit {circuit!r}: choose from {', '.join(CIRCUITS)}")
@@ -198,9 +173,7 @@ def random_composition_baseline(d_model: int, d_head: int, kind: str = "K", n: i
                                 seed: int = 0) -> torch.Tensor:
     """``(n,)`` composition scores of pairs of heads with random weights.
 
-    Every entry of ``W_Q, W_K, W_V`` ``(d_model, d_head)`` and ``W_O`` ``(d_head, d_model)``
-    of both heads is drawn i.i.d. from a standard normal (the scale cancels in the score),
-    with ``torch.Generator().manual_seed(seed)``.
+    Every weight entry is i.i.d. standard normal, from ``torch.Generator().manual_seed(seed)``.
     """
     if kind not in COMPOSITIONS:
         raise ValueError(f"unknown composition {kind!r}: choose from "

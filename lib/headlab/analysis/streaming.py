@@ -1,20 +1,10 @@
 """Score every head of a model without materializing a single attention pattern.
 
-:func:`streaming_head_scores` returns the same :class:`~headlab.analysis.detect.HeadScores`
-as :func:`~headlab.analysis.detect.head_scores` -- the same definitions, the same numbers
-to float32 rounding -- but the model runs the fused kernel
-(:func:`~headlab.kernels.streaming.fused_attention`), which hands back a few numbers per
-query (:mod:`headlab.kernels.statistics`) instead of each head's ``n x n`` pattern. The
-detectors' means over eligible queries are then taken here, from those numbers and from
-O(n) facts about the input (which queries have a repeated token, a separator in view,
-...). Memory grows like n, not n^2 (``benchmarks/kernels.py`` measures it).
-
-:func:`streamed` is the context underneath: inside it every attention layer of a
-:class:`~headlab.heads.model.HeadModel` runs the fused kernel (Hugging Face models through
-the registered attention implementation, the book's GPT through its
-``attention_function``) and, given :class:`~headlab.kernels.statistics.StatInputs`,
-records each layer's statistics. The gate before ``W_O`` is untouched, so ablations,
-``patch_z`` and ``capture(("z",))`` work inside it as anywhere else.
+:func:`streaming_head_scores` returns what :func:`~headlab.analysis.detect.head_scores`
+returns (to float32 rounding), from the per-query statistics of
+:func:`~headlab.kernels.streaming.fused_attention`: memory O(n), not O(n^2).
+Inside :func:`streamed` every attention layer runs the fused kernel; the gate before
+``W_O`` is untouched, so ablations and captures still work.
 """
 
 from __future__ import annotations
@@ -64,13 +54,9 @@ def streamed(hm, statistics: StatInputs | None = None, *, backend: str = "auto",
              block_size: int | None = None) -> Iterator[dict[int, HeadStatistics]]:
     """Inside the block, every attention layer of ``hm`` runs the fused kernel; yields ``layer -> statistics``.
 
-    Args:
-        hm: a :class:`~headlab.heads.model.HeadModel`.
-        statistics: the :class:`~headlab.kernels.statistics.StatInputs` of the batch that will
-            run (its ``(batch, n)`` must match); None: outputs only, nothing recorded.
-        backend, block_size: as for :func:`~headlab.kernels.streaming.fused_attention`.
-
-    After the block the model is exactly as before (its attention implementation restored).
+    ``statistics``: the :class:`~headlab.kernels.statistics.StatInputs` of the batch that will
+    run; None: nothing recorded. ``backend``, ``block_size``: as for
+    :func:`~headlab.kernels.streaming.fused_attention`. Afterwards the model is as before.
     """
     recorder = _Recorder(hm, statistics, backend, block_size)
     gpt_attention = [m for m in hm.model.modules() if hasattr(type(m), "attention_function")]
@@ -94,14 +80,8 @@ def streamed(hm, statistics: StatInputs | None = None, *, backend: str = "auto",
 
 def scores_from_statistics(stats: HeadStatistics, inputs: StatInputs,
                            names: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
-    """Pattern scores from streamed statistics, ``name -> (batch, head)``: each registered score
-    (:func:`~headlab.analysis.detect.registry.pattern_scores`, or those in ``names``) whose
-    statistic was streamed.
-
-    Each is its registry entry's definition: the mean, over the input's eligible queries, of one
-    statistic per query (``entropy`` divided by ``log(number of allowed keys)`` first). NaN for an
-    input with no eligible query.
-    """
+    """Pattern scores from streamed statistics, ``name -> (batch, head)``, for each registered
+    score (or those in ``names``) whose statistic was streamed; NaN with no eligible query."""
     values = stats.values.float()  # (batch, head, n, statistic)
     out = {}
     for name in pattern_scores() if names is None else names:
@@ -113,11 +93,7 @@ def scores_from_statistics(stats: HeadStatistics, inputs: StatInputs,
 
 
 def uniform_statistics(inputs: StatInputs) -> HeadStatistics:
-    """The statistics of *uniform* attention on these inputs (one head), in O(n) memory.
-
-    Uniform attention over the allowed keys is what attention with all-zero queries
-    computes (every score 0): the kernel itself gives the chance level of every score.
-    """
+    """The statistics of *uniform* attention (all-zero queries) on these inputs, one head, O(n)."""
     batch, n = inputs.shape
     zeros = torch.zeros(batch, 1, n, 1, device=inputs.key_real.device)
     _, stats = fused_attention(zeros, zeros, zeros, causal=inputs.causal, statistics=inputs, backend="tiled")
@@ -132,10 +108,8 @@ def streaming_head_scores(hm, inputs, *, scores: Sequence[str] | None = None, ba
                           backend: str = "auto", block_size: int | None = None) -> HeadScores:
     """:func:`~headlab.analysis.detect.head_scores`, streamed: no attention pattern is ever held.
 
-    Same arguments and result (``copying_dla``, which needs each head's pattern and write
-    together, is left out with a note); plus ``backend`` and ``block_size`` of
-    :func:`~headlab.kernels.streaming.fused_attention` (``"auto"``: Triton on CUDA, tiled
-    torch on the CPU).
+    Same arguments and result (``copying_dla`` is left out with a note), plus ``backend`` and
+    ``block_size`` of :func:`~headlab.kernels.streaming.fused_attention`.
     """
     wanted, notes = scores_to_compute(
         hm, scores, token_frequency, default=pattern_scores() + ("write_norm",),

@@ -1,8 +1,6 @@
 """Inputs any model can be scored on: repeated random tokens, a model's limits, whether it reads English.
 
-The atlas (:mod:`headlab.analysis.atlas`) and the checklist report draw on these; none of them
-knows about a particular corpus. A corpus of one's own (the book's synthetic language, say)
-comes in through :class:`headlab.analysis.atlas.Corpus`.
+None knows a particular corpus; one's own comes in through :class:`headlab.analysis.atlas.Corpus`.
 """
 
 from __future__ import annotations
@@ -58,19 +56,8 @@ def repeated_tokens(pool: Sequence[int] | torch.Tensor, n: int, length: int, gen
                     prefix: Sequence[int] = (), suffix: Sequence[int] = ()) -> torch.Tensor:
     """``n`` rows ``prefix + span + span + suffix``, each ``span`` of ``length`` distinct ids from ``pool``.
 
-    Each row's span is ``pool[torch.randperm(len(pool), generator=generator)[:length]]``, drawn
-    row after row, so the rows are deterministic given the generator's state.
-
-    Args:
-        pool: the ids to draw from (e.g. a vocabulary's ordinary tokens).
-        n: number of rows, at least 1.
-        length: span length, at least 1 and at most ``len(pool)`` (the tokens are distinct).
-        generator: the ``torch.Generator`` the spans are drawn with.
-        prefix: ids put before every row (a ``<bos>`` or ``[CLS]``).
-        suffix: ids put after every row (a ``[SEP]``).
-
-    Returns:
-        ``(n, len(prefix) + 2 * length + len(suffix))`` int64 ids.
+    Each span is ``pool[torch.randperm(len(pool), generator=generator)[:length]]``, row after
+    row; ``1 <= length <= len(pool)``. Returns int64 ids.
     """
     pool = torch.as_tensor(pool, dtype=torch.long)
     if n < 1:
@@ -119,12 +106,8 @@ def reads_english(hm, texts: Sequence[str]) -> bool:
 
 
 def check_lengths(hm, texts) -> None:
-    """Refuse a list of texts of which one is longer, in tokens, than the model's maximum length
-    (a no-op for a token batch, or a model without a tokenizer or a stated maximum).
-
-    Raises:
-        ValueError: naming the first text that is too long, its length and the maximum.
-    """
+    """Raise ``ValueError`` naming the first text longer, in tokens, than the model's maximum
+    (a no-op for a token batch, or without a tokenizer or a stated maximum)."""
     limit = max_length(hm)
     if limit is None or not isinstance(texts, list) or hm.tokenizer is None:
         return

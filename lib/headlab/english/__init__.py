@@ -1,11 +1,8 @@
 """The hand-annotated English set (``headlab/english/english.jsonl``) and word-to-token alignment.
 
-A resource for any model that reads English (the annotation guide is ``README.md`` beside it).
-
-Each line is one item (one sentence, sometimes two): its natural `text`, the `words` (the
-text split into words and punctuation marks), a `construction` label, every finite verb
-with the head of its subject, and every personal pronoun with its antecedent. Indices
-point into `words`. See ``headlab/english/README.md`` for the labels.
+Each line is one item: its `text`, its `words` (words and punctuation marks), a
+`construction`, every finite verb with its subject's head and every personal pronoun with
+its antecedent, as indices into `words`. The annotation guide is ``README.md`` beside it.
 """
 
 from __future__ import annotations

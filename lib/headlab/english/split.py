@@ -1,17 +1,9 @@
 """The fixed select/measure split of the hand-annotated English set.
 
-A head chosen as the best of many on some items scores optimistically on those same items,
-so the English set carries a fixed split, decided before any result was looked at: choose
-heads, thresholds or variants on the ``"select"`` items and report numbers on the
-``"measure"`` items. Each item stores its split (the ``split`` field of
-``headlab/english/english.jsonl``); :func:`assign_splits` is the rule that produced it, and a
-test checks that the stored field still equals the rule.
-
-The rule: within each construction, take the items in id order in consecutive pairs; the
-first item of a pair goes to the split picked by a hash of its id (:func:`hash_split`), the
-second item to the other one. So every construction is split evenly (at most one item
-apart), the choice depends on nothing an experimenter can tune, and an item's split depends
-only on the items before it: appending items never moves an old one.
+Choose on the ``"select"`` items, report on the ``"measure"`` items. :func:`assign_splits` is
+the rule behind each item's stored ``split``: within each construction, items in id order in
+pairs; the first of a pair goes where a hash of its id says (:func:`hash_split`), the second
+to the other side. Appending items never moves an old one.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Attention kernels: reference (loops, numpy, torch), fast (SDPA) and tiled (flash).
 
-- :func:`attention` -- scaled dot-product attention, ``(out, pattern)``, one
-  signature for the backends ``"loops"``, ``"numpy"``, ``"torch"`` and ``"sdpa"``.
-- :func:`multi_head_attention`, :func:`split_heads`, :func:`merge_heads` --
-  heads as split, attend, concatenate, project (PyTorch ``Linear`` weights).
-- :func:`softmax`, :func:`causal_mask` -- the stable softmax and the mask.
-- :func:`flash_attention` -- the tiled kernel with an online softmax: the same
-  output without ever holding the ``n_q x n_k`` matrix (no pattern).
-- :func:`fused_attention` -- attention in one streamed pass that also returns head
-  statistics per query (:mod:`~headlab.kernels.statistics`; each mass one
-  :class:`KeySet` of :mod:`~headlab.kernels.keysets`) instead of the pattern:
-  a Triton kernel (:mod:`~headlab.kernels.triton_attention`, needs ``headlab[kernels]``)
-  or the same algorithm in torch tiles.
+:func:`attention`, :func:`softmax`, :func:`causal_mask`; :func:`multi_head_attention`,
+:func:`split_heads`, :func:`merge_heads`; :func:`flash_attention` (tiled, no pattern);
+:func:`fused_attention` (streamed, with per-query head statistics instead of the pattern).
 """
 
 from headlab.kernels.flash import flash_attention

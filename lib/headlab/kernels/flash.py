@@ -1,19 +1,8 @@
 """Tiled attention with an online softmax: the idea behind FlashAttention.
 
-The reference kernel holds the whole ``n_q x n_k`` score matrix, memory ~ n^2.
-Here the queries are cut into blocks of ``block_size`` rows and, for each, the
-keys and values into blocks of ``block_size``; only one ``block_size x
-block_size`` tile of scores exists at a time. The softmax is computed *online*:
-for each query row we keep
-
-- ``m``: the largest score seen so far,
-- ``l``: ``sum_j exp(s_j - m)`` over the keys seen so far,
-- ``acc``: ``sum_j exp(s_j - m) v_j`` over the keys seen so far.
-
-When a new tile raises the maximum from ``m`` to ``m'``, the old sums were
-measured against ``m``; multiplying them by ``exp(m - m')`` re-expresses them
-against ``m'`` exactly. After the last tile, ``out = acc / l`` equals
-``softmax(s) @ v``. Memory is ~ n (the output) plus one tile.
+Only one ``block_size x block_size`` tile of scores exists at a time. Per query row keep the
+largest score ``m``, ``l = sum_j exp(s_j - m)`` and ``acc = sum_j exp(s_j - m) v_j``; a tile
+that raises the maximum to ``m'`` rescales them by ``exp(m - m')``. ``out = acc / l``.
 """
 
 from __future__ import annotations

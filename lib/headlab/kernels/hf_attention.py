@@ -1,25 +1,17 @@
 """The fused kernel as an attention implementation of Hugging Face transformers 5.
 
-Transformers 5 looks each layer's attention function up by name in its
-``AttentionInterface`` (``config._attn_implementation``: ``"eager"``, ``"sdpa"``, ...), and
-the matching mask builder in ``AttentionMaskInterface``. :func:`register` adds
-:data:`ATTENTION_NAME` to both, so any supported model (GPT-2, BERT/MiniLM, GPT-NeoX,
-Llama with grouped-query attention) runs :func:`~headlab.kernels.streaming.fused_attention`
-without a patch::
+:func:`register` adds :data:`ATTENTION_NAME` to ``AttentionInterface`` and
+``AttentionMaskInterface``, so any supported model runs
+:func:`~headlab.kernels.streaming.fused_attention` without a patch::
 
     from headlab.kernels.hf_attention import ATTENTION_NAME, register
     register()
     model.set_attn_implementation(ATTENTION_NAME)
 
-The mask builder hands the attention function the ``(batch, n)`` key-padding mask
-itself, not a ``(batch, 1, n, n)`` matrix: building the full mask would bring back the
-n^2 memory the kernel avoids. Causality comes from the attention module
-(``is_causal``). Masks the kernel cannot express (sliding windows, packed sequences,
-custom ``and``/``or`` masks, a key/value cache) are refused with an error.
-
-While :func:`session` is open, each call is handed to the session object instead, which
-may also ask for head statistics (that is how :mod:`headlab.analysis.streaming` records
-them, layer by layer).
+The mask builder passes the ``(batch, n)`` key-padding mask, not an ``n x n`` matrix;
+causality comes from the module's ``is_causal``. Sliding windows, packed sequences, custom
+masks and a key/value cache are refused. While :func:`session` is open, each call goes to
+the session object (how :mod:`headlab.analysis.streaming` records statistics).
 """
 
 from __future__ import annotations
@@ -56,11 +48,6 @@ def session(handler: Session) -> Iterator[Session]:
         yield handler
     finally:
         _SESSION.reset(token)
-
-
-def active_session() -> Session | None:
-    """The handler of the innermost open :func:`session`, or None."""
-    return _SESSION.get()
 
 
 def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

@@ -1,11 +1,9 @@
 """The streamed statistics, one entry each: which keys a query's *mass* sums its weights over.
 
-Every statistic but ``entropy`` and ``max_weight`` is a mass: for query ``i``, the sum of its
-weights ``p[i, j]`` over the allowed keys ``j`` of a :class:`KeySet`. A key set is a conjunction
-of a few conditions on ``(i, j)`` that every backend evaluates the same way -- the materialized
-reference and the tiled torch loop through ``key_set_mask``, the Triton kernel from the
-integer table of ``spec_table`` -- so a new statistic is one :func:`register_statistic`
-call, and no kernel is edited:
+Every statistic but ``entropy`` and ``max_weight`` is a mass: query ``i``'s weights summed
+over the allowed keys ``j`` of a :class:`KeySet`, a conjunction of conditions on ``(i, j)``
+that every backend evaluates (``key_set_mask``, or the Triton kernel's ``spec_table``). A
+new statistic is one :func:`register_statistic` call:
 
 * ``lo <= j - i <= hi`` (either bound may be None: unbounded);
 * ``|j - i| <= window`` when ``within_window`` (the window of the :class:`StatInputs`);

@@ -1,13 +1,7 @@
 """Attention in pure Python: lists and loops, for reading, not for speed.
 
-This is the ``backend="loops"`` of :func:`headlab.kernels.attention`. Every
-number is computed by a visible loop, so a reader can follow one query from its
-dot products to its output row. Inputs are nested lists (or numpy arrays, which
-are converted with ``tolist()`` and converted back at the end); all arithmetic
-is Python ``float`` (float64).
-
-It refuses inputs above :data:`LOOPS_MAX_WORK` multiply-adds, where pure Python
-takes seconds: use ``backend="numpy"`` there.
+The ``backend="loops"`` of :func:`headlab.kernels.attention`: nested lists (numpy arrays are
+converted), Python floats, at most :data:`LOOPS_MAX_WORK` multiply-adds.
 """
 
 from __future__ import annotations
@@ -36,9 +30,7 @@ Matrix = list[list[float]]
 def softmax_row(scores: list[float]) -> list[float]:
     """Stable softmax of one row: ``exp(s_j - max s) / sum_j exp(s_j - max s)``.
 
-    Subtracting the row maximum changes nothing mathematically (it cancels in
-    the ratio) but keeps every exponent <= 0, so ``exp`` never overflows.
-    Entries equal to ``-inf`` get weight exactly 0; the row needs one finite entry.
+    ``-inf`` gets weight exactly 0; the row needs one finite entry.
     """
     top = max(scores)
     exps = [math.exp(s - top) for s in scores]
@@ -71,12 +63,8 @@ def attention_2d(
     """One attention head on 2-D lists: q ``(n_q, d)``, k ``(n_k, d)``,
     v ``(n_k, d_v)``.
 
-    (``d`` and ``d_v`` are passed: an empty list has no row to measure.)
-    ``allowed[i][j]`` says whether query i may attend to key j. For each
-    query: score every allowed key, ``s_j = (q_i . k_j) / sqrt(d)``; turn
-    the scores into weights with a stable softmax; the output row is
-    ``sum_j w_j v_j``. Returns ``(out, pattern)``, with
-    ``pattern[i][j] = w_j`` for query i.
+    ``allowed[i][j]``: query i may attend to key j; ``s_j = (q_i . k_j) / sqrt(d)``, softmax,
+    output row ``sum_j w_j v_j``. Returns ``(out, pattern)``.
     """
     n_k = len(k)
     scale = d ** -0.5

@@ -1,8 +1,7 @@
 """Multi-head attention as four visible steps: project, split, attend, merge and project.
 
-Weights follow PyTorch's ``nn.Linear`` convention, ``y = x @ w.T + b``, so the
-weights of ``nn.MultiheadAttention`` copy over directly: its ``in_proj_weight``
-is the stack ``[w_q; w_k; w_v]`` and ``out_proj`` is ``(w_o, b_o)``.
+Weights follow ``nn.Linear``, ``y = x @ w.T + b``: ``nn.MultiheadAttention``'s
+``in_proj_weight`` is ``[w_q; w_k; w_v]`` and ``out_proj`` is ``(w_o, b_o)``.
 """
 
 from __future__ import annotations
@@ -40,9 +39,8 @@ def _check_n_heads(d_model: int, n_heads: Any) -> int:
 def split_heads(x: Array, n_heads: int) -> Array:
     """``(batch, seq, d_model) -> (batch, n_heads, seq, d_head)``, ``d_head = d_model / n_heads``.
 
-    Head h gets the columns ``h * d_head`` to ``(h + 1) * d_head - 1`` of every
-    position: ``split_heads(x, H)[b, h, s] == x[b, s, h * d_head:(h + 1) * d_head]``.
-    Works on torch tensors, numpy arrays and nested lists; :func:`merge_heads` inverts it.
+    ``split_heads(x, H)[b, h, s] == x[b, s, h * d_head:(h + 1) * d_head]``; tensors, arrays
+    or nested lists. :func:`merge_heads` inverts it.
     """
     family = common_family(x=x)
     shape = shape_of(x, family, "x")
@@ -56,11 +54,7 @@ def split_heads(x: Array, n_heads: int) -> Array:
 
 
 def merge_heads(x: Array) -> Array:
-    """``(batch, n_heads, seq, d_head) -> (batch, seq, n_heads * d_head)``: concatenate the heads.
-
-    The inverse of :func:`split_heads`: position s of the result is
-    ``[x[b, 0, s], x[b, 1, s], ..., x[b, H-1, s]]`` laid end to end.
-    """
+    """``(batch, n_heads, seq, d_head) -> (batch, seq, n_heads * d_head)``: the inverse of :func:`split_heads`."""
     family = common_family(x=x)
     shape = shape_of(x, family, "x")
     if len(shape) != 4:
@@ -101,17 +95,11 @@ def multi_head_attention(
 ) -> tuple[Array, Array | None]:
     """Multi-head self-attention; returns ``(out, patterns)``.
 
-    ``x`` is ``(batch, seq, d_model)``; every weight is ``(d_model, d_model)`` and
-    every bias ``(d_model,)``, used as ``x @ w.T + b``. Each of the ``n_heads``
-    heads attends in its own ``d_head = d_model / n_heads`` columns of the
-    projected queries, keys and values; the head outputs ``z`` are concatenated
-    and projected by ``w_o``. ``patterns`` is ``(batch, n_heads, seq, seq)``
-    (``None`` for ``backend="sdpa"``), ``out`` is ``(batch, seq, d_model)``.
-
-    ``mask`` (True = may attend) broadcasts to ``(batch, n_heads, seq, seq)``;
-    ``causal``, ``backend``, ``empty_rows`` and ``need_pattern`` are as in
-    :func:`headlab.kernels.attention`. The ``"loops"`` backend runs everything,
-    projections included, in pure Python.
+    ``x`` ``(batch, seq, d_model)``; weights ``(d_model, d_model)``, biases ``(d_model,)``.
+    Each head attends in its own ``d_head`` columns; the outputs ``z`` are concatenated and
+    projected by ``w_o``. ``patterns``: ``(batch, n_heads, seq, seq)`` (``None`` for
+    ``"sdpa"``). ``mask`` broadcasts to ``(batch, n_heads, seq, seq)``; the other options are
+    as in :func:`headlab.kernels.attention`.
     """
     named = {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o,
              "b_q": b_q, "b_k": b_k, "b_v": b_v, "b_o": b_o}

@@ -7,11 +7,8 @@ For queries ``q (..., n_q, d)``, keys ``k (..., n_k, d)`` and values
     pattern = softmax(scores over the allowed keys)  # each row sums to 1
     out     = pattern @ v                            # (..., n_q, d_v)
 
-Backends: ``"loops"`` (pure Python, teaching), ``"numpy"``, ``"torch"`` (CPU or
-CUDA, autograd) all return the pattern; ``"sdpa"`` calls
-:func:`torch.nn.functional.scaled_dot_product_attention`, the fast path, which
-computes no pattern and returns ``None`` in its place. Anything that reads
-patterns must use a reference backend.
+``"loops"``, ``"numpy"`` and ``"torch"`` return the pattern; ``"sdpa"``
+(:func:`torch.nn.functional.scaled_dot_product_attention`) returns ``None`` in its place.
 """
 
 from __future__ import annotations
@@ -50,13 +47,9 @@ Array = Any  # np.ndarray | torch.Tensor | nested lists
 def softmax(x: Array, axis: int = -1) -> Array:
     """Numerically stable softmax along ``axis``: ``exp(x - max x) / sum exp(x - max x)``.
 
-    Subtracting the maximum of each slice cancels in the ratio but keeps every
-    exponent <= 0, so logits of 1e4 give exact weights instead of ``inf / inf = NaN``.
-    Works on numpy arrays (computed in the input's float dtype, at least
-    float32; integers give float64), torch tensors (``torch.softmax``, whose
-    kernels subtract the maximum the same way) and nested lists (``axis=-1`` only).
-    Entries equal to ``-inf`` get weight 0. NaN, ``+inf``, or a slice whose
-    entries are all ``-inf`` (no weight is defined) raise ``ValueError``.
+    Numpy arrays (in their float dtype, at least float32), torch tensors and nested lists
+    (``axis=-1`` only). ``-inf`` gets weight 0; NaN, ``+inf`` or an all ``-inf`` slice
+    raise ``ValueError``.
     """
     family = common_family(x=x)
     if family == "lists":
@@ -105,15 +98,9 @@ def _softmax_last_axis_(x: np.ndarray) -> np.ndarray:
 def causal_mask(n_q: int, n_k: int, *, align: str = "top_left") -> np.ndarray:
     """Boolean ``(n_q, n_k)`` mask, True where query i may attend to key j.
 
-    ``align="top_left"`` (what ``causal=True`` uses, and exactly what
-    ``scaled_dot_product_attention(..., is_causal=True)`` does): ``j <= i``, the
-    queries and keys both start at position 0. With ``n_q > n_k`` the last queries
-    see every key.
-
-    ``align="bottom_right"`` (decoding with a cache, where the queries are the
-    *last* n_q positions of the keys; ``torch.nn.attention.bias.causal_lower_right``):
-    ``j <= i + (n_k - n_q)``. With ``n_q > n_k`` the first ``n_q - n_k`` rows are
-    empty. Pass it as ``mask=`` to attention.
+    ``align="top_left"`` (``causal=True``, SDPA's ``is_causal``): ``j <= i``.
+    ``align="bottom_right"`` (decoding with a cache, the queries being the last ``n_q``
+    keys): ``j <= i + (n_k - n_q)``; pass it as ``mask=``.
     """
     check_choice(align, "align", ("top_left", "bottom_right"))
     for name, n in (("n_q", n_q), ("n_k", n_k)):
@@ -144,36 +131,21 @@ def attention(
     Args:
         q, k, v: queries ``(..., n_q, d)``, keys ``(..., n_k, d)``, values
             ``(..., n_k, d_v)``. Leading (batch) dims broadcast like NumPy.
-        mask: boolean, broadcastable to ``(..., n_q, n_k)``; True = query i may
-            attend to key j. (``nn.MultiheadAttention``'s bool ``attn_mask`` is
-            the opposite: pass ``~attn_mask``.)
-        causal: also require key j <= query i, aligned at the top left like SDPA's
-            ``is_causal`` (see :func:`causal_mask`; combined with ``mask`` by AND).
-        backend: ``"loops"`` (nested lists or numpy arrays; pure Python, refuses
-            more than ``LOOPS_MAX_WORK`` = 2e6 multiply-adds), ``"numpy"`` (numpy
-            arrays, computed in their float dtype, at least float32: float32 stays
-            float32, float64 stays float64, integers give float64), ``"torch"``
-            (tensors on any device, same dtype; float16/bfloat16 are computed in
-            float32 and returned in their dtype; differentiable), ``"sdpa"``
-            (tensors; calls ``F.scaled_dot_product_attention``, returns
-            ``pattern=None``). The result has the family of the inputs.
-        empty_rows: what to do with a query row that may attend to no key (its
-            softmax is undefined): ``"raise"`` a ``ValueError`` naming the first
-            such row, or ``"zero"``: a zero output row and a zero pattern row
-            (what SDPA itself returns for such rows in recent torch, e.g. 2.13;
-            older versions gave NaN), never NaN.
-        need_pattern: say True when the caller reads the pattern: the ``"sdpa"``
-            backend then raises instead of returning ``None``.
+        mask: boolean, broadcastable to ``(..., n_q, n_k)``; True = query i may attend to
+            key j (the opposite of ``nn.MultiheadAttention``'s ``attn_mask``).
+        causal: also require ``j <= i`` (:func:`causal_mask`, top left; AND with ``mask``).
+        backend: ``"loops"`` (pure Python, at most ``LOOPS_MAX_WORK`` = 2e6 multiply-adds),
+            ``"numpy"`` (in the float dtype, at least float32), ``"torch"`` (any device;
+            float16/bfloat16 computed in float32; differentiable), ``"sdpa"``
+            (``pattern=None``). The result has the family of the inputs.
+        empty_rows: a query row with no allowed key: ``"raise"`` a ``ValueError`` naming
+            it, or ``"zero"`` (zero output and pattern rows, never NaN). ``n_k == 0`` makes
+            every row empty.
+        need_pattern: True makes the ``"sdpa"`` backend raise instead of returning ``None``.
 
     Returns:
-        ``out (..., n_q, d_v)`` and ``pattern (..., n_q, n_k)``, where
-        ``pattern[..., i, j]`` is the weight of key j in query i's output (each
-        non-empty row sums to 1; masked keys weigh exactly 0).
-
-    Empty sequences: ``n_q == 0`` gives empty results. ``n_k == 0`` leaves every
-    query row without a key, so it follows ``empty_rows``. Mismatched shapes,
-    non-boolean masks and non-finite values in q, k or v raise ``ValueError``
-    or ``TypeError`` naming the problem.
+        ``out (..., n_q, d_v)`` and ``pattern (..., n_q, n_k)`` (non-empty rows sum to 1;
+        masked keys weigh exactly 0).
     """
     family = common_family(q=q, k=k, v=v, mask=mask)
     check_backend(backend, family)
@@ -237,10 +209,8 @@ def attention(
 
 
 def overflow_safe(kernel, qkv: tuple, allowed, has_key):
-    """``kernel(q, k, v, allowed, has_key)``, computed in float64 (and cast back) when the scores
-    ``q . k / sqrt(d)`` of finite inputs may pass the dtype's range (``q * 1e30`` in float32:
-    ``headlab.kernels._checks.scores_may_overflow``) or gave a non-finite output anyway;
-    a ``ValueError`` when even float64 overflows or the result does not fit the inputs' dtype."""
+    """``kernel(q, k, v, allowed, has_key)``, in float64 (cast back) when the scores may overflow
+    the dtype; a ``ValueError`` when even float64 overflows or the result does not fit."""
     q, k, v = qkv
     if not scores_may_overflow(q, k):
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow here is handled below

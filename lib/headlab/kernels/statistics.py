@@ -1,16 +1,9 @@
 """Head statistics per query, defined once: what the fused kernels stream and what a pattern shows.
 
-For every (input, head, query ``i``) the streaming kernels return the columns of
-``STATISTICS`` (and the key position ``ARGMAX``) without ever holding the
-``n x n`` pattern. This module says what each column means, builds the small
-per-position side inputs the kernels read (``statistic_inputs``, O(n) memory),
-and computes the same columns from a materialized pattern
-(``pattern_statistics``), the reference every kernel is tested against.
-
-Let ``p[i, j]`` be query ``i``'s weight on key ``j``. The keys **allowed** to query
-``i`` are the real keys (``key_real[j]``), and for a causal model only ``j <= i``.
-Every statistic is read over allowed keys only; a key that is not allowed has
-weight exactly 0, so it never counts in any mass.
+The streaming kernels return these columns per (input, head, query ``i``) without holding
+the ``n x n`` pattern; ``pattern_statistics`` computes them from a pattern (the reference).
+``p[i, j]`` is query ``i``'s weight on key ``j``; the keys **allowed** to ``i`` are the real
+keys, and for a causal model only ``j <= i``. Keys not allowed weigh exactly 0.
 
 ========================  ==================================================================
 ``entropy``               ``-sum_j p[i, j] log p[i, j]`` over allowed keys, in nats (0 log 0 = 0)
@@ -30,16 +23,9 @@ weight exactly 0, so it never counts in any mass.
 ``argmax`` (int)          the first allowed key with the largest weight (score); -1 if none
 ========================  ==================================================================
 
-Each mass is one :class:`~headlab.kernels.keysets.KeySet` entry of :mod:`headlab.kernels.keysets`;
-:func:`~headlab.kernels.keysets.register_statistic` adds one, which every backend then streams
-(:data:`STATISTICS` names the built-in columns; :func:`~headlab.kernels.keysets.statistic_names`
-every column, registered ones included).
-
-**Padding.** Padding *keys* are never allowed (weight 0). Padding *queries* get their
-statistics computed like any other row (models let them attend to the real keys),
-but they mean nothing and the scores in ``headlab.analysis.streaming`` never count
-them. A row with no allowed key at all (a fully padded input) gets 0 in every column
-and ``argmax = -1``, as ``attention(..., empty_rows="zero")`` gives it a zero row.
+Each mass is one :class:`~headlab.kernels.keysets.KeySet`; :func:`~headlab.kernels.keysets.register_statistic`
+adds one, which every backend then streams. Padding queries get statistics like any row, but no
+score counts them. A row with no allowed key gets 0 in every column and ``argmax = -1``.
 """
 
 from __future__ import annotations
@@ -69,10 +55,8 @@ class StatInputs:
 
     Attributes:
         key_real: ``(batch, n)`` bool, True for real (non-padding) positions.
-        causal: True when query ``i`` may only see keys ``j <= i``.
         window: the half-width of ``local``.
-        tokens: ``(batch, n)`` int64 token ids, padding replaced by distinct negative ids
-            (so that padding never matches a token).
+        tokens: ``(batch, n)`` int64 token ids, padding replaced by distinct negative ids.
         first: ``(batch,)`` int64, the first real position of each input.
         key_flags: ``(batch, n)`` int64 bit field: ``SEPARATOR_BIT``, ``PUNCTUATION_BIT``.
         rare_class: ``(batch, n)`` int64, the rank of each key's frequency among the distinct
@@ -120,13 +104,10 @@ def statistic_inputs(attention_mask: torch.Tensor, *, causal: bool, tokens: torc
 
     Args:
         attention_mask: ``(batch, n)``, 1 (or True) for real positions, 0 for padding.
-        causal: whether the model is causal.
-        tokens: ``(batch, n)`` token ids; None: every position its own token (no
-            duplicates, no induction targets).
+        tokens: ``(batch, n)`` token ids; None: every position its own token.
         separator, punctuation: ``(batch, n)`` bool key flags; None: no such key.
-        frequency: ``(batch, n)`` the expected frequency of each position's token, ``inf``
-            for tokens never counted as rare; None: no key is ever rare.
-        window: ``local``'s half-width (``|i - j| <= window``).
+        frequency: ``(batch, n)`` expected frequency of each position's token, ``inf`` for
+            tokens never rare; None: no key is ever rare.
     """
     if not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() != 2:
         raise ValueError(f"attention_mask must be a (batch, n) tensor, got "
@@ -164,11 +145,7 @@ def statistic_inputs(attention_mask: torch.Tensor, *, causal: bool, tokens: torc
 
 
 def earlier_occurrence(tokens: torch.Tensor) -> torch.Tensor:
-    """``(batch, n)``: the most recent ``j < i`` with ``tokens[j] == tokens[i]``, else -1; O(n log n).
-
-    A stable sort groups equal tokens with their positions in increasing order, so each
-    position's predecessor within its group is its most recent earlier occurrence.
-    """
+    """``(batch, n)``: the most recent ``j < i`` with ``tokens[j] == tokens[i]``, else -1; O(n log n)."""
     order = torch.sort(tokens, dim=-1, stable=True).indices  # (batch, n): positions grouped by token
     grouped = tokens.gather(-1, order)
     same = grouped[:, 1:] == grouped[:, :-1]
@@ -179,11 +156,7 @@ def earlier_occurrence(tokens: torch.Tensor) -> torch.Tensor:
 
 def previous_occurrence_sorted(tokens: torch.Tensor) -> torch.Tensor:
     """The same as :func:`headlab.analysis.detect.previous_occurrence` (the most recent
-    ``j < i - 1`` with the same token, else -1), in O(n log n) instead of O(n^2).
-
-    If the most recent earlier occurrence is ``i - 1`` (an immediate repeat), the answer
-    is that position's own most recent earlier occurrence.
-    """
+    ``j < i - 1`` with the same token, else -1), in O(n log n) instead of O(n^2)."""
     pred = earlier_occurrence(tokens)
     before_pred = pred.gather(-1, pred.clamp(min=0))
     before_pred = torch.where(pred >= 0, before_pred, -1)
@@ -211,8 +184,7 @@ def _rare_classes(freq: torch.Tensor | None, real: torch.Tensor, causal: bool) -
 def in_view(values: torch.Tensor, causal: bool, *, largest: bool, fill: int) -> torch.Tensor:
     """``(batch, n)``: for each query ``i``, the min (or max) of ``values[j]`` over ``j != i`` it may see.
 
-    ``j < i`` for a causal model, every ``j != i`` for an encoder: exclusive prefix (and
-    suffix) scans, O(n). ``fill`` stands for "no such key" and must lose every comparison.
+    ``fill`` stands for "no such key" and must lose every comparison. O(n).
     """
     scan = (lambda x: x.cummax(dim=1).values) if largest else (lambda x: x.cummin(dim=1).values)
     pad = torch.full_like(values[:, :1], fill)
@@ -254,10 +226,8 @@ def pattern_statistics(pattern: torch.Tensor, inputs: StatInputs) -> tuple[torch
     """Every statistic (:func:`~headlab.kernels.keysets.statistic_names`, registered ones included)
     and the argmax, from a materialized pattern.
 
-    ``pattern`` ``(batch, head, q_pos, k_pos)`` (rows over allowed keys summing to 1, or
-    all-zero rows). Returns ``(stats (batch, head, q_pos, n_statistics), argmax (batch,
-    head, q_pos))``, in float32 (float64 for float64 patterns). Memory O(n^2): this is
-    the definition the streaming kernels are tested against, not a way to save memory.
+    Returns ``(stats (batch, head, q_pos, n_statistics), argmax (batch, head, q_pos))``, in
+    float32 (float64 for float64 patterns). O(n^2) memory: the kernels' reference.
     """
     batch, heads, n, _ = pattern.shape
     if tuple(pattern.shape[-1:]) != (n,) or inputs.shape != (batch, n):

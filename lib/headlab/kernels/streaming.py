@@ -1,29 +1,15 @@
 """Attention with head statistics streamed in the same pass: O(n) memory instead of O(n^2).
 
-:func:`fused_attention` returns ``(out, statistics)``, the way :func:`~headlab.kernels.attention`
-returns ``(out, pattern)``: ``out`` equals ``attention(q, k, v, ...)[0]``, and instead of
-the ``n x n`` pattern, ``statistics`` holds a handful of numbers per query
-(:mod:`headlab.kernels.statistics` defines each one). Two backends share one algorithm:
+:func:`fused_attention` returns ``(out, statistics)``: ``out`` equals ``attention(q, k, v,
+...)[0]``, and ``statistics`` (:mod:`headlab.kernels.statistics`) replaces the pattern.
+Backends: ``"triton"`` (:mod:`headlab.kernels.triton_attention`, one fused GPU kernel;
+Triton's interpreter on CPU) and ``"tiled"`` (the same loop in torch ops, any device).
 
-* ``"triton"`` -- :mod:`headlab.kernels.triton_attention`, one fused GPU kernel (on CPU
-  tensors it runs in Triton's interpreter: exact, slow, for tests and teaching);
-* ``"tiled"`` -- the same loop written in torch ops (this module), for any device and
-  no extra package: the tiles of :func:`~headlab.kernels.flash_attention` plus the
-  statistics.
-
-The algorithm is chapter 2's online softmax. For each query row keep the running maximum
-score ``m``, ``l = sum_j exp(s_j - m)`` and ``acc = sum_j exp(s_j - m) v_j``; a new tile
-that raises the maximum to ``m'`` rescales all three by ``alpha = exp(m - m')``. Every
-statistic that is a *mass* -- a sum of weights over some set of keys (the previous
-token, the first token, earlier copies of the query's token, ...) -- is such a sum too,
-``sum_{j in S} exp(s_j - m)``, so it rescales by the same ``alpha`` and ends divided by
-``l``. The two others:
-
-* the largest weight is ``exp(m - m) / l = 1 / l`` at the end: nothing to accumulate;
-  its position is the key where ``m`` was last raised;
-* the entropy ``H = -sum_j p_j log p_j = log l - t / l`` with
-  ``t = sum_j exp(s_j - m) (s_j - m)``, which a new maximum turns into
-  ``alpha * (t + (m - m') l)``.
+The online softmax keeps per row the running maximum ``m``, ``l = sum_j exp(s_j - m)`` and
+``acc = sum_j exp(s_j - m) v_j``; a new maximum ``m'`` rescales them by ``alpha = exp(m - m')``.
+A mass ``sum_{j in S} exp(s_j - m)`` rescales the same way and ends divided by ``l``. The
+largest weight is ``1 / l`` at the end. The entropy is ``log l - t / l`` with ``t = sum_j
+exp(s_j - m) (s_j - m)``, which a new maximum turns into ``alpha * (t + (m - m') l)``.
 """
 
 from __future__ import annotations
@@ -60,19 +46,15 @@ def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
             ``h // (head // kv_head)``.
         causal: key ``j`` only for query ``i >= j`` (top-left aligned, like SDPA's ``is_causal``).
         key_mask: ``(batch, n_k)`` bool, True for real keys (a key-padding mask); None: all real.
-        statistics: the side inputs of :func:`~headlab.kernels.statistics.statistic_inputs`
-            (self-attention only: ``n_q == n_k``); None: no statistics, ``out`` only. Its
-            ``causal`` must equal ``causal``; its ``key_real`` is the key mask when
-            ``key_mask`` is None.
-        scale: the score scale; default ``d ** -0.5``.
-        backend: ``"triton"`` (needs the ``triton`` package), ``"tiled"`` (torch ops) or
-            ``"auto"``: Triton for CUDA tensors, tiled otherwise.
+        statistics: from :func:`~headlab.kernels.statistics.statistic_inputs` (``n_q == n_k``,
+            same ``causal``; its ``key_real`` is the key mask when ``key_mask`` is None);
+            None: ``out`` only.
+        backend: ``"triton"``, ``"tiled"`` or ``"auto"`` (Triton for CUDA tensors).
         block_size: rows and columns per tile (default: 64 for Triton, 128 tiled).
 
     Returns:
-        ``out`` ``(batch, head, n_q, d)`` in q's dtype (computed in float32 for float16 and
-        bfloat16), and a :class:`HeadStatistics` (or None). A query row with no allowed
-        key gets a zero output row (``attention(..., empty_rows="zero")``).
+        ``out`` ``(batch, head, n_q, d)`` in q's dtype (float32 inside for half types), and a
+        :class:`HeadStatistics` or None. A row with no allowed key gets a zero output row.
     """
     causal, key_mask = _check_inputs(q, k, v, causal, key_mask, statistics)
     if backend not in BACKENDS:
@@ -170,9 +152,8 @@ def tiled_attention(q, k, v, *, causal: bool, key_mask: torch.Tensor | None, sta
                     scale: float, block_size: int = 128) -> tuple[torch.Tensor, HeadStatistics | None]:
     """The streamed algorithm in torch ops; arguments as :func:`fused_attention` (checked there).
 
-    Batch and heads are processed together; the loops run over query tiles and, inside,
-    key tiles, exactly as the Triton kernel's programs and its inner loop do. Memory:
-    the output, the statistics and one ``(batch, head, block, block)`` tile.
+    Loops over query tiles and key tiles as the Triton kernel does; holds one
+    ``(batch, head, block, block)`` tile.
     """
     batch, heads, n_q, d = q.shape
     kv_heads, n_k = k.shape[1], k.shape[2]
@@ -214,12 +195,7 @@ def tiled_attention(q, k, v, *, causal: bool, key_mask: torch.Tensor | None, sta
 
 
 def _mass_sets(inputs: StatInputs, masses: tuple[str, ...], rows: torch.Tensor, cols: torch.Tensor) -> list:
-    """For one tile, the keys each mass statistic sums over, in ``masses`` order.
-
-    Each is a bool mask broadcastable to ``(batch, 1, 1, bq, bk)``: rows are queries
-    ``rows``, columns keys ``cols`` (:func:`~headlab.kernels.keysets.key_set_mask`, the same
-    conditions the Triton kernel reads from its table).
-    """
+    """For one tile, the keys each mass sums over: bool masks broadcastable to ``(batch, 1, 1, bq, bk)``."""
     return [key_set_mask(key_set(name), inputs, rows, cols)[:, None, None] for name in masses]
 
 

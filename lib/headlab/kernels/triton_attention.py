@@ -1,41 +1,14 @@
 """Fused attention in Triton that measures every head as it runs.
 
-This is chapter 2's tiled loop (:func:`headlab.kernels.flash_attention`) made into one GPU
-kernel. The book's torch version has two Python loops, over query tiles and over key
-tiles; here the *outer* loop disappears: the GPU launches one **program** per (query
-tile, batch element x head), all at once, and each program runs the *inner* loop over
-key tiles itself. Nothing of size ``n x n`` is ever written to memory: the scores of one
-``BLOCK_M x BLOCK_N`` tile live in the program's registers, are folded into the running
-sums, and are gone. That is what "fused" means -- scores, mask, softmax, the weighted
-sum of values and the head statistics are one kernel, not five passes through memory.
+The tiled loop of :func:`headlab.kernels.flash_attention` as one GPU kernel: one program per
+(query tile, batch element x head) runs the loop over key tiles; no ``n x n`` tensor is
+written. The online softmax and every statistic are updated per tile as
+:mod:`headlab.kernels.streaming` explains. The kernel names no statistic: each mass is one
+row of ``Spec`` (:func:`~headlab.kernels.keysets.spec_table`), whose conditions on ``(i, j)``
+it evaluates. Under grouped-query attention query head ``h`` reads kv head ``h // group``.
 
-How the code maps to the tiles of chapter 2 (the names are :mod:`~headlab.kernels.flash`'s):
-
-1. **Which tile am I?** ``program_id(0)`` is the query tile ``i0 .. i0 + BLOCK_M``
-   (``rows``), ``program_id(1)`` the batch element and head. With grouped-query
-   attention, query head ``h`` reads key/value head ``h // group``.
-2. **Load the query tile** ``q_blk`` once; it stays in registers for the whole loop.
-3. **The loop over key tiles** ``j0 .. j0 + BLOCK_N`` (``cols``). A causal program stops
-   at its last row: later tiles are above the diagonal, never allowed.
-4. **One tile of scores** ``s = q_blk @ k_blk^T * scale`` (``tl.dot``: the tensor cores),
-   ``-inf`` where a key is not allowed (padding, or ``j > i`` when causal).
-5. **The online softmax**: ``row_max`` becomes ``m_new``; ``alpha = exp(row_max - m_new)``
-   rescales ``row_sum`` (``l``) and ``acc``; the tile adds ``p = exp(s - m_new)``.
-6. **The statistics** (when ``STATS``): every mass is rescaled by the same ``alpha`` and
-   adds ``sum_j p`` over its keys (the previous token, the first token, ...); the entropy
-   term ``t`` and the position of the maximum are updated beside them
-   (:mod:`headlab.kernels.streaming` explains each update). The kernel names no statistic:
-   each mass is one row of the table ``Spec`` (:func:`~headlab.kernels.keysets.spec_table`),
-   whose conditions on ``(i, j)`` it evaluates, so a registered statistic needs no change here.
-7. **Write out** ``acc / l`` and, per query, ``entropy = log l - t / l``,
-   ``max_weight = 1 / l`` and each mass divided by ``l``: O(n) numbers per head.
-
-On a CUDA tensor the kernel is compiled for the GPU. On a CPU tensor it runs in
-Triton's *interpreter* (numpy executes each block operation): the same code, the same
-numbers, slowly -- which is how the tests check it on a machine without a GPU. The
-interpreter is switched on by the environment variable ``TRITON_INTERPRET=1``, which
-must be set before anything imports ``triton`` (Triton's own library functions are
-built for one mode or the other when it is imported).
+On CPU tensors it runs in Triton's interpreter (exact, slow), switched on by
+``TRITON_INTERPRET=1`` set before anything imports ``triton``.
 """
 
 from __future__ import annotations

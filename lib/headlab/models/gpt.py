@@ -1,20 +1,14 @@
 """The book's model organisms: a minimal, readable GPT.
 
-The model is a decoder-only transformer in the style of GPT-2 / nanoGPT:
-token + learned positional embeddings, ``n_layers`` pre-LayerNorm blocks
-(attention, then an optional MLP), a final LayerNorm and an unembedding.
-Attention is computed explicitly (softmax of masked scores) so that the
-attention pattern of every head exists and can be hooked.
-
-Module names are a contract used by the head interface::
+A pre-LayerNorm decoder in the style of GPT-2 / nanoGPT, with learned positional
+embeddings, an optional MLP and explicit attention (the pattern exists). Module names are
+a contract used by the head interface::
 
     model.embed, model.pos_embed, model.blocks[l], model.ln_final, model.unembed
     block.ln1, block.attn, block.ln2, block.mlp (None when d_mlp == 0)
     block.attn.W_Q / W_K / W_V   nn.Linear(d_model, n_heads * d_head)
     block.attn.W_O               nn.Linear(n_heads * d_head, d_model); its input is z
     block.attn.hook_pattern      nn.Identity on the pattern (batch, head, q_pos, k_pos)
-
-The trained organisms are shipped as checkpoints: :mod:`headlab.models.checkpoints`.
 """
 
 from __future__ import annotations
@@ -37,14 +31,9 @@ __all__ = ["GPTConfig", "GPT", "Attention", "Block", "MLP"]
 class GPTConfig:
     """Shape of a :class:`GPT`.
 
-    ``d_head`` defaults to ``d_model // n_heads``; ``d_mlp`` defaults to
-    ``4 * d_model`` and ``d_mlp=0`` means attention-only (no MLP at all).
-    ``layer_norm=False`` replaces every LayerNorm by the identity.
-    ``init_std`` (the std of every weight at initialisation) defaults to
-    ``0.8 / sqrt(d_model)``, TransformerLens's width-aware version of GPT-2's
-    0.02. Measured on attn-only-2l's data (d_model=64): with 0.02 attention
-    stayed uniform and no induction head formed in 3000 steps; with 0.1 the
-    induction phase change comes at step ~800.
+    ``d_head`` defaults to ``d_model // n_heads``; ``d_mlp`` to ``4 * d_model`` (0:
+    attention-only). ``layer_norm=False`` replaces every LayerNorm by the identity.
+    ``init_std`` defaults to ``0.8 / sqrt(d_model)`` (TransformerLens's width-aware 0.02).
     """
 
     d_vocab: int
@@ -251,11 +240,7 @@ class GPT(nn.Module):
         return self.embed.weight.device
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits ``(batch, pos, d_vocab)``; ``attention_mask`` is (batch, pos), 1 = real, 0 = right padding.
-
-        Attention is causal and never attends to padded keys. Logits at padded
-        positions are computed (from the real tokens before them) but mean nothing.
-        """
+        """Logits ``(batch, pos, d_vocab)``; ``attention_mask`` is (batch, pos), 1 = real, 0 = right padding."""
         key_mask = _check_inputs(input_ids, attention_mask, self.config.n_ctx, self.config.d_vocab)
         input_ids = witness(input_ids, self.witness_token)  # seen by the head interface, even when traced
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (pos,)

@@ -1,17 +1,10 @@
 """Every forward of the book's GPT reports itself, however it is called: the witness op.
 
-The head interface edits a model through hooks (:mod:`headlab.heads.dispatch`). A forward that
-does not run them -- a ``torch.jit.trace`` of the model made before an ablation block, a
-``copy.deepcopy`` of it -- would run clean inside the block and say nothing. So the book's
-:class:`~headlab.models.gpt.GPT` passes its token ids through one tiny custom op,
-``torch.ops.headlab.witness(ids, token)``, at the start of its forward. The op is part of the
-computation, so a trace records it and a compiled graph keeps it; when it runs, it calls the
-watchers registered for the model's ``token`` (the head interface checks that the forward came
-through its hooks, and raises if it did not). With no watcher it only copies the ids.
-
-A model's token is an ``int`` attribute, ``witness_token``; a deep copy keeps it (so a copy run
-inside a block of the original is caught), and :func:`claim` gives a model a token of its own
-when the head interface wraps it.
+A forward that skips the head interface's hooks (a trace or deep copy made before an
+ablation block) would run clean and say nothing. So :class:`~headlab.models.gpt.GPT` passes
+its ids through ``torch.ops.headlab.witness(ids, token)``, which a trace records; it calls
+the watchers registered for ``token`` (the model's ``witness_token``, kept by a deep copy).
+:func:`claim` gives a model a token of its own.
 """
 
 from __future__ import annotations

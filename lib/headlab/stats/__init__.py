@@ -1,30 +1,18 @@
 """Uncertainty for every number the book reports, built on :mod:`scipy.stats`.
 
-Which function for which question:
+* a mean over items: :func:`bootstrap_mean`; a paired lead: :func:`paired_difference`,
+  :func:`mcnemar`;
+* a proportion: :func:`proportion`, :func:`binomial_test`, :func:`fisher`;
+* against a simulated null: :func:`permutation_test`, :func:`empirical_pvalue`,
+  :func:`null_threshold`;
+* over training seeds: :func:`over_seeds`; an exact quantity: :func:`exact`;
+* choosing from many: :func:`split_items`, :func:`select_and_measure`, :func:`holm`,
+  :func:`benjamini_hochberg`; labels and ranks: :func:`stability`, :func:`rank_intervals`;
+* inequality: :func:`gini`, :func:`gini_interval`, :func:`gini_permutation_null`,
+  :func:`gini_references`; rankings: :func:`spearman`.
 
-* **a mean over sentences or windows** (a head's accuracy, a loss change):
-  :func:`bootstrap_mean`; per-token values with their item ids resample whole items;
-* **a lead over a baseline on the same items**: :func:`paired_difference` (interval) and,
-  for right/wrong outcomes, :func:`mcnemar` (exact test);
-* **a proportion** ("22 of 64 flipped"): :func:`proportion` (exact interval),
-  :func:`binomial_test` (against a chance rate), :func:`fisher` (two groups);
-* **a difference against a null you can simulate** (random triggers, shuffled models):
-  :func:`permutation_test`, :func:`empirical_pvalue`, :func:`null_threshold`;
-* **a number over training seeds**: :func:`over_seeds` (Student t, honest with 3 seeds);
-* **an exact quantity** (a count, a rank, an operation count: nothing sampled): :func:`exact`,
-  an interval of zero width and ``n`` the units counted;
-* **choosing a head from many**: :func:`split_items` and :func:`select_and_measure`
-  (select on one half, measure on the other), :func:`holm` and
-  :func:`benjamini_hochberg` (many tests at once);
-* **labels and ranks**: :func:`stability` (share of resamples in which a label survives;
-  below 0.9 the book prints "unstable") and :func:`rank_intervals`;
-* **how uneven the division of work is**: :func:`gini`, :func:`gini_interval`,
-  :func:`gini_permutation_null`, :func:`gini_references`;
-  how alike two rankings are: :func:`spearman` (:func:`scipy.stats.spearmanr`, with input checks).
-
-Every function takes a ``seed`` where it resamples, so its result is reproducible, and
-returns an :class:`Estimate` (value, interval, n) or a :class:`TestResult` (statistic,
-p-value, n).
+Results are an :class:`Estimate` (value, interval, n) or a :class:`TestResult` (statistic,
+p-value, n); every resampling takes a ``seed``.
 """
 
 from headlab.stats.exact import ALTERNATIVES, binomial_test, empirical_pvalue, fisher, mcnemar, permutation_test

@@ -35,18 +35,12 @@ def _booleans(values, name: str) -> np.ndarray:
 def mcnemar(a_correct, b_correct, *, alternative: str = "two-sided") -> TestResult:
     """Exact McNemar test: are two methods equally accurate on the same items?
 
-    Only the discordant items count: ``a_only`` (``a`` right, ``b`` wrong) and ``b_only``.
-    Under the null each discordant item is a fair coin, so the p-value is the exact binomial
-    test of ``a_only`` out of ``a_only + b_only`` at 0.5.
-
-    Args:
-        a_correct: per item, whether method ``a`` (e.g. the head) was right.
-        b_correct: per item, whether method ``b`` (e.g. the baseline) was right, same items.
-        alternative: ``"greater"`` tests that ``a`` is more accurate than ``b``.
+    The exact binomial test of ``a_only`` (``a`` right, ``b`` wrong) out of the discordant
+    items at 0.5. ``alternative="greater"``: ``a`` is more accurate.
 
     Returns:
-        A :class:`~headlab.stats.TestResult` whose statistic is the accuracy difference
-        ``(a_only - b_only) / n``; ``details`` holds the four counts.
+        A :class:`~headlab.stats.TestResult` whose statistic is ``(a_only - b_only) / n``;
+        ``details`` holds the four counts.
     """
     _alternative(alternative)
     a = _booleans(a_correct, "a_correct")
@@ -64,17 +58,7 @@ def mcnemar(a_correct, b_correct, *, alternative: str = "two-sided") -> TestResu
 
 
 def binomial_test(successes: int, n: int, p0: float, *, alternative: str = "two-sided") -> TestResult:
-    """Exact binomial test of a proportion against ``p0`` (e.g. a chance rate).
-
-    Args:
-        successes: number of successes.
-        n: number of trials.
-        p0: the proportion under the null, in [0, 1].
-        alternative: ``"greater"`` tests that the true proportion exceeds ``p0``.
-
-    Returns:
-        A :class:`~headlab.stats.TestResult` whose statistic is ``successes / n``.
-    """
+    """Exact binomial test of ``successes / n`` (the statistic) against ``p0`` in [0, 1]."""
     _alternative(alternative)
     k, total = check_counts(successes, n)
     if not 0 <= p0 <= 1:
@@ -88,19 +72,7 @@ def fisher(successes_a: int, n_a: int, successes_b: int, n_b: int, *,
            alternative: str = "two-sided") -> TestResult:
     """Fisher's exact test: do two groups succeed at the same rate?
 
-    Example: a trigger search flips ``successes_a`` of ``n_a`` predictions, the best random
-    trigger ``successes_b`` of ``n_b``.
-
-    Args:
-        successes_a: successes in group a.
-        n_a: size of group a.
-        successes_b: successes in group b.
-        n_b: size of group b.
-        alternative: ``"greater"`` tests that group a's rate is higher.
-
-    Returns:
-        A :class:`~headlab.stats.TestResult` whose statistic is the sample odds ratio;
-        ``details`` holds both rates.
+    The statistic is the sample odds ratio; ``details`` holds both rates.
     """
     _alternative(alternative)
     ka, na = check_counts(successes_a, n_a)
@@ -114,21 +86,9 @@ def permutation_test(x, y, *, paired: bool = False, alternative: str = "two-side
                      seed: int = 0) -> TestResult:
     """Permutation test of a difference in means, ``mean(x) - mean(y)``.
 
-    Unpaired: the group labels are shuffled. Paired (``x[i]`` and ``y[i]`` measured on the same
-    item): the two members of each pair are swapped at random, i.e. the signs of the
-    differences are flipped. When every permutation fits in ``n_resamples`` the test is exact
-    (all of them are enumerated), as in :func:`scipy.stats.permutation_test`.
-
-    Args:
-        x: the values of the first group (or the measurement, when paired).
-        y: the values of the second group (or the baseline on the same items).
-        paired: whether ``x`` and ``y`` are paired item by item.
-        alternative: ``"greater"`` tests ``mean(x) > mean(y)``.
-        n_resamples: random permutations when the exact test is too large.
-        seed: random seed for those permutations.
-
-    Returns:
-        A :class:`~headlab.stats.TestResult` whose statistic is the observed mean difference.
+    Unpaired: group labels are shuffled. Paired: each pair is swapped at random (signs
+    flipped). Exact when every permutation fits in ``n_resamples``, as in
+    :func:`scipy.stats.permutation_test`.
     """
     _alternative(alternative)
     a = np.asarray(x, dtype=float)
@@ -155,21 +115,9 @@ def permutation_test(x, y, *, paired: bool = False, alternative: str = "two-side
 def empirical_pvalue(observed: float, null, *, alternative: str = "greater") -> TestResult:
     """p-value of an observed value against a null distribution sampled by hand.
 
-    Use it when the null is itself an experiment: the flips caused by each of 54 random
-    triggers, the score of every head of a shuffled model. The p-value counts the observed
-    value as one draw of the null, ``(1 + #{null at least as extreme}) / (1 + len(null))``
-    (Phipson & Smyth, 2010), so it is never zero: with 99 null draws the smallest
-    possible p-value is 0.01.
-
-    Args:
-        observed: the value measured on the real thing.
-        null: values of the same statistic under the null (at least one).
-        alternative: ``"greater"`` (the claim predicts a larger value), ``"less"`` or
-            ``"two-sided"`` (twice the smaller tail, capped at 1).
-
-    Returns:
-        A :class:`~headlab.stats.TestResult`; ``details`` holds the null's size, mean and
-        the share of null draws at least as large as the observed value.
+    ``(1 + #{null at least as extreme}) / (1 + len(null))`` (Phipson & Smyth, 2010), never
+    zero. ``"two-sided"``: twice the smaller tail, capped at 1. ``details`` holds the null's
+    mean and the share of null draws at least as large as ``observed``.
     """
     _alternative(alternative)
     z = np.asarray(null, dtype=float).ravel()

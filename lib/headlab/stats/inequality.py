@@ -1,10 +1,8 @@
 """How unevenly the work is divided: the Gini coefficient of head importance, its bootstrap
 interval over items, and the references a Gini must be compared with.
 
-A Gini alone says little. Two references give it meaning: a **permutation null** (if every
-head were equally important, how uneven would the measured means look from item noise
-alone?) and **reference distributions** (the Gini of as many heads drawn from an
-exponential, a lognormal, ...: "long-tailed" should mean more unequal than those).
+Compare a Gini with a **permutation null** (equally important heads, item noise only) and
+with **reference distributions** (as many heads drawn from an exponential, a lognormal, ...).
 """
 
 from __future__ import annotations
@@ -34,17 +32,8 @@ REFERENCE_GINI: dict[str, float] = {
 def gini(values, axis: int = -1) -> np.ndarray | float:
     """Gini coefficient of non-negative values: 0 when all are equal, (n-1)/n when one holds all.
 
-    ``G = sum_i sum_j |x_i - x_j| / (2 n^2 mean)``, computed from the sorted values.
-
-    Args:
-        values: non-negative numbers (e.g. each head's mean ablation effect); any shape.
-        axis: the axis along which the Gini is taken.
-
-    Returns:
-        A float for one-dimensional input, otherwise an array without ``axis``.
-
-    Raises:
-        ValueError: on negative or non-finite values, or when all values are zero.
+    ``G = sum_i sum_j |x_i - x_j| / (2 n^2 mean)``, along ``axis``: a float for
+    one-dimensional input. Negative or non-finite values, or all zeros, raise ``ValueError``.
     """
     x = np.asarray(values, dtype=float)
     if x.size == 0 or x.shape[axis] == 0:
@@ -84,15 +73,9 @@ def gini_interval(effects, *, clip_negative: bool = False, level: float = 0.95, 
     ``BCA_MIN_UNITS`` items).
 
     Args:
-        effects: ``(n_heads, n_items)``, each head's ablation effect on each item (sentence).
+        effects: ``(n_heads, n_items)``, each head's ablation effect on each item.
         clip_negative: count negative effects as zero instead of refusing them.
-        level: confidence level.
-        n_resamples: bootstrap resamples of the items.
-        seed: random seed.
-        batch: resamples computed at once (bounds memory for many heads and items).
-
-    Returns:
-        An :class:`~headlab.stats.Estimate` whose ``n`` is the number of items.
+        batch: resamples computed at once (bounds memory).
     """
     e = _effects(effects, clip_negative)
     value = gini(e.mean(axis=1))
@@ -120,20 +103,9 @@ def gini_permutation_null(effects, *, clip_negative: bool = False, n_resamples: 
                           seed: int = 0) -> TestResult:
     """Is the Gini larger than item noise would give if every head mattered equally?
 
-    Under the null the heads are exchangeable: within each item, the effects are shuffled
-    across heads, then the Gini of the heads' means is recomputed. The observed Gini is
-    compared with that null distribution (:func:`~headlab.stats.empirical_pvalue`,
-    alternative "greater").
-
-    Args:
-        effects: ``(n_heads, n_items)``.
-        clip_negative: as in :func:`gini_interval`.
-        n_resamples: null draws.
-        seed: random seed.
-
-    Returns:
-        A :class:`~headlab.stats.TestResult` whose statistic is the observed Gini;
-        ``details`` holds the null's mean and its 95th percentile.
+    Within each item the effects are shuffled across heads; the observed Gini is compared
+    with those draws by :func:`~headlab.stats.empirical_pvalue` ("greater"). ``details``
+    holds the null's mean and 95th percentile.
     """
     e = _effects(effects, clip_negative)
     observed = gini(e.mean(axis=1))
@@ -150,19 +122,9 @@ def gini_permutation_null(effects, *, clip_negative: bool = False, n_resamples: 
 def gini_references(n_heads: int, *, n_draws: int = 2000, level: float = 0.95, seed: int = 0) -> dict[str, Estimate]:
     """Gini of ``n_heads`` values drawn from reference distributions.
 
-    With few heads the sample Gini is biased low and noisy, so a measured Gini is compared
-    with what the same number of draws gives, not with the population value
-    (``REFERENCE_GINI``).
-
-    Args:
-        n_heads: how many values per draw (the number of heads measured).
-        n_draws: Monte Carlo draws per distribution.
-        level: width of the band (central share of the draws).
-        seed: random seed.
-
-    Returns:
-        For each distribution name, an :class:`~headlab.stats.Estimate`: the mean sample Gini
-        and the central ``level`` band of the draws.
+    The sample Gini of few heads is biased low, so compare with this, not ``REFERENCE_GINI``.
+    Returns, per distribution, the mean sample Gini and the central ``level`` band of
+    ``n_draws`` draws.
     """
     if n_heads < 2:
         raise ValueError(f"n_heads must be at least 2; got {n_heads}")

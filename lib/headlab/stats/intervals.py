@@ -1,9 +1,7 @@
 """Confidence intervals: over items (bootstrap), over training seeds, and for a proportion.
 
-The unit of resampling is the **item** (a sentence, a window, a prompt), never the token:
-tokens of one sentence are not independent, and resampling them gives intervals that are
-too narrow. When the values are per token, pass ``items`` (which item each value belongs
-to) and the bootstrap resamples whole items.
+The unit of resampling is the **item** (a sentence, a prompt), never the token: for
+per-token values pass ``items`` and whole items are resampled.
 """
 
 from __future__ import annotations
@@ -86,24 +84,15 @@ def bootstrap_mean(values, items: Sequence | None = None, *, level: float = 0.95
 
     Args:
         values: one number per item, or one per token when ``items`` is given.
-        items: optional, the item (sentence, window) each value belongs to, any hashable ids.
-            Whole items are resampled and the statistic is the mean over all values of the
-            resampled items (a cluster bootstrap), so long items weigh as much as they do in
-            the point estimate.
-        level: confidence level (0.95 gives a 95% interval).
-        n_resamples: bootstrap resamples.
-        seed: random seed of the resampling; the same seed gives the same interval.
-        method: ``"BCa"`` (default; bias-corrected and accelerated), ``"percentile"`` or
-            ``"basic"``, as in :func:`scipy.stats.bootstrap`. BCa needs at least
-            ``BCA_MIN_UNITS`` (20) items; with fewer, the percentile interval is used. When BCa is undefined (e.g. a
-            statistic that barely varies), the percentile interval is returned and ``method``
-            of the result says so.
+        items: optional hashable item id per value; whole items are resampled (a cluster
+            bootstrap of the mean over all values).
+        method: ``"BCa"``, ``"percentile"`` or ``"basic"``, as in :func:`scipy.stats.bootstrap`.
+            Below ``BCA_MIN_UNITS`` (20) items, or where BCa is undefined, the percentile
+            interval is used and the result's ``method`` says so.
 
     Returns:
-        An :class:`~headlab.stats.Estimate` whose ``n`` is the number of items. When every value
-        is 0 (or every one 1), the interval is the exact Clopper–Pearson bound over the items;
-        when the items' means are otherwise all equal, it has zero width and says so in
-        ``method`` (the book's verdict rule refuses such an interval).
+        An :class:`~headlab.stats.Estimate` whose ``n`` is the number of items. All 0 (or all
+        1) values give the exact Clopper–Pearson bound; otherwise equal item means give zero width.
 
     Raises:
         ValueError: on fewer than two items, non-finite values, or mismatched ``items``.
@@ -145,25 +134,13 @@ def paired_difference(a, b, items: Sequence | None = None, *, level: float = 0.9
                       seed: int = 0, method: str = "BCa") -> Estimate:
     """Mean of ``a - b`` over paired measurements, with an interval that resamples items.
 
-    Use it for a lead on the same items, e.g. a head's accuracy minus a baseline's accuracy on
-    the same sentences (0/1 values), or a loss with and without an ablation. Both members of a
-    pair are always resampled together, which is what makes the interval narrower than one
-    for two independent groups when the two are correlated.
-
-    Args:
-        a: the measurement of the thing tested, one value per item (or token with ``items``).
-        b: the baseline on the same items, in the same order.
-        items: optional item ids, as in :func:`bootstrap_mean`.
-        level: confidence level.
-        n_resamples: bootstrap resamples.
-        seed: random seed of the resampling.
-        method: as in :func:`bootstrap_mean`.
+    Both members of a pair are resampled together. ``b`` is the baseline on the same items,
+    in the same order; ``items`` and ``method`` are as in :func:`bootstrap_mean`.
 
     Returns:
-        An :class:`~headlab.stats.Estimate` of the mean difference. When ``a`` and ``b`` are 0/1
-        outcomes that agree on every item, the interval is the exact bound ``±u``, with ``u`` the
-        Clopper–Pearson upper end for 0 discordant items of ``n`` (about ``3.7 / n`` at 95%), not
-        the bootstrap's zero width.
+        An :class:`~headlab.stats.Estimate` of the mean difference. 0/1 outcomes that agree on
+        every item get the exact bound ``±u``, ``u`` the Clopper–Pearson upper end for 0
+        discordant items of ``n`` (about ``3.7 / n`` at 95%).
     """
     x = _vector(a, "a")
     y = _vector(b, "b")
@@ -184,23 +161,8 @@ def paired_difference(a, b, items: Sequence | None = None, *, level: float = 0.9
 def over_seeds(values, *, level: float = 0.95) -> Estimate:
     """Mean over training seeds with a Student-t interval.
 
-    With a handful of seeds a bootstrap is meaningless (three seeds have ten distinct
-    resamples), so the interval is ``mean ± t(k-1) · s / sqrt(k)``. It is honest and wide:
-    with three seeds the multiplier is t(2) = 4.30, not 1.96. Two consequences the book
-    follows: report every seed's own value beside this interval, and judge a claim on each
-    seed's item-level interval (:mod:`deviating.verdicts` asks for the claimed direction on
-    *every* seed) rather than on this interval alone.
-
-    Args:
-        values: one number per training seed (at least two).
-        level: confidence level.
-
-    Returns:
-        An :class:`~headlab.stats.Estimate` whose ``n`` is the number of seeds.
-
-    Raises:
-        ValueError: with fewer than two seeds (one seed has no spread to report: give its
-            item-level interval and say ``seeds=1``).
+    ``mean ± t(k-1) · s / sqrt(k)`` over ``k >= 2`` seeds (a bootstrap of three seeds is
+    meaningless; t(2) = 4.30). The result's ``n`` is the number of seeds.
     """
     _check_level(level)
     x = _vector(values, "values")
@@ -214,16 +176,7 @@ def over_seeds(values, *, level: float = 0.95) -> Estimate:
 
 
 def proportion(successes: int, n: int, *, level: float = 0.95) -> Estimate:
-    """A proportion ``successes / n`` with its exact (Clopper–Pearson) interval.
-
-    Args:
-        successes: how many items succeeded (e.g. the head points at the subject).
-        n: how many items were tried.
-        level: confidence level.
-
-    Returns:
-        An :class:`~headlab.stats.Estimate`; the interval is exact, never outside [0, 1].
-    """
+    """A proportion ``successes / n`` with its exact (Clopper–Pearson) interval."""
     _check_level(level)
     k, total = check_counts(successes, n)
     ci = sps.binomtest(k, total).proportion_ci(confidence_level=level, method="exact")
@@ -234,19 +187,9 @@ def proportion(successes: int, n: int, *, level: float = 0.95) -> Estimate:
 def exact(value: float, n: int, what: str, *, level: float = 0.95) -> Estimate:
     """An exact quantity (a count, a rank, an operation count) as an :class:`~headlab.stats.Estimate`.
 
-    Nothing was sampled, so there is no sampling error: the interval is the point itself
-    (``low == high == value``), and ``n`` is the number of units the quantity was counted
-    on (e.g. every one of a model's 72 heads), not a sample size. Use it rather than inventing
-    noise for a quantity that is computed, not estimated.
-
-    Args:
-        value: the exact value (finite).
-        n: how many units it was counted on (at least 1).
-        what: what was counted, in words (kept in ``method``).
-        level: the row's confidence level, for consistency with the other estimates.
-
-    Returns:
-        An :class:`~headlab.stats.Estimate` of zero width whose ``method`` starts with ``"exact"``.
+    The interval is the point (``low == high == value``); ``n`` is how many units it was
+    counted on (at least 1), ``what`` says what was counted (kept in ``method``, which starts
+    with ``"exact"``).
     """
     _check_level(level)
     v = float(value)

@@ -15,11 +15,7 @@ class Estimate:
     """A number with its confidence interval.
 
     Attributes:
-        value: the point estimate, computed on all the data.
-        low: lower end of the interval.
-        high: upper end of the interval.
         n: how many independent units the interval rests on (items, or training seeds).
-        level: the confidence level of the interval (0.95 for a 95% interval).
         method: how the interval was made, in words (e.g. ``"BCa bootstrap over 82 items"``).
     """
 
@@ -66,10 +62,7 @@ class TestResult:
     """The outcome of a hypothesis test.
 
     Attributes:
-        statistic: the test's statistic (what it is is named in ``method``).
-        pvalue: the p-value, in [0, 1].
-        n: the number of units the test used.
-        method: the test, in words.
+        statistic: the test's statistic (named in ``method``, the test in words).
         alternative: ``"two-sided"``, ``"greater"`` or ``"less"``.
         details: the counts or values behind the statistic, by name.
     """
@@ -96,15 +89,7 @@ class TestResult:
 
 
 def check_counts(successes, n) -> tuple[int, int]:
-    """``(successes, n)`` as integers, or a clear error when they are not counts.
-
-    Args:
-        successes: a whole number between 0 and ``n``.
-        n: a whole number, at least 1.
-
-    Returns:
-        The two counts as ``int``.
-    """
+    """``(successes, n)`` as ints (``0 <= successes <= n``, ``n >= 1``), or a clear error."""
     if isinstance(successes, bool) or isinstance(n, bool):
         raise ValueError("counts must be integers, not booleans")
     if int(successes) != successes or int(n) != n:

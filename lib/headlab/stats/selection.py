@@ -48,22 +48,18 @@ def _item_key(item) -> str:
 def split_items(items: int | Sequence[str | int], *, fraction: float = 0.5, seed: int = 0) -> Split:
     """Split items into a selection half and a measurement half, deterministically.
 
-    Each item's side depends only on its id and ``seed`` (the items are ordered by
-    ``sha256(seed, id)`` and the first ``round(fraction * n)`` go to selection), so the
-    split is the same on every machine and numpy version and does not depend on the order
-    in which the items are listed: ids, not positions, decide.
+    Items are ordered by ``sha256(seed, id)`` and the first ``round(fraction * n)`` go to
+    selection: ids, not positions or machines, decide.
 
     Args:
         items: the item ids (sentences, or their indices), or a count ``n`` for ids ``0..n-1``.
         fraction: share of the items used for selection, strictly between 0 and 1.
-        seed: which split; another seed gives another split.
 
     Returns:
         A :class:`Split` of positions into ``items``, each half sorted.
 
     Raises:
-        ValueError: on duplicate ids (one item on both sides would leak), on fewer than two
-            items, or when a side would be empty.
+        ValueError: on duplicate ids, fewer than two items, or an empty side.
     """
     if isinstance(items, (int, np.integer)) and not isinstance(items, bool):
         ids: Sequence = range(int(items))
@@ -107,21 +103,12 @@ def select_and_measure(scores, split: Split, *, baseline=None, higher_is_better:
                        level: float = 0.95, n_resamples: int = 9999, seed: int = 0) -> Selection:
     """Choose the best candidate on ``split.select`` and report it on ``split.measure``.
 
-    The number to print is ``measured`` (and ``lead``), never ``in_sample``: the maximum of
-    many noisy candidates is biased upwards on the items it was chosen on.
+    Print ``measured`` (and ``lead``), never the upward-biased ``in_sample``.
 
     Args:
         scores: ``(n_candidates, n_items)``, e.g. each head's accuracy per sentence.
         split: from :func:`split_items` over the same items.
-        baseline: optional ``(n_items,)``, the baseline's score per item; ``lead`` is then the
-            paired difference on the held-out items.
-        higher_is_better: choose the largest mean (default) or the smallest.
-        level: confidence level.
-        n_resamples: bootstrap resamples.
-        seed: bootstrap seed.
-
-    Returns:
-        A :class:`Selection`.
+        baseline: optional ``(n_items,)``; ``lead`` is then the paired held-out difference.
     """
     s = np.asarray(scores, dtype=float)
     if s.ndim != 2:
@@ -155,17 +142,7 @@ def _pvalues(pvalues) -> np.ndarray:
 
 
 def holm(pvalues) -> np.ndarray:
-    """Holm's step-down adjusted p-values (family-wise error control).
-
-    Reject the hypotheses whose adjusted p-value is at most the level (e.g. 0.05). Valid for
-    any dependence between the tests; use it when one false "specialist head" would mislead.
-
-    Args:
-        pvalues: one p-value per hypothesis (e.g. per head).
-
-    Returns:
-        The adjusted p-values, in the input order.
-    """
+    """Holm's step-down adjusted p-values (family-wise error control, any dependence), in input order."""
     p = _pvalues(pvalues)
     m = p.size
     order = np.argsort(p, kind="stable")
@@ -176,16 +153,9 @@ def holm(pvalues) -> np.ndarray:
 
 
 def benjamini_hochberg(pvalues) -> np.ndarray:
-    """Benjamini–Hochberg adjusted p-values (false-discovery-rate control).
+    """Benjamini–Hochberg adjusted p-values (false-discovery-rate control), in input order.
 
-    Use it to list "the heads that do X" when a few false entries in a long list are
-    acceptable; :func:`scipy.stats.false_discovery_control` computes it.
-
-    Args:
-        pvalues: one p-value per hypothesis.
-
-    Returns:
-        The adjusted p-values, in the input order.
+    Computed by :func:`scipy.stats.false_discovery_control`.
     """
     return np.asarray(sps.false_discovery_control(_pvalues(pvalues), method="bh"), dtype=float)
 
@@ -193,17 +163,9 @@ def benjamini_hochberg(pvalues) -> np.ndarray:
 def null_threshold(null, *, level: float = 0.95) -> float:
     """The score a head must exceed to beat the null at ``level``.
 
-    The smallest null value ``t`` with at least ``level`` of the null at or below it
-    (the inverted empirical CDF): at most ``1 - level`` of the null lies above ``t``. Feed
-    it scores measured where no specialisation can exist (a model with shuffled weights,
-    random-token inputs, a permuted pattern) instead of a hand-picked cut such as "lift 0.4".
-
-    Args:
-        null: null scores (at least one, finite).
-        level: share of the null the threshold must cover.
-
-    Returns:
-        The threshold; label a head only when its score is strictly greater.
+    The smallest null value ``t`` with at least ``level`` of the null at or below it (the
+    inverted empirical CDF). The null: scores where no specialisation can exist (shuffled
+    weights, random tokens, a permuted pattern). Label a head only when its score is > ``t``.
     """
     z = np.asarray(null, dtype=float).ravel()
     if z.size == 0 or not np.isfinite(z).all():
@@ -220,7 +182,6 @@ class Stability:
     Attributes:
         value: the label on all items.
         share: share of bootstrap resamples that give the same label.
-        n_resamples: how many resamples.
         threshold: the share required to call the label stable.
     """
 
@@ -245,17 +206,9 @@ def stability(statistic: Callable[[np.ndarray], Hashable], n_items: int, *, n_re
     """Share of bootstrap resamples of the items in which ``statistic`` gives its full-data answer.
 
     Args:
-        statistic: called with an array of item positions (with repeats), returns a label,
-            e.g. ``lambda idx: label_of_head(per_item_scores[:, idx])`` or the id of the
-            top head. It is called once with ``np.arange(n_items)`` for the full-data label.
-        n_items: number of items.
-        n_resamples: bootstrap resamples.
-        threshold: share needed to call the label stable (the book prints a label only at
-            0.9 or more, otherwise "unstable").
-        seed: random seed of the resampling.
-
-    Returns:
-        A :class:`Stability`.
+        statistic: item positions (with repeats) -> a label, e.g. the id of the top head.
+            Called once with ``np.arange(n_items)`` for the full-data label.
+        threshold: share needed to call the label stable.
     """
     if n_items < 2:
         raise ValueError(f"stability needs at least two items; got {n_items}")
@@ -276,8 +229,6 @@ class Ranks:
         low: lower end of each rank's interval (the best rank plausible).
         high: upper end (the worst rank plausible).
         share_top: share of resamples in which each candidate ranks first.
-        n_resamples: how many resamples.
-        level: confidence level of the intervals.
     """
 
     rank: np.ndarray
@@ -299,13 +250,7 @@ def rank_intervals(scores, *, level: float = 0.95, n_resamples: int = 2000, seed
 
     Args:
         scores: ``(n_candidates, n_items)``, e.g. each head's ablation effect per sentence.
-        level: confidence level of the rank intervals.
-        n_resamples: bootstrap resamples of the items.
-        seed: random seed.
         chunk: resamples computed at once (bounds memory).
-
-    Returns:
-        A :class:`Ranks`; "the top head" is a fact only when its ``share_top`` is high.
     """
     s = np.asarray(scores, dtype=float)
     if s.ndim != 2 or s.shape[1] < 2:

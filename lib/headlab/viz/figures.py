@@ -1,12 +1,7 @@
 """What every figure of the book shares: a new figure, arrays from tensors, the layers x heads axes.
 
-The figures themselves live in one module per kind: :mod:`headlab.viz.patterns` (attention
-patterns), :mod:`headlab.viz.grids` (a value per head), :mod:`deviating.figures.curves` (training
-curves), :mod:`deviating.figures.scaling` (against a size), :mod:`deviating.figures.comparisons` (across
-inputs or conditions), :mod:`deviating.figures.importance` (importance and pruning),
-:mod:`headlab.viz.circuits`, :mod:`headlab.viz.atlas` and :mod:`deviating.figures.sae`. Functions take
-a matplotlib ``Axes`` (or create a figure) and return what they drew; nothing here changes global
-matplotlib settings.
+Figure functions take a matplotlib ``Axes`` (or create a figure) and return what they drew;
+none changes global matplotlib settings.
 """
 
 from __future__ import annotations
@@ -33,14 +28,8 @@ def as_array(x) -> np.ndarray:
 
 
 def new_axes(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (3.2, 3.0), **kwargs):
-    """A figure with ``nrows x ncols`` axes of about the given size each (inches), drawn for the
-    book's column: when ``ncols`` panels would be wider than :data:`COLUMN_WIDTH`, every panel is
-    scaled down (aspect kept) so that the figure fits and its text is shown at its own size.
-
-    Returns:
-        ``(figure, axes)``, ``axes`` always a 2-d array (``axes[row, col]``). Extra keyword
-        arguments go to ``matplotlib.pyplot.subplots``.
-    """
+    """A figure with ``nrows x ncols`` axes of about ``size`` inches each, scaled down (aspect
+    kept) to fit :data:`COLUMN_WIDTH`. Returns ``(figure, axes)``, ``axes`` always 2-d."""
     import matplotlib.pyplot as plt
 
     width, height = size[0] * ncols, size[1] * nrows

@@ -1,25 +1,10 @@
 """Widgets that compute wherever the reader is: in a notebook and on the static website.
 
-Three `anywidget <https://anywidget.dev>`_ widgets, whose front-ends are the
-JavaScript modules in ``headlab/viz/js/`` (``core.js`` plus one file per widget):
-
-* :func:`temperature_widget`: one attention row, ``softmax(scores / T)``, with a slider;
-* :func:`heads_widget`: models that differ only in their number of heads; pick one,
-  a layer and a sentence, see every head's pattern;
-* :func:`ablation_widget`: toggle any set of heads (zero or mean ablation), see the
-  loss per text, the top next-token predictions before and after, and a head's pattern.
-
-Where the numbers come from:
-
-* **in a notebook** (JupyterLab, Notebook 7, VS Code, Colab) the front-end sends the
-  controls to the kernel and headlab computes the view with PyTorch (the reference);
-* **on the book's website** there is no kernel: the front-end runs the models' ONNX
-  exports (:mod:`headlab.heads.onnx`) with the site's own copy of onnxruntime-web,
-  and tokenizes in JavaScript with the model's word-level vocabulary.
-
-The view the widget shows first is computed here, with PyTorch, and saved with the
-notebook, so a page shows a meaningful state before anything runs. The temperature
-widget needs no model: it computes in JavaScript everywhere.
+Three `anywidget <https://anywidget.dev>`_ widgets (:func:`temperature_widget`,
+:func:`heads_widget`, :func:`ablation_widget`), front-ends in ``headlab/viz/js/``. In a
+notebook the kernel computes each view with PyTorch; on the static site the front-end runs
+the models' ONNX exports (:mod:`headlab.heads.onnx`) with onnxruntime-web. The first view
+is computed here and saved with the notebook.
 """
 
 from __future__ import annotations
@@ -61,11 +46,8 @@ def tokenizer_spec(tokenizer, add_bos: bool = False, n_ctx: int | None = None) -
     """What the browser needs to tokenize like ``tokenizer``: a word-level vocabulary.
 
     Returns ``{"vocab": "the tokens by id, space-separated", "prefix": [ids], "suffix": [ids], "bos_id", "pad_id",
-    "add_bos", "n_ctx"}``; ``prefix``/``suffix`` are the special tokens the tokenizer's
-    template adds around every text. ``add_bos`` puts ``<bos>`` first when the ids do not
-    already start with it (as :class:`~headlab.viz.widgets.HeadCountPatterns` does).
-    Raises ``ValueError`` for a tokenizer that is not whitespace-split word-level (the
-    book's synthetic languages are; GPT-2's BPE is not).
+    "add_bos", "n_ctx"}``; ``prefix``/``suffix``: the special tokens the template adds.
+    Raises ``ValueError`` for a tokenizer that is not whitespace-split word-level.
     """
     desc = json.loads(tokenizer.backend_tokenizer.to_str())
     model_type = desc.get("model", {}).get("type")
@@ -112,11 +94,7 @@ def encode(text: str, spec: dict) -> list[int]:
 
 
 def shipped_checkpoint(hm: HeadModel) -> str | None:
-    """The name of the shipped checkpoint whose weights ``hm`` holds, or ``None``.
-
-    Only such a model has an ONNX export on the website (the build exports checkpoints,
-    not models trained in a notebook). Every tensor is compared, not just the name.
-    """
+    """The name of the shipped checkpoint whose weights (every tensor) ``hm`` holds, or ``None``."""
     from safetensors.torch import load_file
 
 
@@ -235,11 +213,10 @@ class HeadsWidget(anywidget.AnyWidget):
 
 def heads_widget(models: dict[int, HeadModel], texts: Sequence[str], n_heads: int | None = None,
                  layer: int = 0, notes: dict[int, str] | None = None) -> HeadsWidget:
-    """Choose a number of heads (``d_head = d_model / n_heads``), a layer and a sentence; see
-    every head's pattern. ``models`` maps each head count to a model that differs from the
-    others only in its heads (see :class:`~headlab.viz.widgets.HeadCountPatterns`); ``texts``
-    are offered as suggestions, and any sentence of the vocabulary can be typed (a word
-    outside it gets a message naming it). ``notes``: a line per head count."""
+    """Choose a number of heads, a layer and a sentence; see every head's pattern.
+
+    ``models``: head count -> model (:class:`~headlab.viz.widgets.HeadCountPatterns`);
+    ``texts``: suggestions; ``notes``: a line per head count."""
     core = HeadCountPatterns(models)
     texts = [t_ for t_ in texts if t_.strip()]
     if not texts:
@@ -316,11 +293,8 @@ class AblationWidget(anywidget.AnyWidget):
 
 def ablation_widget(hm: HeadModel, texts: Sequence[str], preset: Sequence = (), mode: str = "zero",
                     selected=None, top_k: int = 5) -> AblationWidget:
-    """A layers x heads grid of toggles (on = ablated), zero or mean ablation (the mean of
-    each head's output over every token of the texts), and a live read-out: the next-token
-    loss per text, clean and ablated; the top-``top_k`` next tokens after the first text,
-    for the clean and the ablated model; the pattern of the ``selected`` head on the first
-    text. ``preset``: heads ablated at the start. Causal language models only."""
+    """A layers x heads grid of toggles (on = ablated) with the loss per text, the top-``top_k``
+    next tokens and the ``selected`` head's pattern, clean and ablated. Causal LMs only."""
     if not hm.causal:
         raise ValueError(f"{hm.name} is an encoder; the live ablation widget reads next-token "
                          "predictions (use headlab.viz.widgets.ablation_widget for encoders)")

@@ -1,35 +1,9 @@
 """Detectors: scores that say how much a head's attention looks like a known behaviour.
 
-Every pattern detector takes attention patterns ``(batch, head, q_pos, k_pos)`` (rows are
-distributions over keys), plus what it needs (tokens, key masks, annotations), and returns
-one score per input and per head, ``(batch, head)``: roles are conditional, so averaging
-over inputs is the caller's choice. Padding is handled by ``attention_mask`` ``(batch,
-pos)``: padding queries are never scored and padding keys are never targets, so a padded
-batch scores exactly like its inputs run alone.
-
-An input with no query position a score is defined on (a one-token input, no repeated
-token for :func:`induction_score`) has no score: by default that is an error naming the
-inputs; ``on_empty="nan"`` returns NaN for them instead (average with ``torch.nanmean``).
-Detectors whose definition depends on which keys a query may see take ``causal=`` (True: a
-causal LM, query ``i`` sees keys ``j <= i``; False: an encoder, every real key).
-
-Modules, by meaning:
-
-* ``positional`` — :func:`previous_token_score`, :func:`next_token_score`,
-  :func:`offset_score`, :func:`local_score`;
-* ``tokens`` — :func:`first_token_score`, :func:`key_mass_score`, :func:`separator_score`,
-  :func:`punctuation_score`, :func:`duplicate_token_score`, :func:`induction_score`
-  (with :func:`previous_occurrence`), :func:`rare_token_score`;
-* ``spread`` — :func:`entropy_score` (normalised entropy);
-* ``copying`` — :func:`ov_copying_score`, :func:`dla_copying_score` (causal LMs only;
-  :class:`NotApplicable` otherwise);
-* ``relations`` / ``annotated`` — :func:`relation_accuracy` against ground truth, beside
-  :func:`offset_baseline` and the nearest-noun baseline; the English set's relation set
-  (any corpus can build its own :class:`RelationSet`); :func:`relation_scores` for a model;
-* ``labels`` — :func:`label_heads`: one label per head from pattern scores and effects;
-  ``calibration`` — the rule's threshold read off a null of decoy keys, and label stability
-  (import from :mod:`headlab.analysis.detect.calibration`);
-* ``scores`` — :func:`head_scores`: every score of every head in one pass per batch.
+Every pattern detector takes patterns ``(batch, head, q_pos, k_pos)`` and returns
+``(batch, head)``. Padding queries are never scored and padding keys are never targets.
+An input with no eligible query raises, or gives NaN with ``on_empty="nan"``. ``causal=``
+says which keys a query may see (True: ``j <= i``).
 """
 
 from headlab.analysis.detect.base import allowed_keys, uniform_pattern

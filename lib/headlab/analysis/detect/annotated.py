@@ -1,17 +1,10 @@
 """Relation sets from annotated text, and every head's relation accuracy on them.
 
-A :class:`RelationSet` is token ids with gold relations; any annotated corpus can build one
-(the book builds them from its synthetic language, ``deviating.data.language.synthetic_relation_set``).
-The one built here:
-
-* the hand-annotated English set (:mod:`headlab.english`; :func:`english_relation_set`, for a
-  real tokenizer such as MiniLM's): the query is the **first sub-token** of the verb (pronoun, subject), and
-  **every sub-token** of the target word counts as a target. The English set has no
-  part-of-speech tags, so its coreference baseline is the *nearest preceding mention*: the
-  nearest earlier word that the set annotates as a noun phrase head (a non-pronoun subject
-  of some verb, or an antecedent). Every noun between the antecedent and the pronoun is a
-  noun, so whenever the nearest noun is the antecedent so is the nearest mention: this
-  baseline is at least as accurate as the nearest-noun one (a harder bar for heads to beat).
+A :class:`RelationSet` is token ids with gold relations; any annotated corpus can build one.
+:func:`english_relation_set` builds one from the hand-annotated English set
+(:mod:`headlab.english`): the query is the verb's (pronoun's, subject's) **first sub-token**,
+**every sub-token** of the target word is a target, and the coreference baseline is the
+*nearest preceding mention* (the set has no part-of-speech tags).
 """
 
 from __future__ import annotations
@@ -38,13 +31,9 @@ class RelationSet:
 
     Attributes:
         input_ids, attention_mask: ``(batch, pos)``.
-        relations: name -> gold matrix ``(batch, pos, pos)`` bool (see ``headlab.analysis.detect.relations``).
-        baselines: name -> ``(baseline name, pointers (batch, pos))``: a fixed prediction per
-            query to compare heads with, beside the best offset.
-        source: where the annotations come from.
-        offsets: the offsets the fixed-offset baseline tries (``offset_baseline``); None for
-            its default, every non-zero offset. A set whose queries can be their own target (the
-            predicting position of ``headlab.analysis.detect.predictive``) must include 0.
+        relations: name -> gold matrix ``(batch, pos, pos)`` bool.
+        baselines: name -> ``(baseline name, pointers (batch, pos))``: a fixed prediction per query.
+        offsets: the offsets the fixed-offset baseline tries; None: every non-zero offset.
     """
 
     input_ids: torch.Tensor
@@ -58,8 +47,7 @@ class RelationSet:
         return self.input_ids.shape[0]
 
     def subset(self, indices) -> RelationSet:
-        """The inputs at ``indices`` (e.g. to choose the best head on one half of the items and
-        report its accuracy on the other: the best of many heads on the same items is optimistic)."""
+        """The inputs at ``indices``."""
         idx = torch.as_tensor(indices, dtype=torch.long)
         return RelationSet(self.input_ids[idx], self.attention_mask[idx],
                            {n: g[idx] for n, g in self.relations.items()},
@@ -144,11 +132,9 @@ def relation_scores(hm, relation_set: RelationSet, batch_size: int = 64,
                     ignore_special: bool = False) -> dict[str, RelationResult]:
     """Run ``hm`` over ``relation_set`` and score every head on every relation.
 
-    For a causal model, targets after their query are invisible and dropped (so is a query
-    left with none): subject -> verb then has no items and is omitted from the result. The
-    fixed-offset baseline tries ``relation_set.offsets`` (default: every non-zero offset).
-    ``ignore_special``: leave the tokenizer's special tokens (``[CLS]``, ``[SEP]``, ``<bos>``)
-    out of each head's argmax (see :func:`~headlab.analysis.detect.relation_hits`); baselines are unchanged.
+    For a causal model, targets after their query are dropped (a relation left with no item
+    is omitted). ``ignore_special``: leave special tokens out of each head's argmax
+    (:func:`~headlab.analysis.detect.relation_hits`); baselines are unchanged.
     """
     n = len(relation_set)
     ignore = None
@@ -190,10 +176,8 @@ def held_out_relation_scores(hm, relation_set: RelationSet, batch_size: int = 64
                              ignore_special: bool = False) -> dict[str, dict]:
     """The best head of each relation, chosen on half the inputs and scored on the other half.
 
-    The best of many heads, picked and scored on the same items, is optimistic. Here each
-    relation's head is chosen on the even-numbered inputs and its accuracy is reported on
-    the odd-numbered ones, beside the best fixed offset and the named baseline measured on
-    those same odd inputs (the offset is chosen on them too, which favours the baseline).
+    Chosen on the even-numbered inputs, reported on the odd ones beside the best fixed offset
+    and the named baseline on those same inputs.
     """
     if len(relation_set) < 2:
         raise ValueError("a held-out comparison needs at least two inputs")

@@ -1,26 +1,12 @@
 """How large a lift names a head, and how stable a label is: the label rule calibrated against a null.
 
-The rule of :mod:`headlab.analysis.detect.labels` names a head after a family when its lift
-over uniform attention reaches a threshold. A hand-picked threshold (0.4) says nothing about
-what lift a head reaches *by accident*. Here the threshold is read off a null:
-
-* **Decoy keys** (:func:`decoy_lifts`). Every family of the catalogue is a set of keys with a
-  name: the previous token, the first token, the separators. A *decoy* is a set of keys of the
-  same kind with no name: a fixed offset beyond the local window (``3 <= |k| <= 6``: the key
-  three to six tokens back, or ahead in an encoder) or a fixed absolute position after the
-  first two (positions 2 to 5). No family is about them, so the lifts every head of the model
-  reaches on them are what "a lift by accident" means for this model on these texts.
-* **The calibrated threshold** (:func:`calibrated_thresholds`) is the larger of two numbers:
-  the ``level`` quantile of those null lifts (:func:`null_lift`, via
-  :func:`headlab.stats.null_threshold`), over every head and every decoy -- with
-  ``level=0.99``, at most 1% of decoy lifts reach it -- and the rule's own share, 0.4 of the
-  free weight. The null says which lifts are no accident; the share says which are large
-  enough to name what a head does (a head that puts 10% of its weight on ``[CLS]`` beyond chance
-  does something else with the rest). Compute it on the selection half of the texts, label on
-  the other.
-* **Stability** (:func:`label_stability`): the texts are resampled with replacement and the
-  rule is applied again; a head's label is printed only when it comes back in at least
-  ``threshold`` (0.9) of the resamples, otherwise as ``"unstable"``.
+* **Decoy keys** (:func:`decoy_lifts`): key sets no family is about, a fixed offset
+  ``3 <= |k| <= 6`` or a fixed position 2 to 5. Their lifts are what a head reaches by accident.
+* **The calibrated threshold** (:func:`calibrated_thresholds`): the larger of the ``level``
+  quantile of the decoy lifts over every head (:func:`null_lift`) and the rule's own 0.4.
+  Compute it on the selection half of the texts, label on the other.
+* **Stability** (:func:`label_stability`): a label is printed only when it comes back in at
+  least ``threshold`` of bootstrap resamples of the texts, otherwise ``"unstable"``.
 """
 
 from __future__ import annotations
@@ -150,7 +136,6 @@ class StableLabels:
         labels: ``[layer][head]`` the rule's label on all texts.
         shares: ``(n_layers, n_heads)``: share of resamples giving that label.
         threshold: the share needed to print the label.
-        n_resamples: how many resamples.
     """
 
     labels: list[list[str]]
@@ -193,12 +178,9 @@ def label_stability(scores: HeadScores, thresholds: Thresholds = DEFAULT_THRESHO
 
     Args:
         scores: per-text pattern scores (:func:`headlab.analysis.detect.head_scores`).
-        thresholds: the label rule's constants (e.g. from :func:`calibrated_thresholds`).
-        effects: optional ``(n_layers, n_heads, n_effect_texts)`` per-text absolute effects (e.g.
-            ``sweep(...).by_head().abs()``); its texts are resampled too, independently.
-        n_resamples: bootstrap resamples.
+        effects: optional ``(n_layers, n_heads, n_effect_texts)`` per-text absolute effects;
+            its texts are resampled too, independently.
         threshold: the share a label needs to be printed.
-        seed: random seed of the resampling.
     """
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")

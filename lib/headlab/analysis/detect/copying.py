@@ -1,30 +1,11 @@
 """Copying heads: does what a head writes raise the logit of the token it reads?
 
-A pattern says *where* a head looks; copying is about *what it writes*, so both measures
-go through the logits and exist only for models with a language-model head (an
-unembedding ``W_U``). For an encoder such as MiniLM they raise :class:`NotApplicable`
-with the reason, instead of returning a number that would mean nothing.
-
-Two measures:
-
-* :func:`ov_copying_score`, from the OV circuit: feed each token ``t`` alone, as a one-token
-  input. At position 0 a causal head can only attend to itself, so its write is exactly its
-  OV circuit applied to the residual stream of ``t`` at that layer (at layer 0 that is
-  ``LN(W_E[t] + W_pos[0]) W_V^h W_O^h``; deeper, the same with the earlier layers' work on
-  ``t`` included). Read that write through the unembedding and ask whether ``t``'s own
-  logit is among the top ``k``. The score is the fraction of tokens for which it is.
-* :func:`dla_copying_score`, measured in context: at each query, take the key the head
-  attends to most and its token ``t*``; the head's write at the query, read through the
-  unembedding, gives ``t*`` a logit; the score is that logit minus the mean logit over the
-  vocabulary (its direct logit attribution to ``t*``, relative to an average token), in
-  logits, averaged over real queries. Positive: the head copies what it reads; negative:
-  it suppresses it.
-
-Reading through the unembedding: ``logits(r) = (gamma * centre(r)) @ W_U``, where ``gamma``
-is the final norm's scale (LayerNorm: also subtract the mean over ``d_model``; RMSNorm: no
-centring; no final norm: neither). The final norm's division by the residual stream's size
-is a positive number per position, shared by every head and token, so it is left out: it
-changes no ranking and no sign. The unembedding's bias, the same for every head, is left out.
+Both measures read the write through an unembedding ``W_U``; encoders raise
+:class:`NotApplicable`. :func:`ov_copying_score` feeds each token alone (position 0, where a
+causal head attends only to itself, so its write is its OV circuit on ``t``);
+:func:`dla_copying_score` is the direct logit attribution to the most-attended key's token,
+in context. ``logits(r) = (gamma * centre(r)) @ W_U``, ``gamma`` the final norm's scale
+(centring for a LayerNorm only); the norm's division and the unembedding bias are left out.
 """
 
 from __future__ import annotations
@@ -107,14 +88,11 @@ def ov_copying_score(hm, tokens: torch.Tensor | None = None, k: int = 5, max_tok
                      seed: int = 0) -> torch.Tensor:
     """OV copying score ``(n_layers, n_heads)``, in [0, 1].
 
-    The fraction of tokens ``t`` whose own logit is among the ``k`` largest logits of the
-    head's write when ``t`` is fed alone (see the module docstring). Ties count against
-    ``t``: its rank is the number of *other* tokens with a logit at least as large, and it
-    is in the top ``k`` when that number is below ``k`` (so a head that writes nothing, with
-    all logits equal, scores 0).
+    The fraction of tokens ``t`` fed alone whose own logit is among the ``k`` largest of the
+    head's write; ties count against ``t`` (a head that writes nothing scores 0).
 
-    ``tokens``: the token ids to test; default every non-special id when the vocabulary has
-    at most ``max_tokens`` of them, else ``max_tokens`` of them drawn at random with ``seed``.
+    ``tokens``: the ids to test; default every non-special id, at most ``max_tokens`` drawn
+    with ``seed``.
     """
     unembed = unembedding(hm)
     d_vocab = unembed.W_U.shape[1]
@@ -150,10 +128,9 @@ def dla_copying_score(pattern: torch.Tensor, result: torch.Tensor, tokens: torch
                       attention_mask: torch.Tensor | None = None, on_empty: str = "raise") -> torch.Tensor:
     """Direct-logit copying score ``(batch, head)``, in logits (see the module docstring).
 
-    ``pattern`` ``(batch, head, q_pos, k_pos)`` and ``result`` ``(batch, pos, head, d_model)``
-    of one layer (``cache.result(layer)``), ``tokens`` ``(batch, pos)``. For each real query
-    ``i``: ``k* = argmax_j pattern[i, j]`` over real keys, ``t* = tokens[k*]``, and the value is
-    ``logits(result[i])[t*] - mean_v logits(result[i])[v]``; the score is its mean over real queries.
+    ``result`` ``(batch, pos, head, d_model)`` is ``cache.result(layer)``. Per real query ``i``,
+    with ``t* = tokens[argmax_j pattern[i, j]]``: ``logits(result[i])[t*] - mean_v
+    logits(result[i])[v]``, averaged over real queries. Negative: the head suppresses ``t*``.
     """
     real = check_pattern(pattern, attention_mask)
     tokens = check_positions("tokens", tokens, real).long()

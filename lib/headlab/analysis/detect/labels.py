@@ -1,16 +1,8 @@
 """One label per head, by a written rule, from pattern scores *and* effects.
 
-Scores on different keys have different chance levels: uniform causal attention already
-puts ``1 / (i + 1)`` on the previous token, and a lot on a separator if most keys are
-separators. So every pattern score ``s`` is first compared with the score ``u`` that
-**uniform attention** gets on the same inputs (see ``headlab.analysis.detect.uniform_pattern``):
-
-    lift = (s - u) / (1 - u)
-
-the share of the attention that uniform attention leaves elsewhere which the head moves
-onto the family's keys: 0 for uniform attention, 1 for a perfect specialist, negative for a
-head that avoids those keys (where ``u = 1`` the family cannot be told apart from uniform
-and the lift is 0).
+Every pattern score ``s`` is compared with the score ``u`` of **uniform attention** on the
+same inputs: ``lift = (s - u) / (1 - u)`` (0 for uniform attention, 1 for a perfect
+specialist; 0 where ``u = 1``).
 
 The rule (:func:`label_heads`), for each head:
 
@@ -98,9 +90,6 @@ class HeadLabels:
     def counts(self) -> Counter:
         return Counter(label for row in self.labels for label in row)
 
-    def heads_with(self, label: str) -> list[tuple[int, int]]:
-        return [(l, h) for l, row in enumerate(self.labels) for h, lab in enumerate(row) if lab == label]
-
 
 def _as_grid(name: str, value, shape=None) -> torch.Tensor:
     t = torch.as_tensor(value, dtype=torch.float64)
@@ -117,14 +106,10 @@ def label_heads(scores: Mapping[str, torch.Tensor], effects: torch.Tensor | None
     """Label every head by the rule in the module docstring.
 
     Args:
-        scores: name -> ``(n_layers, n_heads)`` mean scores; the registry's named and broad
-            families and ``"entropy"`` are used, others ignored. A NaN score (undefined
-            on these inputs) takes no part.
-        effects: ``(n_layers, n_heads)``, >= 0: how much each head matters (e.g. the mean
-            absolute ablation effect from ``headlab.analysis.sweep``), or None.
-        thresholds: the rule's constants.
-        uniform: name -> the same score for uniform attention on the same inputs, for every
-            family in ``scores``.
+        scores: name -> ``(n_layers, n_heads)`` mean scores; the registry's families and
+            ``"entropy"`` are used, others ignored; NaN takes no part.
+        effects: ``(n_layers, n_heads)``, >= 0 (e.g. mean absolute ablation effects), or None.
+        uniform: name -> the same score for uniform attention, for every family in ``scores``.
     """
     if not isinstance(thresholds, Thresholds):
         raise TypeError(f"thresholds must be a headlab.analysis.detect.Thresholds, got {type(thresholds).__name__}")

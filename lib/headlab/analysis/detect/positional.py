@@ -11,10 +11,8 @@ def offset_score(pattern: torch.Tensor, offset: int, attention_mask: torch.Tenso
                  on_empty: str = "raise") -> torch.Tensor:
     """Fixed-offset score ``(batch, head)``.
 
-    For each input and head: the mean, over real query positions ``i`` whose key
-    ``i + offset`` is also a real position, of the attention weight from query ``i`` to key
-    ``i + offset``. ``offset = -1`` is the previous token, ``+1`` the next token, ``0`` the
-    token itself. A head that always attends exactly there scores 1.
+    The mean, over real queries ``i`` whose key ``i + offset`` is real, of the weight on key
+    ``i + offset`` (-1: the previous token).
     """
     if not isinstance(offset, int) or isinstance(offset, bool):
         raise TypeError(f"offset must be an int (-1 = previous token), got {offset!r}")
@@ -36,10 +34,7 @@ def previous_token_score(pattern: torch.Tensor, attention_mask: torch.Tensor | N
                          on_empty: str = "raise") -> torch.Tensor:
     """Previous-token score ``(batch, head)``.
 
-    For each input and head: the mean, over real query positions ``i >= 1``,
-    of the attention weight from query ``i`` to key ``i - 1``. A perfect
-    previous-token head scores 1; uniform causal attention scores the mean
-    of ``1 / (i + 1)``.
+    :func:`offset_score` at -1; uniform causal attention scores the mean of ``1 / (i + 1)``.
     """
     return offset_score(pattern, -1, attention_mask, on_empty)
 
@@ -48,9 +43,7 @@ def next_token_score(pattern: torch.Tensor, attention_mask: torch.Tensor | None 
                      on_empty: str = "raise") -> torch.Tensor:
     """Next-token score ``(batch, head)``.
 
-    For each input and head: the mean, over real query positions ``i`` before the last real
-    position, of the attention weight from query ``i`` to key ``i + 1``. A causal model
-    cannot attend forward, so its heads all score 0.
+    :func:`offset_score` at +1 (0 for every head of a causal model).
     """
     return offset_score(pattern, 1, attention_mask, on_empty)
 
@@ -59,10 +52,8 @@ def local_score(pattern: torch.Tensor, window: int, attention_mask: torch.Tensor
                 on_empty: str = "raise") -> torch.Tensor:
     """Local-window score ``(batch, head)``.
 
-    For each input and head: the mean, over real query positions ``i``, of the total
-    attention weight on real keys ``j`` with ``|i - j| <= window`` (the token itself
-    included). A head that only looks at its neighbourhood scores 1; note that every
-    previous-token head is also local, which is why labels prefer the specific offsets.
+    The mean, over real queries ``i``, of the total weight on real keys ``|i - j| <= window``
+    (itself included).
     """
     if not isinstance(window, int) or isinstance(window, bool) or window < 0:
         raise ValueError(f"window must be an int >= 0, got {window!r}")

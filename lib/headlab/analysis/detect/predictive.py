@@ -1,14 +1,7 @@
 """Relations as a causal language model needs them: from the position that *predicts* a word.
 
-A verb -> subject relation asks whether a head attends from a verb to its subject. A causal
-language model has to know the subject one step earlier: the verb's form (*sleeps* or
-*sleep*) is predicted at the position before the verb, and whatever attention gathers the
-subject's number must happen there. The same holds for a pronoun's form (*he*, *she*,
-*they*) and its antecedent. So the predictive relations put the query at the predicting
-position; this module names them, and the corpus that knows its items builds them (the
-book's synthetic language: ``deviating.data.language.predictive_relation_set``, beside the
-baselines *nearest noun or pronoun at or before the query* and *nearest noun before the
-pronoun*; ``deviating.data.language.copy_relation_set`` for copying):
+A causal LM predicts a verb's (pronoun's) form at the position before it, so these relations
+put the query at the predicting position; a corpus that knows its items builds them:
 
 * ``BEFORE_VERB_SUBJECT``: from the token before each agreeing verb to the verb's subject;
 * ``BEFORE_PRONOUN_ANTECEDENT``: from the token before each pronoun to its antecedent;
@@ -16,12 +9,8 @@ pronoun*; ``deviating.data.language.copy_relation_set`` for copying):
   the token to predict (an induction head's target, on real text);
 * ``RARE_SOURCE``: from the position before a repeated rare word to its latest earlier occurrence.
 
-The query can be its own target ("the cat | sleeps": the token before the verb is the
-subject), so the fixed-offset baseline of these sets tries offset 0 too (``RelationSet.offsets``).
-Scores and baselines are computed exactly as for the other relation sets
-(:func:`headlab.analysis.detect.relation_scores`, :func:`headlab.analysis.detect.held_out_relation_scores`);
-:func:`split_relation` splits a relation by a property of its items (construction,
-attractor, distance), so that each group gets its own accuracies and baselines.
+The query can be its own target, so the offset baseline tries 0 too (``RelationSet.offsets``).
+:func:`split_relation` splits a relation by a property of its items (construction, distance).
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """The one registry of head scores: each pattern score is one :class:`Score` entry.
 
-An entry says everything the three ways of scoring a head read:
-
-* its **definition** (a sentence, written into every atlas), the **queries it averages over**
-  (``eligible``, from the O(n) :class:`~headlab.kernels.statistics.StatInputs`) and the
-  **streamed statistic** it is the mean of: a built-in one of :mod:`headlab.kernels.keysets`
-  (``statistic``) or a new mass over a :class:`~headlab.kernels.keysets.KeySet` (``keys``),
-  which :func:`register_score` registers with the kernels;
-* its **label family** (``"named"``: a head can be named after it; ``"broad"``: checked after
-  the named ones, like ``local``; None: not a label) and its **colour** in the atlas figure;
-* optionally a **detector**, the readable function the materialized path calls on a pattern
-  (``headlab.analysis.detect.positional``, ``tokens``, ``spread``); without one, the
-  materialized path takes the key set's mass on the pattern itself.
-
-The materialized atlas (:func:`headlab.analysis.detect.head_scores`), the torch-streamed and the
-Triton-streamed statistics (``headlab.analysis.streaming.streaming_head_scores``) all read
-:func:`pattern_scores`; adding a score is one :func:`register_score` call (and its test).
+An entry holds its **definition** (written into every atlas); the **queries it averages
+over** (``eligible``, from the :class:`~headlab.kernels.statistics.StatInputs`); the
+**streamed statistic** it is the mean of, a built-in one (``statistic``) or a new mass over a
+:class:`~headlab.kernels.keysets.KeySet` (``keys``); its **label family** (``"named"``,
+``"broad"`` or None) and atlas **colour**; optionally a **detector** for the materialized
+path (else the key set's mass on the pattern). Materialized and streamed scoring both read
+:func:`pattern_scores`: adding a score is one :func:`register_score` call.
 """
 
 from __future__ import annotations
@@ -47,10 +38,8 @@ NEEDS = ("tokenizer", "token_frequency")
 
 @dataclass
 class ScoreInputs:
-    """What a detector reads besides the pattern, for one batch: token ids and mask ``(batch, pos)``,
-    the model's causality, the ``local`` window, the token masks of
-    :func:`~headlab.analysis.detect.token_masks`, each position's token frequency (or None) and the
-    batch's :class:`~headlab.kernels.statistics.StatInputs`."""
+    """What a detector reads besides the pattern, for one batch (``masks``: those of
+    :func:`~headlab.analysis.detect.token_masks`; ``freq``: per position, or None)."""
 
     ids: torch.Tensor
     mask: torch.Tensor

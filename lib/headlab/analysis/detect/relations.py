@@ -1,18 +1,10 @@
 """Syntactic and coreference heads, checked against ground truth.
 
-A *relation* is a set of annotated queries, each with its correct target key(s): a verb and
-its subject, a subject and its verb(s), a pronoun and its antecedent. It is stored as a gold
-matrix ``targets`` ``(batch, q_pos, k_pos)`` of bools (a query may have several correct
-targets: a subject with two verbs, or every sub-token of a target word).
-
-A head *points at* the target of a query when the largest weight it puts on a correct key is
-strictly larger than every weight it puts on another real key (its argmax is a target, and
-ties count as misses, so uniform attention never scores). :func:`relation_accuracy` is the
-fraction of annotated queries the head points right. It means little alone: a verb's
-subject is often just a few tokens back, so every accuracy is reported beside the **best
-fixed-offset baseline** (:func:`offset_baseline`: always point at ``query + k``, for the
-single ``k`` that does best on the same items) and, for coreference, beside the **nearest
-preceding noun** (:func:`prediction_accuracy` of :func:`nearest_preceding`).
+A relation is a gold matrix ``targets`` ``(batch, q_pos, k_pos)`` of bools: each annotated
+query's correct key(s), e.g. a verb's subject. A head *points at* a target when its largest
+weight on a target is strictly larger than on every other real key (ties miss). Report each
+accuracy beside the best fixed offset (:func:`offset_baseline`) and, for coreference, the
+nearest preceding noun (:func:`nearest_preceding`).
 """
 
 from __future__ import annotations
@@ -35,9 +27,8 @@ PRONOUN_ANTECEDENT = "pronoun->antecedent"
 def pointer_targets(pointers, reverse: bool = False) -> torch.Tensor:
     """Gold matrix ``(batch, pos, pos)`` from pointers ``(batch, pos)`` (``-1`` = none).
 
-    ``pointers[b, i] = j`` makes ``j`` the target of query ``i`` (e.g. ``Document.subject``:
-    verb -> subject). ``reverse=True`` flips every arrow, making ``i`` a target of query
-    ``j`` (subject -> verb); a query can then have several targets.
+    ``pointers[b, i] = j`` makes ``j`` the target of query ``i``; ``reverse=True`` flips
+    every arrow (a query can then have several targets).
     """
     pointers = torch.as_tensor(pointers, dtype=torch.long)
     if pointers.dim() == 1:
@@ -81,10 +72,7 @@ def visible_targets(targets: torch.Tensor, causal: bool) -> torch.Tensor:
 
 
 def nearest_preceding(candidates: torch.Tensor) -> torch.Tensor:
-    """For each position ``i``, the nearest ``j < i`` with ``candidates[b, j]``, else -1: ``(batch, pos)``.
-
-    With a mask of nouns this is the *nearest preceding noun* baseline for coreference.
-    """
+    """For each position ``i``, the nearest ``j < i`` with ``candidates[b, j]``, else -1: ``(batch, pos)``."""
     candidates = torch.as_tensor(candidates).bool()
     pos = candidates.shape[-1]
     idx = torch.arange(pos)
@@ -121,9 +109,7 @@ def relation_hits(pattern: torch.Tensor, targets: torch.Tensor, attention_mask: 
     """``(hits (batch, head), items (batch,))``: how many annotated queries each head points
     right, and how many annotated queries (real queries with a real target) each input has.
 
-    ``ignore_keys`` ``(batch, pos)``: keys left out of the comparison (e.g. ``[CLS]`` and
-    ``[SEP]``, where many heads park their attention): the head then points right when its
-    largest weight *among the other keys* is on a target.
+    ``ignore_keys`` ``(batch, pos)``: keys left out of the comparison (e.g. ``[CLS]``).
     """
     hit, items = _hit_matrix(pattern, targets, attention_mask, ignore_keys)
     return hit.sum(-1), items.sum(-1)
@@ -133,10 +119,8 @@ def query_hits(pattern: torch.Tensor, targets: torch.Tensor,
                       attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Every annotated query on its own: ``(hits (n_queries, head) bool, where (n_queries, 2))``.
 
-    ``where[i] = (input, query position)`` of the ``i``-th annotated query, in (input, position)
-    order; ``hits[i, h]``: head ``h`` points at a target of that query (largest weight on a
-    target, strictly larger than on every other real key, special tokens included). The
-    per-query outcomes that exact tests (McNemar) and bootstraps over inputs need.
+    ``where[i] = (input, query position)`` of the ``i``-th annotated query, in that order;
+    ``hits[i, h]``: head ``h`` points at a target of that query.
     """
     hit, items = _hit_matrix(pattern, targets, attention_mask, None)
     where = torch.nonzero(items)  # (n_queries, 2), row-major: by input, then position
@@ -148,11 +132,9 @@ def relation_accuracy(pattern: torch.Tensor, targets: torch.Tensor, attention_ma
                       on_empty: str = "raise") -> torch.Tensor:
     """Relation accuracy: the fraction of annotated queries whose argmax key is a target.
 
-    Returns ``(batch, head)`` (per input; inputs with no annotated query raise, or are NaN
-    with ``on_empty="nan"``), or with ``pooled=True`` ``(head,)``: hits over all items of the
-    batch, so that inputs with more items weigh more. ``targets``: a gold matrix ``(batch,
-    q_pos, k_pos)`` or pointers ``(batch, pos)`` (see :func:`pointer_targets`);
-    ``ignore_keys``: see :func:`relation_hits`.
+    Returns ``(batch, head)`` (inputs with no annotated query raise, or are NaN with
+    ``on_empty="nan"``), or with ``pooled=True`` ``(head,)`` over all items of the batch.
+    ``targets``: a gold matrix or pointers (:func:`pointer_targets`).
     """
     hits, items = relation_hits(pattern, targets, attention_mask, ignore_keys)
     if pooled:

@@ -1,9 +1,6 @@
 """Every pattern score of every head of a model, in one pass of ``run_with_cache`` per batch.
 
-:func:`head_scores` returns a :class:`HeadScores`: per input ``(n_inputs, n_layers,
-n_heads)`` arrays (NaN where a score is undefined for an input, e.g. no repeated token),
-the same scores for *uniform* attention on the same inputs (the chance level each score is
-compared with), means over inputs, lifts and labels.
+:func:`head_scores` returns a :class:`HeadScores`: per-input scores beside uniform attention's.
 """
 
 from __future__ import annotations
@@ -138,11 +135,8 @@ def scores_to_compute(hm, scores: Sequence[str] | None, token_frequency=None, *,
     asked-for score it leaves out is left out: ``(wanted, notes)``.
 
     ``scores=None`` asks for ``default`` (None: every registered pattern score and
-    :data:`WRITE_MEASURES`). A name that is neither a registered pattern score nor in
-    :data:`WRITE_MEASURES` raises. A score that needs a tokenizer (``separator``,
-    ``punctuation``) is left out when ``hm`` has none, one that needs token frequencies
-    (``rare_token``) when no ``token_frequency`` is given, and every name in ``unavailable``
-    (name -> reason) by the caller's own reason.
+    :data:`WRITE_MEASURES`); an unknown name raises. Scores whose ``needs`` are missing, and
+    those in ``unavailable`` (name -> reason), are left out.
     """
     known = pattern_scores() + WRITE_MEASURES
     wanted = list(known if default is None else default) if scores is None else list(scores)
@@ -166,17 +160,11 @@ def head_scores(hm, inputs, *, scores: Sequence[str] | None = None, batch_size: 
     """Score every head of ``hm`` on ``inputs`` (texts, or token ids / a batch dict).
 
     Args:
-        scores: which registered pattern scores (:func:`~headlab.analysis.detect.registry.pattern_scores`)
-            and :data:`WRITE_MEASURES` to compute (default: all that apply). ``separator`` and ``punctuation`` need a tokenizer
-            (:func:`token_masks`); ``rare_token`` needs ``token_frequency``; ``copying_dla``
-            needs a causal LM with an unembedding. Scores that cannot be computed are listed,
-            with the reason, in ``HeadScores.notes``.
-        window: the ``local`` score's window.
-        token_frequency: ``(d_vocab,)`` expected frequency of each token id (``inf`` = never
-            rare), e.g. the book's ``deviating.data.language.synthetic_token_frequency``.
+        scores: registered pattern scores and :data:`WRITE_MEASURES` (default: all that
+            apply); those that cannot be computed are in ``HeadScores.notes``, with the reason.
+        token_frequency: ``(d_vocab,)`` expected frequency of each id (``inf`` = never rare).
 
-    ``write_norm`` is the mean, over real positions, of the norm of the head's write
-    ``cache.result`` (in the residual stream's units; compare heads of one model only).
+    ``write_norm``: the mean over real positions of the norm of ``cache.result``.
     """
     wanted, notes = scores_to_compute(hm, scores, token_frequency)
     unembed = None

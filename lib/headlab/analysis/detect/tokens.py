@@ -14,9 +14,7 @@ def first_token_score(pattern: torch.Tensor, attention_mask: torch.Tensor | None
                       on_empty: str = "raise") -> torch.Tensor:
     """First-token (sink, [CLS], ``<bos>``) score ``(batch, head)``.
 
-    For each input and head: the mean, over real query positions, of the attention weight
-    on the input's first real position (position 0 under right padding, where [CLS] or
-    ``<bos>`` sits). Every query may attend there, causal or not.
+    The mean, over real queries, of the weight on the input's first real position.
     """
     real = check_pattern(pattern, attention_mask)
     first = real.to(torch.int8).argmax(dim=1)  # (batch,): index of the first real position
@@ -32,15 +30,9 @@ def key_mass_score(pattern: torch.Tensor, key_mask: torch.Tensor, attention_mask
                    *, causal: bool, on_empty: str = "raise", queries: str = "seeing") -> torch.Tensor:
     """Attention mass on a set of key positions ``(batch, head)``.
 
-    ``key_mask`` ``(batch, pos)`` marks the keys of interest (separators, punctuation, ...).
-    For each input and head: the mean, over the eligible queries, of the total weight on the
-    marked keys. Which queries are eligible is ``queries``:
-
-    * ``"seeing"`` (the default, the detectors' rule): real queries that may attend to at least
-      one marked real key (for a causal model, one at or before the query); the others are
-      left out, so the score says how much a query that *could* look there does;
-    * ``"all"``: every real query; one that sees no marked key counts with weight 0, so the
-      score is where the head's attention goes on average (e.g. how much of it a sink takes).
+    The mean, over eligible queries, of the total weight on the keys ``key_mask`` ``(batch,
+    pos)`` marks. ``queries="seeing"``: real queries that may attend to a marked key;
+    ``"all"``: every real query (one that sees none counts 0).
     """
     if queries not in KEY_MASS_QUERIES:
         raise ValueError(f"queries must be 'seeing' (queries that can see a marked key) or 'all' (every real "
@@ -84,9 +76,8 @@ def duplicate_token_score(pattern: torch.Tensor, tokens: torch.Tensor,
                           attention_mask: torch.Tensor | None = None, on_empty: str = "raise") -> torch.Tensor:
     """Duplicate-token score ``(batch, head)``.
 
-    A real query ``i`` is eligible when its token occurred earlier, at some real ``j < i``.
-    The score is the mean, over eligible queries, of the total attention weight on all such
-    earlier occurrences ``j``.
+    The mean, over real queries whose token occurred earlier, of the total weight on those
+    earlier occurrences.
     """
     real = check_pattern(pattern, attention_mask)
     tokens = _distinct_padding(check_positions("tokens", tokens, real), real)
@@ -102,8 +93,7 @@ def duplicate_token_score(pattern: torch.Tensor, tokens: torch.Tensor,
 def previous_occurrence(tokens: torch.Tensor) -> torch.Tensor:
     """For each position ``i``, the most recent ``j < i - 1`` with ``tokens[j] == tokens[i]``, else -1.
 
-    ``tokens`` is ``(batch, pos)``; the result has the same shape (int64).
-    ``j = i - 1`` is excluded: an immediately repeated token points at itself.
+    ``(batch, pos)`` int64. ``j = i - 1`` is excluded: an immediate repeat points at itself.
     """
     pos = tokens.shape[-1]
     idx = torch.arange(pos, device=tokens.device)
@@ -117,11 +107,8 @@ def induction_score(pattern: torch.Tensor, tokens: torch.Tensor, attention_mask:
                     on_empty: str = "raise") -> torch.Tensor:
     """Induction score ``(batch, head)``.
 
-    A query position ``i`` is eligible when it is a real token that appeared
-    earlier at some ``j < i - 1`` (take the most recent such ``j``, see
-    :func:`previous_occurrence`). The score is the mean, over eligible
-    queries, of the attention weight from ``i`` to key ``j + 1``: the token
-    that followed the earlier occurrence, i.e. what an induction head copies.
+    The mean, over real queries ``i`` with an earlier occurrence ``j`` (:func:`previous_occurrence`),
+    of the weight on key ``j + 1``, the token that followed it.
     """
     real = check_pattern(pattern, attention_mask)
     tokens = _distinct_padding(check_positions("tokens", tokens, real), real)
@@ -138,12 +125,9 @@ def rare_token_score(pattern: torch.Tensor, frequencies: torch.Tensor,
                      on_empty: str = "raise") -> torch.Tensor:
     """Rare-token score ``(batch, head)``.
 
-    ``frequencies`` ``(batch, pos)``: the expected frequency of each position's token
-    (``inf`` for tokens that can never count as rare, such as special tokens). For a real
-    query ``i``, the *candidates* are the keys it may attend to other than itself whose
-    frequency is finite; the query is eligible when the candidates do not all have the same
-    frequency. The score is the mean, over eligible queries, of the total weight on the
-    candidates holding the lowest frequency (the least frequent word in view).
+    ``frequencies`` ``(batch, pos)``: each token's expected frequency (``inf``: never rare).
+    Candidates: the keys a query may attend to, other than itself, with finite frequency. The
+    mean, over queries whose candidates differ in frequency, of the weight on the rarest.
     """
     real = check_pattern(pattern, attention_mask)
     freq = check_positions("frequencies", frequencies, real).to(torch.float64)
