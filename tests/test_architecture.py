@@ -668,3 +668,42 @@ def test_scanners_see_what_they_must():
     clean = _fake({"headlab.kernels.a": "import os\n", "headlab.heads.b": "from headlab.kernels.a import os\n"})
     assert circles(graph_of(clean)) == [] and uphill(clean) == [] and lazy_imports(clean) == []
     assert book_imports(clean) == []
+
+
+# --------------------------------------------------------------------------- one registry of scores
+
+REGISTRY_HOMES = {"headlab.analysis.detect.registry", "headlab.kernels.keysets"}
+# names that are also score names but mean something else there (say what, so the exemption is read)
+NOT_A_SCORE_TABLE = {"headlab.analysis.detect.scores": "the token kinds (separator, punctuation) of each token id, "
+                                                       "which the key sets read: inputs, not scores"}
+
+
+def score_tables(module: Module, names: set[str]) -> list[str]:
+    """Dicts, lists, tuples or sets that name two or more registered scores as string constants: a
+    second table of scores beside the registry (what issue 23 found in six places)."""
+    out = []
+    for node in ast.walk(module.tree):
+        items = node.keys if isinstance(node, ast.Dict) else node.elts if isinstance(
+            node, (ast.List, ast.Tuple, ast.Set)) else []
+        found = {i.value for i in items if isinstance(i, ast.Constant) and i.value in names}
+        if len(found) >= 2:
+            out.append(f"{module.path}:{node.lineno}: a table of scores {sorted(found)} outside the registry; "
+                       "read them from headlab.analysis.detect.registry (scores(), families(), score(name))")
+    return out
+
+
+def test_one_registry_of_head_scores():
+    from headlab.analysis.detect import registry
+
+    names = {s.name for s in registry.scores()}
+    assert len(names) >= 8, f"the registry holds only {sorted(names)}"
+    _fail_on([v for m in library() if m.name.startswith("headlab") and m.name not in REGISTRY_HOMES
+              and m.name not in NOT_A_SCORE_TABLE for v in score_tables(m, names)],
+             "one registry of head scores")
+
+
+def test_scanner_score_tables():
+    names = {"previous_token", "induction", "first_token"}
+    table = Module("headlab.x", "x.py", "COLS = {'previous_token': 0, 'induction': 1}\nONE = ['induction']\n")
+    assert len(score_tables(table, names)) == 1
+

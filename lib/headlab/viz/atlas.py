@@ -7,7 +7,7 @@ from typing import Sequence
 
 import torch
 
-from headlab.analysis.detect.registry import broad_families, families, score_colours
+from headlab.analysis.detect.registry import broad_families, families, score_colours, scores
 from headlab.heads.head import format_head, parse_head
 from headlab.viz.figures import layer_head_axes, new_axes
 
@@ -27,14 +27,16 @@ def label_colours() -> dict[str, str]:
 LABEL_COLOURS = label_colours()
 
 
-_SHORT = {"previous_token": "prev", "next_token": "next", "first_token": "first", "separator": "sep",
-          "punctuation": "punct", "duplicate_token": "dup", "induction": "ind", "rare_token": "rare",
-          "local": "local", "orphan": "orphan", "diffuse": "diffuse", "inactive": "inact", "unlabelled": "?"}
+_SHORT = {"orphan": "orphan", "diffuse": "diffuse", "inactive": "inact", "unlabelled": "?"}  # labels of no score
 
 
 def short_label(label: str) -> str:
-    """The label as the grid prints it in a cell (a registered family: its first five letters)."""
-    return _SHORT.get(label, label[:5])
+    """The label as the grid prints it in a cell: a score's ``short`` in the registry (else its first
+    five letters); the labels that are no score, from ``_SHORT``."""
+    if label in _SHORT:
+        return _SHORT[label]
+    entry = next((s for s in scores() if s.name == label), None)
+    return entry.short if entry is not None and entry.short else label[:5]
 
 
 def plot_atlas(atlas: dict, ax=None, printed=None):

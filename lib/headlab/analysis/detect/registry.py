@@ -61,6 +61,7 @@ class Score:
     keys: KeySet | None = None
     family: str | None = None
     colour: str | None = None
+    short: str | None = None  # the atlas grid's cell label (default: the name's first five letters)
     needs: tuple[str, ...] = ()
     detector: Callable[[torch.Tensor, ScoreInputs], torch.Tensor] | None = None
     per_query: Callable[[torch.Tensor, StatInputs], torch.Tensor] | None = None
@@ -132,37 +133,37 @@ def _normalised_entropy(per_query: torch.Tensor, inputs: StatInputs) -> torch.Te
 
 _BUILTIN = (
     Score("previous_token", "mean over texts of the mean, over real queries i >= 1, of the weight on key i-1",
-          has_key_at(-1), statistic="previous_token", family="named", colour="#1f77b4",
+          has_key_at(-1), statistic="previous_token", family="named", colour="#1f77b4", short="prev",
           detector=lambda p, x: previous_token_score(p, x.mask, on_empty="nan")),
     Score("next_token", "the same for key i+1, over real queries before the last real position",
-          has_key_at(1), statistic="next_token", family="named", colour="#17becf",
+          has_key_at(1), statistic="next_token", family="named", colour="#17becf", short="next",
           detector=lambda p, x: next_token_score(p, x.mask, on_empty="nan")),
     Score("first_token", "mean over real queries of the weight on the first real position ([CLS], <bos>)",
-          lambda x: x.key_real, statistic="first_token", family="named", colour="#9467bd",
+          lambda x: x.key_real, statistic="first_token", family="named", colour="#9467bd", short="first",
           detector=lambda p, x: first_token_score(p, x.mask, on_empty="nan")),
     Score("separator", "weight on [SEP]/<eos>/sentence-final punctuation, over queries that can see one",
-          _marked_in_view(SEPARATOR_BIT), statistic="separator", family="named", colour="#8c564b",
+          _marked_in_view(SEPARATOR_BIT), statistic="separator", family="named", colour="#8c564b", short="sep",
           needs=("tokenizer",), detector=lambda p, x: separator_score(p, x.masks["separator"], x.mask,
                                                                       causal=x.causal, on_empty="nan")),
     Score("punctuation", "weight on punctuation tokens, over queries that can see one",
-          _marked_in_view(PUNCTUATION_BIT), statistic="punctuation", family="named", colour="#e377c2",
+          _marked_in_view(PUNCTUATION_BIT), statistic="punctuation", family="named", colour="#e377c2", short="punct",
           needs=("tokenizer",), detector=lambda p, x: punctuation_score(p, x.masks["punctuation"], x.mask,
                                                                         causal=x.causal, on_empty="nan")),
     Score("local", f"weight on keys j with |i - j| <= {DEFAULT_WINDOW}", lambda x: x.key_real, statistic="local",
-          family="broad", colour="#6baed6", detector=lambda p, x: local_score(p, x.window, x.mask, on_empty="nan")),
+          family="broad", colour="#6baed6", short="local", detector=lambda p, x: local_score(p, x.window, x.mask, on_empty="nan")),
     Score("entropy", "row entropy / log(number of keys the row may attend to), rows with >= 2 keys",
           lambda x: x.key_real & (n_keys(x) >= 2), statistic="entropy", per_query=_normalised_entropy,
           detector=lambda p, x: entropy_score(p, x.mask, causal=x.causal, on_empty="nan")),
     Score("duplicate_token", "weight on earlier occurrences of the query's token, over queries that have one",
           lambda x: x.key_real & (earlier_occurrence(x.tokens) >= 0), statistic="duplicate_token",
-          family="named", colour="#bcbd22", detector=lambda p, x: duplicate_token_score(p, x.ids, x.mask,
+          family="named", colour="#bcbd22", short="dup", detector=lambda p, x: duplicate_token_score(p, x.ids, x.mask,
                                                                                         on_empty="nan")),
     Score("induction", "on repeated random sequences: weight on the token after the query token's previous "
           "occurrence", lambda x: x.key_real & (x.induction_target >= 0), statistic="induction", family="named",
-          colour="#d62728", on_repeats=True,
+          colour="#d62728", short="ind", on_repeats=True,
           detector=lambda p, x: induction_score(p, x.ids, x.mask, on_empty="nan")),
     Score("rare_token", "weight on the least frequent word in view (synthetic language only)", _rare_eligible,
-          statistic="rare_token", family="named", colour="#ff7f0e", needs=("token_frequency",),
+          statistic="rare_token", family="named", colour="#ff7f0e", short="rare", needs=("token_frequency",),
           detector=lambda p, x: rare_token_score(p, x.freq, x.mask, causal=x.causal, on_empty="nan")),
 )
 BUILTIN_NAMES = tuple(s.name for s in _BUILTIN)
