@@ -211,4 +211,5 @@ def check_pruning_curve(fn: Callable) -> None:
                     "with nothing removed; hm.ablate needs at least one head, so run the model as it is)")
         return named(got, expected)
 
-    run_cases(fn, [c for c, _ in built], compare=compare, what="a pruning curve", forbid=("deviating.analysis", "headlab.analysis", "deviating.exercises.by_hand"))
+    run_cases(fn, [c for c, _ in built], compare=compare, what="a pruning curve",
+              forbid=("deviating.analysis", "headlab.analysis", "deviating.exercises.by_hand"))
