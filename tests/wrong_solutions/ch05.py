@@ -122,6 +122,122 @@ def after_pooled_queries(hm, tokens, ablated, head):
     return _after(hm, tokens, ablated, head, pooled=True)
 
 
+# --------------------------------------------------------------------------- patch_head
+
+
+def _logits_with(hm, base, source, layer, heads):
+    """Logits of ``base`` with the given heads' z of ``layer`` taken from a run on ``source``."""
+    import torch
+
+    _, cache = hm.run_with_cache(source, names=("z",), layers=[layer])
+    other = cache.z(layer)
+
+    def put(l, z):
+        z = z.clone()
+        z[:, :, heads] = other[:, :, heads]
+        return z
+
+    with torch.no_grad(), hm.patch_z(put, layers=[layer]):
+        return hm(base)
+
+
+def _three_runs(hm, clean, corrupted):
+    import torch
+
+    with torch.no_grad():
+        return hm(clean), hm(corrupted)
+
+
+def patch_noising(hm, clean, corrupted, layer, head, answer, wrong):
+    """Puts the corrupted head into the clean run (noising), normalised as if it were denoising."""
+    c, k = _three_runs(hm, clean, corrupted)
+    p = _logits_with(hm, clean, corrupted, layer, [head])
+    d = [o[:, -1, answer] - o[:, -1, wrong] for o in (c, k, p)]
+    return ((d[2] - d[1]) / (d[0] - d[1])).numpy()
+
+
+def patch_unnormalised(hm, clean, corrupted, layer, head, answer, wrong):
+    """Returns how much the logit difference moved, without dividing by clean - corrupted."""
+    _, k = _three_runs(hm, clean, corrupted)
+    p = _logits_with(hm, corrupted, clean, layer, [head])
+    return ((p[:, -1, answer] - p[:, -1, wrong]) - (k[:, -1, answer] - k[:, -1, wrong])).numpy()
+
+
+def patch_logit_ratio(hm, clean, corrupted, layer, head, answer, wrong):
+    """Scores each run by logit(answer) / logit(wrong) instead of their difference."""
+    c, k = _three_runs(hm, clean, corrupted)
+    p = _logits_with(hm, corrupted, clean, layer, [head])
+    d = [o[:, -1, answer] / o[:, -1, wrong] for o in (c, k, p)]
+    return ((d[2] - d[1]) / (d[0] - d[1])).numpy()
+
+
+def patch_second_to_last(hm, clean, corrupted, layer, head, answer, wrong):
+    """Reads the metric at position -2: one position off."""
+    c, k = _three_runs(hm, clean, corrupted)
+    p = _logits_with(hm, corrupted, clean, layer, [head])
+    d = [o[:, -2, answer] - o[:, -2, wrong] for o in (c, k, p)]
+    return ((d[2] - d[1]) / (d[0] - d[1])).numpy()
+
+
+def patch_whole_layer(hm, clean, corrupted, layer, head, answer, wrong):
+    """Patches every head of the layer (the layer's whole z), not the one head."""
+    c, k = _three_runs(hm, clean, corrupted)
+    p = _logits_with(hm, corrupted, clean, layer, list(range(hm.n_heads)))
+    d = [o[:, -1, answer] - o[:, -1, wrong] for o in (c, k, p)]
+    return ((d[2] - d[1]) / (d[0] - d[1])).numpy()
+
+
+# --------------------------------------------------------------------------- head_dla
+
+
+def _dla(hm, inputs, layer, head, token, at=-1, centre=True, scale=True, gamma=True, bias=False, stream=False):
+    import torch
+
+    model = hm.model
+    with torch.no_grad(), hm.outputs_of(model.blocks[-1]) as seen:
+        _, cache = hm.run_with_cache(inputs, names=("z",), layers=[layer])
+    final = seen[0][:, at]
+    write = final if stream else cache.z(layer)[:, at, head] @ hm.W_O(layer)[head]
+    if bias:
+        write = write + hm.b_O(layer)
+    if centre:
+        write = write - write.mean(-1, keepdim=True)
+    if scale:
+        write = write / torch.sqrt(final.var(-1, unbiased=False) + model.ln_final.eps)[:, None]
+    u = model.unembed.weight[token] * (model.ln_final.weight if gamma else 1.0)
+    return (write @ u).detach().numpy()
+
+
+def dla_no_scale(hm, inputs, layer, head, token):
+    """Forgets to divide by the final LayerNorm's scale."""
+    return _dla(hm, inputs, layer, head, token, scale=False)
+
+
+def dla_not_centred(hm, inputs, layer, head, token):
+    """Divides by the scale but does not subtract the mean over d_model."""
+    return _dla(hm, inputs, layer, head, token, centre=False)
+
+
+def dla_whole_residual(hm, inputs, layer, head, token):
+    """Attributes the whole final residual stream, not the head's own write."""
+    return _dla(hm, inputs, layer, head, token, stream=True)
+
+
+def dla_wrong_position(hm, inputs, layer, head, token):
+    """Reads the head's write at position -2."""
+    return _dla(hm, inputs, layer, head, token, at=-2)
+
+
+def dla_no_gamma(hm, inputs, layer, head, token):
+    """Dots with the bare unembedding column, without the LayerNorm's weight."""
+    return _dla(hm, inputs, layer, head, token, gamma=False)
+
+
+def dla_with_bias(hm, inputs, layer, head, token):
+    """Adds W_O's bias to the head's write."""
+    return _dla(hm, inputs, layer, head, token, bias=True)
+
+
 CATALOGUE: dict[str, list] = {
     "ex-05-induction-score": [induction_first_occurrence, induction_includes_previous, induction_all_positions,
                               induction_the_token_itself],
@@ -129,4 +245,8 @@ CATALOGUE: dict[str, list] = {
     "ex-05-k-composition": [k_comp_q_composition, k_comp_no_transpose, k_comp_spectral, k_comp_unnormalised],
     "ex-05-ablated-induction": [after_mean_ablation, after_first_input, after_patterns_outside, after_whole_layer,
                                 after_pooled_queries],
+    "ex-05-patch-head": [patch_noising, patch_unnormalised, patch_logit_ratio, patch_second_to_last,
+                         patch_whole_layer],
+    "ex-05-head-dla": [dla_no_scale, dla_not_centred, dla_whole_residual, dla_wrong_position, dla_no_gamma,
+                       dla_with_bias],
 }

@@ -76,9 +76,57 @@ def looking_back_first_layer(rows, boundary, x):
     return (_before(rows, boundary)[:, 0] > x).any(axis=1)
 
 
+# --------------------------------------------------------------------------- pruning_curve
+
+
+def _curve(hm, inputs, counts, removed, score=None):
+    import contextlib
+
+    import torch
+
+    from headlab.metrics import next_token_loss
+
+    out = []
+    for k in counts:
+        heads = removed(k)
+        with torch.no_grad(), hm.ablate(heads) if heads else contextlib.nullcontext():
+            logits = hm(inputs)
+        out.append(float(next_token_loss(logits, inputs, reduction="mean")) if score is None
+                   else score(logits, inputs))
+    return np.array(out)
+
+
+def curve_kth_head_only(hm, inputs, order, counts):
+    """Removes only the k-th head of the order, not the first k."""
+    return _curve(hm, inputs, counts, lambda k: order[k - 1:k] if k else [])
+
+
+def curve_reversed(hm, inputs, order, counts):
+    """Removes the last k heads of the order."""
+    return _curve(hm, inputs, counts, lambda k: order[len(order) - k:] if k else [])
+
+
+def curve_counts_from_one(hm, inputs, order, counts):
+    """Counts from 1: removes order[:k + 1], one head already at k = 0."""
+    return _curve(hm, inputs, counts, lambda k: order[:k + 1])
+
+
+def curve_accuracy(hm, inputs, order, counts):
+    """Scores the top-1 next-token accuracy instead of the loss."""
+    return _curve(hm, inputs, counts, lambda k: order[:k],
+                  lambda logits, ids: float((logits[:, :-1].argmax(-1) == ids[:, 1:]).float().mean()))
+
+
+def curve_without_zero(hm, inputs, order, counts):
+    """Leaves out k = 0 (hm.ablate refuses an empty list, so the count is skipped)."""
+    return _curve(hm, inputs, [k for k in counts if k], lambda k: order[:k])
+
+
 CATALOGUE: dict[str, list] = {
     "ex-07-worst-case-order": [order_by_mean, order_unstable, order_by_abs, order_descending],
     "ex-07-layer-mean-z": [mean_z_with_batch, mean_z_in_place, mean_z_over_positions, mean_z_keepdims_only],
     "ex-07-looking-back": [looking_back_with_sink, looking_back_exclusive, looking_back_peak, looking_back_mean,
                            looking_back_at_least, looking_back_first_layer],
+    "ex-07-pruning-curve": [curve_kth_head_only, curve_reversed, curve_counts_from_one, curve_accuracy,
+                            curve_without_zero],
 }

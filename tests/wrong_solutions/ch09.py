@@ -94,9 +94,82 @@ def weight_largest_target_only(pattern, targets, attention_mask):
     return _weight(pattern, targets, attention_mask, reduce="max")
 
 
+# --------------------------------------------------------------------------- logit_lens
+
+
+def _streams(hm, inputs, before=False):
+    """The residual stream after each block (or before it: the embeddings, then each block's input)."""
+    import contextlib
+
+    import torch
+
+    model = hm.model
+    with torch.no_grad(), contextlib.ExitStack() as stack:
+        seen = [stack.enter_context(hm.outputs_of(block)) for block in model.blocks]
+        embed = stack.enter_context(hm.outputs_of(model.embed))
+        pos = stack.enter_context(hm.outputs_of(model.pos_embed))
+        hm(inputs)
+    after = [s[0] for s in seen]
+    return [embed[0] + pos[0]] + after[:-1] if before else after
+
+
+def _read(hm, streams, norm=True, out="log-probs"):
+    import torch
+
+    model = hm.model
+    with torch.no_grad():
+        logits = [model.unembed(model.ln_final(x) if norm else x) for x in streams]
+        if out == "log-probs":
+            logits = [x.log_softmax(-1) for x in logits]
+        elif out == "probs-axis":
+            logits = [x.log_softmax(-2) for x in logits]
+    return torch.stack(logits).numpy()
+
+
+def lens_no_final_norm(hm, inputs):
+    """Unembeds each stream without the final LayerNorm."""
+    return _read(hm, _streams(hm, inputs), norm=False)
+
+
+def lens_stream_before(hm, inputs):
+    """Reads the stream before each layer: the embeddings first, the last layer's output never."""
+    return _read(hm, _streams(hm, inputs, before=True))
+
+
+def lens_logits(hm, inputs):
+    """Returns the logits, not log-probabilities."""
+    return _read(hm, _streams(hm, inputs), out="logits")
+
+
+def lens_with_embeddings(hm, inputs):
+    """Returns n_layers + 1 entries: the embeddings too."""
+    streams = _streams(hm, inputs)
+    return _read(hm, _streams(hm, inputs, before=True)[:1] + streams)
+
+
+def lens_frozen_scale(hm, inputs):
+    """Normalises every layer's stream with the final stream's LayerNorm scale."""
+    import torch
+
+    model = hm.model
+    streams = _streams(hm, inputs)
+    ln = model.ln_final
+    scale = torch.sqrt(streams[-1].var(-1, unbiased=False, keepdim=True) + ln.eps)
+    with torch.no_grad():
+        normed = [(x - x.mean(-1, keepdim=True)) / scale * ln.weight + ln.bias for x in streams]
+    return torch.stack([model.unembed(x).log_softmax(-1) for x in normed]).detach().numpy()
+
+
+def lens_wrong_axis(hm, inputs):
+    """Takes the log_softmax over the positions."""
+    return _read(hm, _streams(hm, inputs), out="probs-axis")
+
+
 CATALOGUE: dict[str, list] = {
     "ex-09-redundant": [redundant_no_abs, redundant_at_least, redundant_per_input_any, redundant_ratio],
     "ex-09-keep": [keep_by_mean, keep_abs, keep_no_backups, keep_per_layer_mean],
     "ex-09-detector": [weight_over_every_query, weight_ignores_padding, weight_pooled_over_inputs,
                        weight_zero_for_no_target, weight_largest_target_only],
+    "ex-09-logit-lens": [lens_no_final_norm, lens_stream_before, lens_logits, lens_with_embeddings,
+                         lens_frozen_scale, lens_wrong_axis],
 }

@@ -8,7 +8,7 @@ import numpy as np
 
 from deviating.exercises import Case, run_cases
 
-__all__ = ["check_worst_case_order", "check_layer_mean_z", "check_flag_looking_back"]
+__all__ = ["check_worst_case_order", "check_layer_mean_z", "check_flag_looking_back", "check_pruning_curve"]
 
 
 def _same_order(got, expected) -> str | None:
@@ -144,3 +144,72 @@ def check_flag_looking_back(fn: Callable) -> None:
         Case("two layers, boundaries 3, 1 and 3", args=(hidden, np.array([3, 1, 3]), 0.5),
              expected=np.array([True, False, False]), hidden=True),
     ], what="where heads look", forbid=("deviating.analysis.inspection",))
+
+
+# --------------------------------------------------------------------------- a pruning curve
+
+
+def _curve_case(name, hm, ids, order, counts, hint="", hidden=False):
+    """A case of pruning_curve: the losses by hand, and the curves of the usual mistakes."""
+    from deviating.exercises.by_hand import mean_loss, run_by_hand
+
+    def curve(removed, score=mean_loss):
+        return np.array([score(run_by_hand(hm, ids, zero=removed(k)), ids) for k in counts])
+
+    def accuracy(run, ids):
+        return float((run.logits[:, :-1].argmax(-1) == ids[:, 1:]).double().mean())
+
+    def last_only(run, ids):
+        return float(-run.logits[:, -2].log_softmax(-1).gather(-1, ids[:, -1:]).mean())
+
+    n = len(order)
+    mistakes = {
+        "only the k-th head of the order is removed; remove the first k heads together": curve(
+            lambda k: order[k - 1:k] if k else []),
+        "the last k heads of the order are removed; the order lists heads from the first removed": curve(
+            lambda k: order[n - k:] if k else []),
+        "one head too many is removed (order[:k + 1]); at k = 0 nothing is removed": curve(lambda k: order[:k + 1]),
+        "the first head of the order is skipped (order[1:k + 1]); remove order[:k]": curve(lambda k: order[1:k + 1]),
+        "this is the top-1 accuracy; the curve is the loss (mean next-token cross-entropy)": curve(
+            lambda k: order[:k], accuracy),
+        "only the last position's prediction is scored; average the loss over every position": curve(
+            lambda k: order[:k], last_only),
+    }
+    case = Case(name, args=(hm, ids, order, counts), expected=curve(lambda k: order[:k]), hint=hint, hidden=hidden)
+    return case, mistakes
+
+
+def check_pruning_curve(fn: Callable) -> None:
+    """Check ``fn(hm, inputs, order, counts)``: for each ``k`` of ``counts``, the mean next-token loss of
+    ``hm`` on ``inputs`` with the first ``k`` heads of ``order`` zero-ablated together (``k = 0``: the
+    model as it is). Expected values: from runs by hand with those heads' outputs set to zero."""
+    import torch
+
+    from deviating.exercises.by_hand import naming_compare, tiny_gpt
+
+    g = torch.Generator().manual_seed(7)
+    small, deep = tiny_gpt(seed=8), tiny_gpt(seed=9, n_layers=3, n_heads=2, d_model=24, d_mlp=48)
+    ids, ids_b = torch.randint(40, (3, 8), generator=g), torch.randint(40, (2, 10), generator=g)
+    every = [(1, 2), (0, 3), (1, 0), (0, 0), (1, 3), (0, 1), (0, 2), (1, 1)]
+    built = [
+        _curve_case("a 2-layer model, every head in order, counts 0, 1, 2, 4, 8", small, ids, every,
+                    [0, 1, 2, 4, 8], hint="for each k, ablate order[:k] together (k = 0: nothing removed; "
+                                          "hm.ablate needs at least one head, so run the model as it is)."),
+        _curve_case("the same model, an order of five heads, counts 0, 3, 5", small, ids,
+                    [(0, 2), (1, 1), (0, 0), (1, 3), (0, 1)], [0, 3, 5],
+                    hint="the loss is the mean next-token cross-entropy over every position of every input."),
+        _curve_case("3 layers with MLPs, counts 0, 1, 6", deep, ids_b, [(2, 0), (0, 1), (1, 1), (2, 1), (0, 0), (1, 0)],
+                    [0, 1, 6]),
+        _curve_case("3 layers with MLPs, another order, counts 0, 2, 4", deep, ids_b,
+                    [(1, 0), (2, 1), (0, 0), (1, 1)], [0, 2, 4], hidden=True),
+    ]
+    named = naming_compare({id(c.expected): m for c, m in built}, atol=1e-4)
+
+    def compare(got, expected):
+        if np.ndim(got) == 1 and len(got) == len(expected) - 1:
+            return (f"{len(got)} values for {len(expected)} counts: one per count, k = 0 included (the model "
+                    "with nothing removed; hm.ablate needs at least one head, so run the model as it is)")
+        return named(got, expected)
+
+    run_cases(fn, [c for c, _ in built], compare=compare, what="a pruning curve",
+              forbid=("deviating.analysis", "headlab.analysis", "deviating.exercises.by_hand"))

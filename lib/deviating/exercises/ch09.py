@@ -15,7 +15,7 @@ from deviating.exercises import Case, compare_number, run_cases
 
 _REPORT = ("deviating.report", "deviating.analysis.importance", "headlab.analysis.circuits", "deviating.analysis.prune")
 
-__all__ = ["check_keep_list", "check_is_redundant", "check_target_weight"]
+__all__ = ["check_keep_list", "check_is_redundant", "check_target_weight", "check_logit_lens"]
 
 
 def _compare_heads(got, expected) -> str | None:
@@ -211,3 +211,79 @@ def check_target_weight(fn: Callable) -> None:
              hint="an input where no query has a target has no score: return NaN there, not 0."),
         Case("random causal patterns, three inputs, two heads", args=(p6, t6, mask6), expected=e6, hidden=True),
     ], compare=_compare_grid, what="the detector", forbid=_REPORT)
+
+
+# --------------------------------------------------------------------------- the logit lens
+
+
+def _lens_case(name, hm, ids, hint="", hidden=False):
+    """A case of logit_lens: the expected log-probabilities from a run by hand, and the usual mistakes."""
+    import torch
+
+    from deviating.exercises.by_hand import run_by_hand
+
+    run = run_by_hand(hm, ids)
+    model = hm.model
+    ln, eps = model.ln_final, model.config.ln_eps
+    w_u, b_u = model.unembed.weight.detach().double(), model.unembed.bias.detach().double()
+    gamma, beta = ln.weight.detach().double(), ln.bias.detach().double()
+
+    def lens(streams, norm=True, frozen=None, out="log-probs", axis=-1):
+        rows = []
+        for x in streams:
+            if norm:
+                centred = x - x.mean(-1, keepdim=True)
+                ref = x if frozen is None else frozen
+                x = centred / torch.sqrt(ref.var(-1, unbiased=False, keepdim=True) + eps) * gamma + beta
+            logits = x @ w_u.T + b_u
+            rows.append(logits if out == "logits" else logits.log_softmax(axis) if out == "log-probs"
+                        else logits.softmax(-1))
+        return torch.stack(rows).numpy()
+
+    after = run.resid[1:]
+    mistakes = {
+        "the final LayerNorm is skipped: read each stream through hm.model.ln_final before the unembedding":
+            lens(after, norm=False),
+        "these are the streams *before* each layer (the embeddings first); the lens reads the stream after "
+        "layer l, so its last entry is the model's own output": lens(run.resid[:-1]),
+        "these are logits; return log-probabilities (log_softmax over the vocabulary)": lens(after, out="logits"),
+        "these are probabilities; return their logarithm (log_softmax over the vocabulary)":
+            lens(after, out="probs"),
+        "the final stream's LayerNorm scale is used for every layer; apply ln_final afresh to each layer's "
+        "stream": lens(after, frozen=run.resid[-1]),
+        "the log_softmax is over the wrong axis: normalise over the vocabulary (the last axis)":
+            lens(after, axis=-2),
+    }
+    return Case(name, args=(hm, ids), expected=lens(after), hint=hint, hidden=hidden), mistakes
+
+
+def check_logit_lens(fn: Callable) -> None:
+    """Check ``fn(hm, inputs)``: ``(n_layers, batch, pos, d_vocab)``, the next-token log-probabilities
+    read from the residual stream after each layer through the final LayerNorm and the unembedding
+    (so the last entry is the model's own output). Expected values: from a run by hand."""
+    import torch
+
+    from deviating.exercises.by_hand import naming_compare, tiny_gpt
+
+    g = torch.Generator().manual_seed(11)
+    small, deep = tiny_gpt(seed=5), tiny_gpt(seed=6, n_layers=3, n_heads=2, d_model=24, d_mlp=48)
+    built = [
+        _lens_case("a 2-layer model, two inputs of 6 tokens", small, torch.randint(40, (2, 6), generator=g),
+                   hint="one entry per layer l: the stream after block l, through hm.model.ln_final and "
+                        "hm.model.unembed, then log_softmax over the vocabulary."),
+        _lens_case("3 layers with MLPs, three inputs of 5 tokens", deep, torch.randint(40, (3, 5), generator=g),
+                   hint="the stream after a block includes its MLP's write (the block's output)."),
+        _lens_case("3 layers with MLPs, one input of 9 tokens", deep, torch.randint(40, (1, 9), generator=g),
+                   hidden=True),
+    ]
+    named = naming_compare({id(c.expected): m for c, m in built}, atol=1e-4)
+
+    def compare(got, expected):
+        shape = tuple(getattr(got, "shape", ()))
+        if len(shape) == 4 and shape[0] == expected.shape[0] + 1 and shape[1:] == expected.shape[1:]:
+            return (f"{shape[0]} entries for {expected.shape[0]} layers: the embeddings are not a layer; "
+                    "return one entry per layer, the stream after it")
+        return named(got, expected)
+
+    run_cases(fn, [c for c, _ in built], compare=compare, what="the logit lens",
+              forbid=("headlab.analysis", "deviating.analysis", "deviating.exercises.by_hand"))
