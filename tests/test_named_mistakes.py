@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from wrong_solutions import ch03
+from wrong_solutions import ch03, ch08
 
 from deviating.exercises import ExerciseFailed
 from deviating.exercises.ch03 import check_offset_profile, check_previous_token_lift
+from deviating.exercises.ch08 import check_sae_step
 
 NAMED = [
     (check_previous_token_lift, ch03.lift_no_baseline, "no baseline"),
@@ -26,6 +27,14 @@ NAMED = [
     (check_offset_profile, ch03.profile_forward_offsets, "keys after the query"),
     (check_offset_profile, ch03.profile_off_by_one, "shifted by one"),
     (check_offset_profile, ch03.profile_ignores_mask, "padding mask ignored"),
+    (check_sae_step, ch08.sae_no_relu, "no ReLU"),
+    (check_sae_step, ch08.sae_l1_on_weights, "penalty on the weights"),
+    (check_sae_step, ch08.sae_mse_loss_default, "averaged over every entry"),
+    (check_sae_step, ch08.sae_sum_over_tokens, "summed over tokens"),
+    (check_sae_step, ch08.sae_gradient_ascent, "a step up the gradient"),
+    (check_sae_step, ch08.sae_decoder_not_normalised, "left unnormalised"),
+    (check_sae_step, ch08.sae_decoder_columns_normalised, "columns of W_dec"),
+    (check_sae_step, ch08.sae_loss_after_step, "loss after the step"),
 ]
 
 
@@ -35,3 +44,22 @@ def test_the_message_names_the_mistake(check, wrong, words, capsys) -> None:  # 
         check(wrong)
     capsys.readouterr()
     assert words in str(failure.value), str(failure.value)
+
+
+def test_the_sae_step_answers_equal_autograd() -> None:
+    """The check's expected values come from gradients derived by hand; torch's autograd agrees."""
+    import torch
+
+    from deviating.exercises.ch08 import _sae_inputs, _sae_step_answer
+
+    W_enc, b_enc, W_dec, b_dec, x, l1, lr = _sae_inputs(5, 12, 3, 7, 0.07, 0.3)
+    params = [p.clone().requires_grad_(True) for p in (W_enc, b_enc, W_dec, b_dec)]
+    f = torch.relu(x @ params[0] + params[1])
+    loss = (x - f @ params[2] - params[3]).pow(2).sum(1).mean() + l1 * f.sum(1).mean()
+    loss.backward()
+    new = [(p - lr * p.grad).detach() for p in params]
+    new[2] = new[2] / new[2].norm(dim=1, keepdim=True)
+    answer = _sae_step_answer(W_enc, b_enc, W_dec, b_dec, x, l1, lr)
+    for mine, theirs in zip(answer[:4], new):
+        assert torch.allclose(torch.as_tensor(mine), theirs, atol=1e-12)
+    assert abs(answer[4] - loss.item()) < 1e-12
