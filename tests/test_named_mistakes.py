@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from wrong_solutions import ch03, ch08
+from wrong_solutions import ch03, ch06, ch08
 
 from deviating.exercises import ExerciseFailed
 from deviating.exercises.ch03 import check_offset_profile, check_previous_token_lift
+from deviating.exercises.ch06 import check_resample_ablation
 from deviating.exercises.ch08 import check_sae_step
 
 NAMED = [
@@ -27,6 +28,12 @@ NAMED = [
     (check_offset_profile, ch03.profile_forward_offsets, "keys after the query"),
     (check_offset_profile, ch03.profile_off_by_one, "shifted by one"),
     (check_offset_profile, ch03.profile_ignores_mask, "padding mask ignored"),
+    (check_resample_ablation, ch06.resample_mean, "mean ablation"),
+    (check_resample_ablation, ch06.resample_other_head, "other head"),
+    (check_resample_ablation, ch06.resample_other_position, "another position"),
+    (check_resample_ablation, ch06.resample_first_position, "first position"),
+    (check_resample_ablation, ch06.resample_own_batch, "z's own outputs"),
+    (check_resample_ablation, ch06.resample_in_place, "modified its input in place"),
     (check_sae_step, ch08.sae_no_relu, "no ReLU"),
     (check_sae_step, ch08.sae_l1_on_weights, "penalty on the weights"),
     (check_sae_step, ch08.sae_mse_loss_default, "averaged over every entry"),
