@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from wrong_solutions import ch03, ch06, ch08
+from wrong_solutions import ch03, ch04, ch06, ch08
 
 from deviating.exercises import ExerciseFailed
 from deviating.exercises.ch03 import check_offset_profile, check_previous_token_lift
+from deviating.exercises.ch04 import check_nearest_candidate_accuracy
 from deviating.exercises.ch06 import check_resample_ablation
 from deviating.exercises.ch08 import check_sae_step
 
@@ -28,6 +29,13 @@ NAMED = [
     (check_offset_profile, ch03.profile_forward_offsets, "keys after the query"),
     (check_offset_profile, ch03.profile_off_by_one, "shifted by one"),
     (check_offset_profile, ch03.profile_ignores_mask, "padding mask ignored"),
+    (check_nearest_candidate_accuracy, ch04.candidate_either_direction, "either direction"),
+    (check_nearest_candidate_accuracy, ch04.candidate_either_ties_later, "either direction"),
+    (check_nearest_candidate_accuracy, ch04.candidate_counts_the_query, "own position"),
+    (check_nearest_candidate_accuracy, ch04.candidate_farthest_earlier, "farthest"),
+    (check_nearest_candidate_accuracy, ch04.candidate_assumes_sorted, "not sorted"),
+    (check_nearest_candidate_accuracy, ch04.candidate_skips_empty, "left out"),
+    (check_nearest_candidate_accuracy, ch04.candidate_over_candidates, "number of candidates"),
     (check_resample_ablation, ch06.resample_mean, "mean ablation"),
     (check_resample_ablation, ch06.resample_other_head, "other head"),
     (check_resample_ablation, ch06.resample_other_position, "another position"),
