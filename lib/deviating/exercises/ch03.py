@@ -2,7 +2,8 @@
 
 Every known answer is built by hand: attention patterns whose rows are set entry by entry
 (:func:`deviating.exercises.fixtures.hand_pattern`), so the right score or sink can be read off
-the construction.
+the construction. The newer checks also compute what the common mistakes return on each input,
+only to say which mistake a wrong answer makes.
 """
 
 from __future__ import annotations
@@ -143,8 +144,12 @@ def _lift_mistakes(pattern: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarra
                     rows.append(pattern[b, :, q, key_of(q)] - base_of(b, q))
         return rows
 
-    visible = lambda b, q: 1.0 / real[b, : q + 1].sum()  # noqa: E731
-    ok = lambda b, q: q >= 1 and real[b, q] and real[b, q - 1]  # noqa: E731
+    def visible(b, q):  # what uniform causal attention puts on each real key j <= q
+        return 1.0 / real[b, : q + 1].sum()
+
+    def ok(b, q):  # a real query whose previous position is real
+        return q >= 1 and real[b, q] and real[b, q - 1]
+
     add("no baseline: the raw weight on q - 1, not the lift over uniform attention",
         collect(lambda q: q - 1, lambda b, q: 0.0, ok))
     add("one baseline for the whole sequence, 1/(its padded length), instead of 1/(real keys visible to q)",
@@ -262,7 +267,9 @@ def _profile_mistakes(pattern: np.ndarray, mask: np.ndarray, max_offset: int) ->
             cols.append(np.sum(rows, axis=0) / n if rows else np.zeros(n_heads))
         return np.stack(cols, axis=1)
 
-    ok = lambda b, q, k: real[b, q] and q - k >= 0 and real[b, q - k]  # noqa: E731
+    def ok(b, q, k):
+        return real[b, q] and q - k >= 0 and real[b, q - k]
+
     return {
         "every real query counted, also those with no key at q - k (they add zeros)":
             profile(lambda q, k: q - k, ok, divide_by_all=True),
