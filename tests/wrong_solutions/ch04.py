@@ -90,8 +90,55 @@ def nearest_argmax(patterns, targets, is_noun):
     return _nearest(patterns, targets, is_noun, lambda row, t: row.argmax() == t, _at_or_before)
 
 
+# --------------------------------------------------------------------------- nearest_candidate_accuracy
+
+
+def _nearest_acc(queries, candidates, gold, pick, *, skip_empty=False, per_candidate=False):
+    picks = [pick(q, list(c)) for q, c in zip(queries, candidates)]
+    hits = sum(p is not None and p == g for p, g in zip(picks, gold))
+    if per_candidate:
+        return hits / sum(len(c) for c in candidates)
+    return hits / (sum(p is not None for p in picks) if skip_empty else len(picks))
+
+
+def candidate_either_direction(queries, candidates, gold):
+    return _nearest_acc(queries, candidates, gold,
+                        lambda q, c: min((x for x in c if x != q), key=lambda x: abs(x - q), default=None))
+
+
+def candidate_either_ties_later(queries, candidates, gold):
+    return _nearest_acc(queries, candidates, gold,
+                        lambda q, c: min((x for x in c if x != q), key=lambda x: (abs(x - q), -x), default=None))
+
+
+def candidate_counts_the_query(queries, candidates, gold):
+    return _nearest_acc(queries, candidates, gold, lambda q, c: max((x for x in c if x <= q), default=None))
+
+
+def candidate_farthest_earlier(queries, candidates, gold):
+    return _nearest_acc(queries, candidates, gold, lambda q, c: min((x for x in c if x < q), default=None))
+
+
+def candidate_assumes_sorted(queries, candidates, gold):
+    return _nearest_acc(queries, candidates, gold,
+                        lambda q, c: [x for x in c if x < q][-1] if any(x < q for x in c) else None)
+
+
+def candidate_skips_empty(queries, candidates, gold):
+    return _nearest_acc(queries, candidates, gold, lambda q, c: max((x for x in c if x < q), default=None),
+                        skip_empty=True)
+
+
+def candidate_over_candidates(queries, candidates, gold):
+    return _nearest_acc(queries, candidates, gold, lambda q, c: max((x for x in c if x < q), default=None),
+                        per_candidate=True)
+
+
 CATALOGUE: dict[str, list] = {
     "ex-04-relation": [relation_argmax, relation_hard_coded_offset, relation_first_seen, relation_sign_flipped,
                        relation_positive_first],
     "ex-04-nearest-noun": [nearest_either_direction, nearest_first_noun, nearest_strictly_before, nearest_argmax],
+    "ex-04-nearest-candidate": [candidate_either_direction, candidate_either_ties_later, candidate_counts_the_query,
+                                candidate_farthest_earlier, candidate_assumes_sorted, candidate_skips_empty,
+                                candidate_over_candidates],
 }

@@ -138,9 +138,49 @@ def gate_ablation_effect(model, input_ids):
     return out
 
 
+def _resample(z, z_other, head, donor):
+    out = np.array(z, dtype=float, copy=True)
+    out[:, :, head, :] = donor
+    return out
+
+
+def resample_mean(z, z_other, head):
+    return _resample(z, z_other, head, z_other[:, :, head, :].mean(axis=0))
+
+
+def resample_other_head(z, z_other, head):
+    return _resample(z, z_other, head, z_other[:, :, (head + 1) % z.shape[2], :])
+
+
+def resample_other_position(z, z_other, head):
+    return _resample(z, z_other, head, z_other[:, ::-1, head, :])
+
+
+def resample_first_position(z, z_other, head):
+    return _resample(z, z_other, head, z_other[:, :1, head, :])
+
+
+def resample_own_batch(z, z_other, head):
+    return _resample(z, z_other, head, z[::-1, :, head, :])
+
+
+def resample_in_place(z, z_other, head):
+    z[:, :, head, :] = z_other[:, :, head, :]
+    return z
+
+
+def resample_library(z, z_other, head):
+    from headlab.heads.ablation import Ablation
+
+    Ablation("resample", reference=["a text"])  # the library's own resampling
+    return z
+
+
 CATALOGUE: dict[str, list] = {
     "ex-06-gate-importance": [gate_signed_mean, gate_abs_of_mean, gate_shared_over_batch, gate_ablation_effect],
     "ex-06-mean-ablation": [mean_ablation_in_place, mean_ablation_over_heads, mean_ablation_of_z, mean_ablation_zero],
     "ex-06-redundant-pair": [pair_largest_effect, pair_largest_abs, pair_smallest, pair_one_single],
     "ex-06-gini": [gini_no_abs, gini_no_clip, gini_n_n_minus_1, gini_library],
+    "ex-06-resample-ablation": [resample_mean, resample_other_head, resample_other_position, resample_first_position,
+                                resample_own_batch, resample_in_place, resample_library],
 }

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
-from deviating.exercises import Case, run_cases
+from deviating.exercises import Case, compare_number, run_cases
 from deviating.exercises.fixtures import hand_pattern as _rows
 
 _DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas", "deviating.roles")
 
-__all__ = ["check_relation_vs_offset", "check_relation_vs_nearest_noun"]
+__all__ = ["check_relation_vs_offset", "check_relation_vs_nearest_noun", "check_nearest_candidate_accuracy"]
 
 
 # ------------------------------------------------------------- a syntactic head vs the offset
@@ -170,3 +171,84 @@ def check_relation_vs_nearest_noun(fn: Callable[[np.ndarray, np.ndarray, np.ndar
     of each annotated query, -1 elsewhere; ``is_noun`` ``(batch, pos)`` bools.
     """
     run_cases(fn, _nearest_noun_cases(), compare=_pair_compare, forbid=_DETECTORS)
+
+
+# ------------------------------------------------------------- the nearest-candidate baseline
+
+
+def _nearest_mistakes(queries, candidates, gold) -> dict[str, float]:
+    """What the common mistakes return on an input (only to name a wrong answer)."""
+    items = list(zip(queries, candidates, gold))
+
+    def acc(pick, skip_empty=False, per_candidate=False):
+        picks = [(pick(q, list(c)), g) for q, c, g in items]
+        hits = sum(p is not None and p == g for p, g in picks)
+        if per_candidate:
+            return hits / max(sum(len(c) for c in candidates), 1)
+        n = sum(p is not None for p, _ in picks) if skip_empty else len(picks)
+        return hits / n if n else 0.0
+
+    def earlier(q, c):
+        return [x for x in c if x < q]
+    return {
+        "the nearest candidate in either direction (a later word too); the baseline looks back only":
+            acc(lambda q, c: min((x for x in c if x != q), key=lambda x: (abs(x - q), x), default=None)),
+        "the nearest candidate in either direction, ties going to the later one":
+            acc(lambda q, c: min((x for x in c if x != q), key=lambda x: (abs(x - q), -x), default=None)),
+        "the query's own position counted as a candidate (a word never points at itself)":
+            acc(lambda q, c: max((x for x in c if x <= q), default=None)),
+        "the farthest earlier candidate (the first in the text), not the nearest":
+            acc(lambda q, c: min(earlier(q, c), default=None)),
+        "the last earlier candidate in list order: the lists are not sorted":
+            acc(lambda q, c: earlier(q, c)[-1] if earlier(q, c) else None),
+        "queries with no earlier candidate left out; they count, as misses":
+            acc(lambda q, c: max(earlier(q, c), default=None), skip_empty=True),
+        "hits divided by the number of candidates, not by the number of queries":
+            acc(lambda q, c: max(earlier(q, c), default=None), per_candidate=True),
+    }
+
+
+def _nearest_cases() -> list[Case]:
+    cases = [
+        Case("two verbs, each with two earlier nouns: the nearer one is the subject",
+             args=([4, 6], [[1, 3], [2, 5]], [3, 5]), expected=1.0,
+             hint="the baseline predicts the candidate with the largest position before the query."),
+        Case("a noun right after each verb is nearer than the subject, but the baseline looks back only",
+             args=([3, 4, 5], [[0, 4], [1, 5, 7], [2, 6]], [0, 1, 2]), expected=1.0,
+             hint="only candidates at positions < query count: a word cannot point to a later word in a "
+                  "causal model."),
+        Case("the query's own position is among the candidates",
+             args=([2, 5], [[0, 2], [1, 3, 5]], [0, 3]), expected=1.0,
+             hint="strictly before the query: a candidate at the query's own position is skipped."),
+        Case("unsorted candidate lists, and a query with no earlier candidate",
+             args=([1, 6, 4, 5, 7], [[3, 4], [5, 1, 3], [0, 2, 1], [2], [1, 3, 5]], [0, 5, 2, 2, 5]), expected=0.8,
+             hint="the lists come in any order; a query with no earlier candidate is a miss for the baseline "
+                  "(it predicts nothing) and still counts in the denominator: 4 hits of 5 queries."),
+        Case("a noun as far after the verb as the subject is before it",
+             args=([3, 7], [[1, 5], [4, 6, 8]], [1, 4]), expected=0.5,
+             hint="verb 3: candidates 1 and 5 are 2 away each; only 1 is before it."),
+        Case("six verbs", args=([5, 2, 8, 3, 6, 4], [[4, 1, 6], [0, 2], [7, 9, 2], [], [5, 7], [3, 0]],
+                                [4, 0, 2, 1, 5, 0]),
+             expected=3 / 6, hidden=True),
+    ]
+    # a distinct object per expected value, so that compare can find each case's input by it
+    return [replace(c, expected=np.float64(c.expected)) for c in cases]
+
+
+def check_nearest_candidate_accuracy(fn: Callable) -> None:
+    """Check ``fn(queries, candidates, gold)``: the share of queries whose nearest candidate strictly
+    before them (the largest candidate position < the query) is the gold position; a query with no
+    earlier candidate is a miss. ``candidates[i]`` lists query i's candidate positions in any order."""
+    cases = _nearest_cases()
+    by_id = {id(c.expected): c.args for c in cases}  # each expected value is its own np.float64
+
+    def compare(got, expected):
+        problem = compare_number(got, expected, atol=1e-12, rtol=0)
+        if problem is None:
+            return None
+        for what, answer in _nearest_mistakes(*by_id[id(expected)]).items():
+            if abs(answer - expected) > 1e-12 and compare_number(got, answer, atol=1e-12, rtol=0) is None:
+                return f"{problem}; this is the answer with {what}"
+        return problem
+
+    run_cases(fn, cases, compare=compare, what="the nearest-candidate baseline", forbid=_DETECTORS)

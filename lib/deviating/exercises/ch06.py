@@ -8,7 +8,8 @@ import numpy as np
 
 from deviating.exercises import Case, compare_arrays, compare_number, run_cases
 
-__all__ = ["check_mean_ablation", "check_most_redundant_pair", "check_gini", "check_gate_importance"]
+__all__ = ["check_mean_ablation", "check_most_redundant_pair", "check_gini", "check_gate_importance",
+           "check_resample_ablation"]
 
 _IMPORTANCE = ("deviating.analysis.importance", "headlab.analysis.sweep", "headlab.heads")
 
@@ -193,3 +194,73 @@ def check_gate_importance(fn: Callable) -> None:
 
     run_cases(fn, cases, compare=compare, what="Michel et al.'s importance from gate gradients",
               forbid=("headlab", "deviating.analysis"))
+
+
+def _coded(batch: int, pos: int, n_heads: int, d_head: int, sign: float = 1.0) -> np.ndarray:
+    """``z[b, s, h, t] = sign * (1000 b + 100 s + 10 h + t + 1)``: every entry says where it stands."""
+    return sign * np.fromfunction(lambda b, s, h, t: 1000 * b + 100 * s + 10 * h + t + 1,
+                                  (batch, pos, n_heads, d_head))
+
+
+def _resampled(batch: int, pos: int, n_heads: int, d_head: int, head: int) -> np.ndarray:
+    """The answer for ``_coded`` inputs: the donor's entry (negative) where h == head, z's elsewhere."""
+    return np.fromfunction(lambda b, s, h, t: np.where(h == head, -1.0, 1.0) * (1000 * b + 100 * s + 10 * h + t + 1),
+                           (batch, pos, n_heads, d_head))
+
+
+def _resample_mistakes(z, z_other, head) -> dict[str, np.ndarray]:
+    """What the common mistakes return (only to name a wrong answer)."""
+    z, z_other = np.asarray(z, float), np.asarray(z_other, float)
+    out = {}
+
+    def put(what, value):
+        a = z.copy()
+        a[:, :, head, :] = value
+        out[what] = a
+
+    put("the mean of the donors' outputs (that is mean ablation), not each input's own donor",
+        z_other[:, :, head, :].mean(axis=0))
+    put("the donors' other head: take head `head` of z_other, the same head",
+        z_other[:, :, (head + 1) % z.shape[2], :])
+    put("the donor's output at another position: keep the position, take only the input from elsewhere",
+        z_other[:, ::-1, head, :])
+    put("the donor's first position at every position", z_other[:, :1, head, :])
+    put("z's own outputs shuffled, not the donors'", z[::-1, :, head, :])
+    return out
+
+
+def _resample_cases() -> list[Case]:
+    z, other = _coded(2, 3, 2, 2), _coded(2, 3, 2, 2, -1.0)
+    z3, other3 = _coded(3, 4, 3, 2), _coded(3, 4, 3, 2, -1.0)
+    return [
+        Case("2 inputs, 3 positions, head 0 of 2", args=(z, other, 0), expected=_resampled(2, 3, 2, 2, 0),
+             unchanged=True,
+             hint="z[b, s, h, t] = 1000 b + 100 s + 10 h + t + 1 and z_other is the same with a minus sign: "
+                  "the answer holds z_other's (negative) entries at head 0, z's everywhere else."),
+        Case("the same inputs, head 1", args=(z, other, 1), expected=_resampled(2, 3, 2, 2, 1), unchanged=True,
+             hint="only the chosen head changes; the other heads keep the clean outputs."),
+        Case("3 inputs, 4 positions, head 2 of 3", args=(z3, other3, 2), expected=_resampled(3, 4, 3, 2, 2),
+             unchanged=True,
+             hint="input b takes the output of input b of z_other at the same position s."),
+        Case("4 inputs, 2 positions, head 1 of 4, d_head 3",
+             args=(_coded(4, 2, 4, 3), _coded(4, 2, 4, 3, -1.0), 1), expected=_resampled(4, 2, 4, 3, 1),
+             unchanged=True, hidden=True),
+    ]
+
+
+def check_resample_ablation(fn: Callable) -> None:
+    """``fn(z, z_other, head)``: ``z`` and ``z_other`` ``(batch, pos, n_heads, d_head)``, one layer's
+    head outputs on the inputs and on other inputs (row b of ``z_other`` is row b's donor); returns a
+    new ``z`` whose ``head`` slice is the donors' ``head`` slice, position by position."""
+    cases = _resample_cases()
+    by_id = {id(c.expected): c.args for c in cases}
+
+    def compare(got, expected):
+        problem = compare_arrays(got, expected, atol=0, rtol=0)
+        if problem is not None:
+            for what, answer in _resample_mistakes(*by_id[id(expected)]).items():
+                if compare_arrays(got, answer, atol=0, rtol=0) is None:
+                    return f"{problem}; this is the answer with {what}"
+        return problem
+
+    run_cases(fn, cases, compare=compare, what="resample ablation", forbid=_IMPORTANCE)

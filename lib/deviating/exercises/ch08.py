@@ -7,11 +7,11 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from deviating.exercises import Case, run_cases
+from deviating.exercises import Case, compare_arrays, compare_number, run_cases
 
 _SAE = ("deviating.analysis.sae",)
 
-__all__ = ["check_topk_activation", "check_fraction_recovered", "check_match_features", "check_units_for_mass"]
+__all__ = ["check_topk_activation", "check_fraction_recovered", "check_match_features", "check_units_for_mass", "check_sae_step"]
 
 
 def _t(rows) -> torch.Tensor:
@@ -108,3 +108,128 @@ def check_units_for_mass(fn: Callable) -> None:
                                                        [0.0, 0.0, 0.0, 0.0]]), 0.9),
              expected=[2, 3, 0], hidden=True),
     ], what="units per token", forbid=_SAE)
+
+
+# --------------------------------------------------------------------------- one SAE step
+
+
+def _sae_step_answer(W_enc, b_enc, W_dec, b_dec, x, l1, lr, *, relu=True, mse="tokens", penalty="f",
+                     sign=1.0, normalise="rows", loss_after=False):
+    """One SGD step with gradients derived by hand (no autograd), in float64; the keyword arguments
+    switch on one common mistake each, so that a wrong answer can be named.
+
+    loss = mean_t ||x_t - x_hat_t||^2 + l1 * mean_t sum_i f_ti, f = ReLU(x W_enc + b_enc),
+    x_hat = f W_dec + b_dec. By hand: dL/dx_hat = 2 r / n (r = x_hat - x), dW_dec = f^T dL/dx_hat,
+    db_dec = sum_t dL/dx_hat, dL/df = dL/dx_hat W_dec^T + l1 / n, dpre = dL/df * [pre > 0],
+    dW_enc = x^T dpre, db_enc = sum_t dpre.
+    """
+    W_enc, b_enc, W_dec, b_dec, x = (np.asarray(a, dtype=float) for a in (W_enc, b_enc, W_dec, b_dec, x))
+    n, d = x.shape
+    pre = x @ W_enc + b_enc
+    f = np.maximum(pre, 0.0) if relu else pre
+    r = f @ W_dec + b_dec - x
+    scale = {"tokens": 1.0 / n, "entries": 1.0 / (n * d), "sum": 1.0}[mse]
+    loss = scale * (r ** 2).sum() + (l1 / n * f.sum() if penalty == "f" else 0.0)
+    if penalty == "weights":
+        loss += l1 * (np.abs(W_enc).sum() + np.abs(W_dec).sum())
+    g_xhat = 2.0 * scale * r
+    g_Wdec = f.T @ g_xhat + (l1 * np.sign(W_dec) if penalty == "weights" else 0.0)
+    g_bdec = g_xhat.sum(0)
+    g_f = g_xhat @ W_dec.T + (l1 / n if penalty == "f" else 0.0)
+    g_pre = g_f * (pre > 0) if relu else g_f
+    g_Wenc = x.T @ g_pre + (l1 * np.sign(W_enc) if penalty == "weights" else 0.0)
+    g_benc = g_pre.sum(0)
+    new = [p - sign * lr * g for p, g in ((W_enc, g_Wenc), (b_enc, g_benc), (W_dec, g_Wdec), (b_dec, g_bdec))]
+    if normalise == "rows":
+        new[2] = new[2] / np.linalg.norm(new[2], axis=1, keepdims=True)
+    elif normalise == "columns":
+        new[2] = new[2] / np.linalg.norm(new[2], axis=0, keepdims=True)
+    if loss_after:
+        loss = _sae_step_answer(*new, x, l1, 0.0)[4]
+    return (*new, float(loss))
+
+
+_SAE_PARTS = ("W_enc", "b_enc", "W_dec", "b_dec", "loss")
+_SAE_MISTAKES = {
+    "no ReLU (f = x W_enc + b_enc, negative activations kept)": {"relu": False},
+    "the L1 penalty on the weights instead of on the activations f": {"penalty": "weights"},
+    "no L1 penalty at all": {"penalty": "none"},
+    "the squared error averaged over every entry (tokens x d_in), not summed over d_in and averaged over "
+    "tokens": {"mse": "entries"},
+    "the squared error summed over tokens instead of averaged": {"mse": "sum"},
+    "a step up the gradient (p + lr * grad): the loss grows": {"sign": -1.0},
+    "the rows of W_dec left unnormalised after the step": {"normalise": "none"},
+    "the columns of W_dec normalised instead of its rows (a row is one feature's direction)":
+        {"normalise": "columns"},
+    "the loss after the step returned, not the loss before it": {"loss_after": True},
+}
+
+
+def _compare_sae(got, expected, args) -> str | None:
+    if got is None:
+        return "got None: did the function forget to `return` its result?"
+    if not isinstance(got, (tuple, list)) or len(got) != 5:
+        return f"expected a tuple of 5 (new W_enc, b_enc, W_dec, b_dec, loss), got {type(got).__name__}" + (
+            f" of length {len(got)}" if isinstance(got, (tuple, list)) else "")
+    problems = []
+    for name, g, e in zip(_SAE_PARTS, got, expected):
+        p = compare_number(g, e, atol=1e-8, rtol=1e-8) if name == "loss" else \
+            compare_arrays(g, e, atol=1e-8, rtol=1e-8)
+        if p is not None:
+            problems.append(f"{name}: {p}")
+    if not problems:
+        return None
+    for what, flags in _SAE_MISTAKES.items():
+        answer = _sae_step_answer(*args, **flags)
+        if all((compare_number if i == 4 else compare_arrays)(g, a, atol=1e-8, rtol=1e-8) is None
+               for i, (g, a) in enumerate(zip(got, answer))):
+            return f"{problems[0]}; this is the answer with {what}"
+    return "; ".join(problems[:2])
+
+
+def _sae_inputs(seed: int, n: int, d: int, k: int, l1: float, lr: float) -> tuple:
+    g = torch.Generator().manual_seed(seed)
+    W_dec = torch.randn(k, d, generator=g, dtype=torch.float64)
+    W_dec = W_dec / W_dec.norm(dim=1, keepdim=True)
+    return (W_dec.T.clone() + 0.1 * torch.randn(d, k, generator=g, dtype=torch.float64),
+            0.3 * torch.randn(k, generator=g, dtype=torch.float64), W_dec,
+            0.2 * torch.randn(d, generator=g, dtype=torch.float64),
+            torch.randn(n, d, generator=g, dtype=torch.float64), l1, lr)
+
+
+def _d(rows) -> torch.Tensor:
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+def check_sae_step(fn: Callable) -> None:
+    """Check ``fn(W_enc, b_enc, W_dec, b_dec, x, l1, lr)``: one SGD step on
+    ``mean_t ||x_t - x_hat_t||^2 + l1 * mean_t sum_i f_ti`` (``f = ReLU(x W_enc + b_enc)``,
+    ``x_hat = f W_dec + b_dec``), then each row of ``W_dec`` rescaled to norm 1; returns the four
+    new parameters and the loss before the step."""
+    # one token, one feature, one dimension, by hand: pre = 2 * 1 + 0.5 = 2.5 = f = x_hat, r = 0.5,
+    # loss = 0.25 + 0.1 * 2.5 = 0.5; dL/dx_hat = 1, dW_dec = 2.5, db_dec = 1, dL/df = 1 + 0.1 = 1.1,
+    # dW_enc = 2 * 1.1, db_enc = 1.1; after a step of 0.1: W_enc 0.78, b_enc 0.39, W_dec 0.75 -> 1, b_dec -0.1
+    hand = (_d([[1.0]]), _d([0.5]), _d([[1.0]]), _d([0.0]), _d([[2.0]]), 0.1, 0.1)
+    # feature 1 is off on both tokens (pre < 0), feature 0 on one of them only
+    relu = (_d([[1.0, -1.0], [0.0, -0.5]]), _d([0.0, -0.2]), _d([[0.6, 0.8], [0.0, 1.0]]), _d([0.1, 0.0]),
+            _d([[1.0, 2.0], [-1.0, 0.5]]), 0.2, 0.05)
+    cases = []
+    for name, args, hint, hidden in [
+        ("one token, one feature, d_in = 1, worked by hand", hand,
+         "loss 0.25 + 0.1 x 2.5 = 0.5; W_enc 1 - 0.1 x 2 x 1.1 = 0.78; b_enc 0.39; W_dec 0.75, rescaled to 1; "
+         "b_dec -0.1. Step down the gradient, and return the loss computed before the step.", False),
+        ("two tokens, two features, negative pre-activations", relu,
+         "f = ReLU(x W_enc + b_enc): a feature whose pre-activation is negative is 0 and passes no gradient.",
+         False),
+        ("8 tokens, d_in = 4, 6 features, l1 = 0 (reconstruction only)", _sae_inputs(0, 8, 4, 6, 0.0, 0.1),
+         "the loss sums the squared error over the d_in coordinates and averages it over the tokens "
+         "(F.mse_loss averages over both: d_in times smaller).", False),
+        ("8 tokens, d_in = 4, 6 features, l1 = 0.05", _sae_inputs(1, 8, 4, 6, 0.05, 0.1),
+         "the penalty is l1 times the mean over tokens of sum_i f_i, on the activations, not the weights; "
+         "after the step, divide each row of W_dec (one feature's direction) by its norm.", False),
+        ("16 tokens, d_in = 5, 12 features", _sae_inputs(2, 16, 5, 12, 0.03, 0.2), "", True),
+    ]:
+        cases.append(Case(name, args=args, expected=_sae_step_answer(*args), hint=hint, hidden=hidden))
+    by_id = {id(c.expected): c.args for c in cases}
+    run_cases(fn, cases, compare=lambda got, exp: _compare_sae(got, exp, by_id[id(exp)]),
+              what="one training step of a sparse autoencoder", forbid=(*_SAE, "deviating.training"))
