@@ -57,9 +57,11 @@ def plot_alignment(ax, names: Sequence[str], series: dict):
 
 
 def plot_head_features(ax, rows: Sequence[dict], class_names: Sequence[str], legend: bool = True):
-    """Per head, the SAE features that belong to it, stacked by the class they are about
-    (rows of :func:`deviating.analysis.sae.compare.polysemantic_heads`); hatched: about no single class.
-    The legend (``legend=True``) goes to the right of the axes, outside the bars."""
+    """Per head, the SAE features that belong to it and are about one class, stacked and coloured
+    by that class (rows of :func:`deviating.analysis.sae.compare.polysemantic_heads`). The features
+    about no single class are not drawn (they would dwarf the others): the number above each bar is
+    how many features belong to the head in all. The legend (``legend=True``) goes to
+    the right of the axes, outside the bars."""
     import matplotlib.pyplot as plt
 
     colors = plt.get_cmap("tab10")
@@ -67,14 +69,16 @@ def plot_head_features(ax, rows: Sequence[dict], class_names: Sequence[str], leg
     bottom = np.zeros(len(rows))
     for i, name in enumerate(class_names):
         counts = np.array([r["classes"].get(name, 0) for r in rows], dtype=float)
-        if counts.any():
-            ax.bar(heads, counts, bottom=bottom, color=colors(i % 10), label=name)
-            bottom += counts
-    rest = np.array([r["features"] - r["labelled"] for r in rows], dtype=float)
-    ax.bar(heads, rest, bottom=bottom, color="white", edgecolor="0.5", hatch="//", label="no single class")
+        # every class is drawn (with zero height where absent), so the legend lists them all
+        ax.bar(heads, counts, bottom=bottom, color=colors(i % 10), edgecolor="white", linewidth=0.5, label=name)
+        bottom += counts
+    top = max(float(bottom.max()), 1.0)
+    for h, r in zip(heads, rows):
+        ax.text(h, bottom[h] + 0.03 * top, str(r["features"]), ha="center", va="bottom", fontsize=8)
+    ax.set_ylim(0, max(ax.get_ylim()[1], top * 1.2))  # axes shared with another panel keep the larger
     ax.set_xticks(heads, [str(r["head"]) for r in rows])
     ax.set_xlabel("head")
-    ax.set_ylabel("SAE features that live in the head")
+    ax.set_ylabel("features about one class")
     if legend:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     return ax
