@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from deviating.memory import peak_memory
 from headlab.kernels import (
     LOOPS_MAX_WORK,
     attention,
@@ -24,7 +25,6 @@ from headlab.kernels import (
     flash_attention,
     merge_heads,
     multi_head_attention,
-    peak_memory,
     softmax,
     split_heads,
 )

@@ -162,7 +162,7 @@ def _run_ledger(repo: Path, monkeypatch, capsys) -> tuple[str, str]:
     shown: list[str] = []
     import IPython.display
 
-    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(getattr(obj, "data", str(obj))))
+    monkeypatch.setattr(IPython.display, "display", lambda obj, **_: shown.append(getattr(obj, "data", str(obj))))
     monkeypatch.chdir(repo / "chapters")
     monkeypatch.setenv("HEADLAB_CLAIMS_DIR", str(repo / "chapters" / "claims"))
     namespace: dict = {"__name__": "__ledger__"}

@@ -7,6 +7,7 @@ inside them resolves, and no jargon from the book's making remains.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -50,7 +51,10 @@ def test_labels_are_unique_and_links_resolve():
 def test_every_bibliography_entry_is_cited_and_every_citation_listed():
     text = _text(PAGES[0])
     entries = {x for x in LABEL.findall(text) if x.startswith("bib-")}
-    cited = {x for page in PAGES for x in LINK.findall(_text(page)) if x.startswith("bib-")}
+    chapters = [json.dumps(json.loads(nb.read_text(encoding="utf-8"))["cells"]) for nb in CHAPTERS.rglob("*.ipynb")
+                if ".ipynb_checkpoints" not in nb.parts]
+    cited = {x for source in [_text(page) for page in PAGES] + chapters for x in LINK.findall(source)
+             if x.startswith("bib-")}
     assert entries == cited, f"listed, never cited: {sorted(entries - cited)}; cited, not listed: {sorted(cited - entries)}"
     for entry in entries:  # every reference gives its year and an arXiv id or a URL
         para = text.split(f"({entry})=", 1)[1].split("\n\n", 1)[0]
