@@ -4,7 +4,8 @@ Train a variant of a recipe of :mod:`deviating.training.recipes.brown` (one torc
 evaluation curve and a summary under OUT (no weights):
 
     python scripts/brown_induction_probe.py run OUT --recipe brown-attn-2l [--steps N] [--lr X]
-        [--batch B] [--vocab V] [--ctx N] [--repeat F] [--heads H] [--d-model D] [--wd W] [--warmup S]
+        [--batch B] [--vocab V] [--ctx N] [--repeat F] [--min-span L] [--max-span L]
+        [--heads H] [--d-model D] [--wd W] [--warmup S]
 
 Print the evidence table of runs saved by ``run`` or by ``python -m deviating train NAME --out DIR``
 (a folder with ``loss_curve.json``), and with ``--curve`` each run's curve (so the phase change shows):
@@ -43,7 +44,8 @@ def variant(args):
     base = get_recipe(args.recipe)
     pick = lambda pairs: {k: v for k, v in pairs if v is not None}  # noqa: E731
     task = dataclasses.replace(base.task, **pick((("vocab_size", args.vocab), ("n_ctx", args.ctx),
-                                                  ("repeat_fraction", args.repeat))))
+                                                  ("repeat_fraction", args.repeat), ("min_span", args.min_span),
+                                                  ("max_span", args.max_span))))
     config = dataclasses.replace(base.config, d_vocab=task.d_vocab, n_ctx=task.n_ctx, d_head=None, init_std=None,
                                  **pick((("n_heads", args.heads), ("d_model", args.d_model))))
     return dataclasses.replace(base, task=task, config=config, **pick((
@@ -99,7 +101,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("out")
     p.add_argument("--recipe", default="brown-attn-2l")
     for flag, kind in (("--steps", int), ("--lr", float), ("--batch", int), ("--vocab", int), ("--ctx", int),
-                       ("--repeat", float), ("--heads", int), ("--d-model", int), ("--wd", float), ("--warmup", int)):
+                       ("--repeat", float), ("--min-span", int),
+                       ("--max-span", int), ("--heads", int), ("--d-model", int), ("--wd", float), ("--warmup", int)):
         p.add_argument(flag, type=kind, default=None)
     p.set_defaults(func=run)
     t = sub.add_parser("table", help="print the evidence table of saved runs")

@@ -119,7 +119,8 @@ def test_training_windows_evaluation_and_a_short_run_on_made_up_texts():
 
 def test_the_brown_recipes_are_registered_without_loading_the_corpus():
     main, plain = RECIPES["brown-attn-2l"], RECIPES["brown-attn-2l-plain"]
-    assert main.task.repeat_fraction == 0.25 and plain.task.repeat_fraction == 0.0
+    assert main.task.repeat_fraction == 0.5 and plain.task.repeat_fraction == 0.0
+    assert (main.task.min_span, main.task.max_span) == (16, 48)
     for r in (main, plain):
         assert r.config.d_mlp == 0 and r.config.n_layers == 2
         assert r.config.d_vocab == r.task.vocab_size and r.config.n_ctx == r.task.n_ctx

@@ -2,8 +2,8 @@
 does a 2-layer model form induction heads on real English within 30 CPU-minutes on one thread?
 
 * ``brown-attn-2l``: the reduced recipe that does. It trains on a **changed data distribution**:
-  a quarter of the training windows (``repeat_fraction`` 0.25) carry one span of their own text
-  written again further on. The evaluation is on untouched validation text, and on repeated
+  half of the training windows (``repeat_fraction`` 0.5) carry one span of 16 to 48 tokens of
+  their own text written again further on. The evaluation is on untouched validation text, and on repeated
   random tokens.
 * ``brown-attn-2l-plain``: the same model, optimiser and budget on natural text only (the control).
 
@@ -36,9 +36,9 @@ def brown_recipe(name: str, description: str, task: BrownWindows, **overrides) -
 
 BROWN: dict[str, Recipe] = {r.name: r for r in [
     brown_recipe("brown-attn-2l", "2-layer attention-only model on Brown Corpus windows (BPE 1024, ctx 128), "
-                 "a quarter of them with a span of their own text repeated: forms induction heads",
-                 BrownWindows(vocab_size=1024, n_ctx=128, repeat_fraction=0.25)),
+                 "half of them with a span of 16-48 tokens of their own text repeated (a changed data distribution)",
+                 BrownWindows(vocab_size=1024, n_ctx=128, repeat_fraction=0.5, min_span=16, max_span=48)),
     brown_recipe("brown-attn-2l-plain", "the same model and budget on natural Brown Corpus text only "
-                 "(the control: no induction heads in this budget)",
+                 "(the control)",
                  BrownWindows(vocab_size=1024, n_ctx=128, repeat_fraction=0.0)),
 ]}
