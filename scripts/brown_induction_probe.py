@@ -8,7 +8,7 @@ evaluation curve and a summary under OUT (no weights):
         [--heads H] [--d-model D] [--wd W] [--warmup S]
 
 Print the evidence table of runs saved by ``run`` or by ``python -m deviating train NAME --out DIR``
-(a folder with ``loss_curve.json``), and with ``--curve`` each run's curve (so the phase change shows):
+(a folder with ``loss_curve.json``, or the ``curve.jsonl`` of a run stopped early), and with ``--curve`` each run's curve (so the phase change shows):
 
     python scripts/brown_induction_probe.py table DIR [DIR ...] [--curve]
 
@@ -77,7 +77,10 @@ def run(args) -> int:
 def table(args) -> int:
     print("run".ljust(28) + "".join(s.rjust(7) for s in SHORT) + "  cpu_min  phase_step")
     for folder in map(Path, args.dirs):
-        curve = json.loads((folder / "loss_curve.json").read_text())
+        if (folder / "loss_curve.json").is_file():
+            curve = json.loads((folder / "loss_curve.json").read_text())
+        else:  # a run stopped before its end: the rows logged so far
+            curve = [json.loads(line) for line in (folder / "curve.jsonl").read_text().splitlines() if line]
         info = next((json.loads((folder / f).read_text()) for f in ("summary.json", "provenance.json")
                      if (folder / f).is_file()), {})
         last = curve[-1]
@@ -86,7 +89,7 @@ def table(args) -> int:
         print(folder.name[:27].ljust(28) + "".join(f"{last[c]:7.2f}" if c in last else "      -" for c in COLUMNS)
               + (f"{cpu / 60:9.1f}" if cpu else "        -") + f"  {phase}")
         if args.curve:
-            print("   step  cpu?  val   text1 text2 rand1 rand2  ind   prev0")
+            print("   step   wall   val   text1 text2 rand1 rand2  ind    prev0")
             for r in curve:
                 print(f"  {r['step']:5d} {r['seconds']:6.0f}s {r['val_loss']:.2f}  {r['loss_text_first']:.2f}  "
                       f"{r['loss_text_second']:.2f}  {r['loss_random_first']:.2f}  {r['loss_random_second']:.2f}  "

@@ -113,13 +113,18 @@ def test_training_windows_evaluation_and_a_short_run_on_made_up_texts():
         assert math.isfinite(m[key]), key
     assert m["previous_token_l0"] == max(m["previous_token"][0])
     assert result.phase_change is None  # two steps form no induction head
-    assert task.phase_change({**m, "induction_best": 0.5, "loss_random_second": 1.0})
+    assert task.phase_change({**m, "induction_best": 6 * m["induction_chance"], "loss_text_second": 1.0,
+                              "loss_text_first": 4.0})
+    assert not task.phase_change({**m, "induction_best": 4 * m["induction_chance"], "loss_text_second": 1.0,
+                                  "loss_text_first": 4.0})
+    assert not task.phase_change({**m, "induction_best": 6 * m["induction_chance"], "loss_text_second": 2.5,
+                                  "loss_text_first": 4.0})
     assert task.tokenizer().decode(data.windows[0, :5].tolist()).startswith("<|endoftext|>")
 
 
 def test_the_brown_recipes_are_registered_without_loading_the_corpus():
     main, plain = RECIPES["brown-attn-2l"], RECIPES["brown-attn-2l-plain"]
-    assert main.task.repeat_fraction == 0.5 and plain.task.repeat_fraction == 0.0
+    assert main.task.repeat_fraction == 1.0 and plain.task.repeat_fraction == 0.0
     assert (main.task.min_span, main.task.max_span) == (16, 48)
     for r in (main, plain):
         assert r.config.d_mlp == 0 and r.config.n_layers == 2

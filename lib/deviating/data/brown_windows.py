@@ -249,10 +249,11 @@ class BrownWindows:
         return metrics
 
     def phase_change(self, metrics: dict[str, Any]) -> bool:
-        """The induction phase change has happened at an evaluation when the best head's induction
-        score on repeated random tokens exceeds 0.3 **and** the loss on their second copy is below
-        half of ``ln vocab_size`` (the loss of a uniform guess)."""
-        return metrics["induction_best"] > 0.3 and metrics["loss_random_second"] < 0.5 * math.log(self.vocab_size)
+        """The induction phase change has happened at an evaluation when the loss on the second copy
+        of repeated validation text is below half of the first copy's **and** the best head's
+        induction score on repeated random tokens is above 5 times chance (a uniform causal pattern's)."""
+        return (metrics["loss_text_second"] < 0.5 * metrics["loss_text_first"]
+                and metrics["induction_best"] > 5 * metrics["induction_chance"])
 
     def describe(self) -> dict[str, Any]:
         """What the task is, as recorded in a checkpoint's provenance."""
