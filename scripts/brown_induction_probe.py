@@ -15,7 +15,8 @@ Print the evidence table of runs saved by ``run`` or by ``python -m deviating tr
 Columns: validation loss beside the unigram and bigram baselines; the loss on the first and second
 copy of repeated validation text and of repeated random tokens; the best induction score (on
 the random repeats) beside chance (a uniform causal pattern's score); the best layer-0
-previous-token score beside chance; CPU minutes of the run.
+previous-token score beside chance; CPU minutes of the run; the first step meeting
+:meth:`~deviating.data.brown_windows.BrownWindows.phase_change`.
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402
 
+from deviating.data.brown_windows import BrownWindows  # noqa: E402
 from deviating.training.loop import train  # noqa: E402
 from deviating.training.recipes import get_recipe  # noqa: E402
 
 COLUMNS = ("val_loss", "unigram_loss", "bigram_loss", "loss_text_first", "loss_text_second", "loss_random_first",
            "loss_random_second", "induction_best", "induction_chance", "previous_token_l0", "previous_token_chance")
+CRITERION = BrownWindows()  # its phase_change reads a curve row (no corpus is loaded)
 SHORT = ("val", "uni", "bi", "text1", "text2", "rand1", "rand2", "ind", "ind0", "prev0", "prv0")
 
 
@@ -85,7 +88,7 @@ def table(args) -> int:
                      if (folder / f).is_file()), {})
         last = curve[-1]
         cpu = info.get("cpu_seconds")
-        phase = (info.get("phase_change") or {}).get("step", "-")
+        phase = next((r["step"] for r in curve if CRITERION.phase_change(r)), "-")  # today's criterion
         print(folder.name[:27].ljust(28) + "".join(f"{last[c]:7.2f}" if c in last else "      -" for c in COLUMNS)
               + (f"{cpu / 60:9.1f}" if cpu else "        -") + f"  {phase}")
         if args.curve:

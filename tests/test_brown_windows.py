@@ -14,6 +14,8 @@ from deviating.data.brown_windows import (
     EOT_ID, BrownWindows, add_repeats, ngram_baselines, window_starts,
 )
 from deviating.training.loop import train
+from deviating.training.runs import save_run
+from headlab.models.checkpoints import load_checkpoint
 from deviating.training.recipes import RECIPES
 from deviating.training.recipes.brown import brown_recipe
 
@@ -83,7 +85,7 @@ def test_bad_options_name_the_value():
         BrownWindows(n_ctx=64, max_span=40)
 
 
-def test_training_windows_evaluation_and_a_short_run_on_made_up_texts():
+def test_training_windows_evaluation_and_a_short_run_on_made_up_texts(tmp_path):
     task = BrownWindows(vocab_size=300, n_ctx=32, repeat_fraction=0.5, min_span=4, max_span=10)
     p = task.prepared(made_up_texts())
     batch = task.sample(64, torch.Generator().manual_seed(0))
@@ -120,6 +122,12 @@ def test_training_windows_evaluation_and_a_short_run_on_made_up_texts():
     assert not task.phase_change({**m, "induction_best": 6 * m["induction_chance"], "loss_text_second": 2.5,
                                   "loss_text_first": 4.0})
     assert task.tokenizer().decode(data.windows[0, :5].tolist()).startswith("<|endoftext|>")
+
+    save_run(result, recipe, tmp_path / "run", "python -m deviating train brown-test")  # what `train NAME` does
+    model, tok, provenance = load_checkpoint(tmp_path / "run")
+    assert provenance["data"]["kind"] == "brown_windows" and provenance["data"]["repeat_fraction"] == 0.5
+    assert tok.decode(data.windows[0, :5].tolist()) == task.tokenizer().decode(data.windows[0, :5].tolist())
+    assert torch.allclose(model(data.windows), result.model(data.windows), atol=1e-5)
 
 
 def test_the_brown_recipes_are_registered_without_loading_the_corpus():
