@@ -8,9 +8,18 @@ evaluation curve and a summary under OUT (no weights):
         [--heads H] [--d-model D] [--wd W] [--warmup S]
 
 Print the evidence table of runs saved by ``run`` or by ``python -m deviating train NAME --out DIR``
-(a folder with ``loss_curve.json``, or the ``curve.jsonl`` of a run stopped early), and with ``--curve`` each run's curve (so the phase change shows):
+(a folder with ``loss_curve.json``, or the ``curve.jsonl`` of a run stopped early), and with
+``--curve`` each run's curve (so the phase change shows):
 
     python scripts/brown_induction_probe.py table DIR [DIR ...] [--curve]
+
+The first probes (BPE 2048, ctx 256, batch 16, lr 2e-3, 4000 steps; then BPE 1024, ctx 128, batch
+32, lr 5e-3, 1600 steps, on plain text and with a quarter of the windows repeated: no induction)
+were run by this script's previous version (git history); then, with this one:
+
+    run p3 --repeat 0.5 --heads 4 --lr 5e-3 --steps 3000                   # stopped at 1300: none
+    run p4 --repeat 0.5 --steps 3000                                       # stopped at 1400: none
+    run p5                                                                 # brown-attn-2l: step 1900
 
 Columns: validation loss beside the unigram and bigram baselines; the loss on the first and second
 copy of repeated validation text and of repeated random tokens; the best induction score (on
