@@ -14,7 +14,8 @@ warm-up steps and cosine decay, weight decay 0.01, 4000 steps.
 Measured with ``scripts/brown_induction_probe.py`` (one thread; natural text alone, or half the
 windows with a repeat, gave no induction in 1300-1600 steps; with every window repeated the
 loss on the second copy of repeated validation text fell from 3.9 to 0.6 nats between steps
-1500 and 2200, the first copy staying at 4.0). Train with
+1500 and 2200, the first copy staying at 4.0; the control, ``brown-attn-2l-plain``, ended with
+3.77 and 3.76 nats on the two copies and no induction head). Train with
 ``python -m deviating train NAME --threads 1 --out /work/brown-ckpt/NAME`` (checkpoints are not shipped).
 """
 
