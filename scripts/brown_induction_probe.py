@@ -1,79 +1,132 @@
-"""Probe (not a shipped recipe): does a 2-layer attention-only model on the Brown Corpus form
-induction heads within a CPU budget?
+"""Probes and evidence: do 2-layer attention-only models on the Brown Corpus form induction heads?
 
-    python scripts/brown_induction_probe.py VOCAB N_CTX BATCH LR STEPS INIT_STD LAYER_NORM OUT.jsonl
-    python scripts/brown_induction_probe.py 2048 256 16 2e-3 4000 0 1 probe.jsonl   # the run reported
+Train a variant of a recipe of :mod:`deviating.training.recipes.brown` (one torch thread), saving its
+evaluation curve and a summary under OUT (no weights):
 
-Every 250 steps it prints the validation loss, the loss on the first and second copy of a
-repeated span of validation text and of random tokens, and each head's induction and
-previous-token scores on the random repeats. Windows are cut from one text at a time (texts
-kept whole). One torch thread. The corpus is read from the cache (python -m deviating fetch-brown).
+    python scripts/brown_induction_probe.py run OUT --recipe brown-attn-2l [--steps N] [--lr X]
+        [--batch B] [--vocab V] [--ctx N] [--repeat F] [--min-span L] [--max-span L]
+        [--heads H] [--d-model D] [--wd W] [--warmup S]
+
+Print the evidence table of runs saved by ``run`` or by ``python -m deviating train NAME --out DIR``
+(a folder with ``loss_curve.json``, or the ``curve.jsonl`` of a run stopped early), and with
+``--curve`` each run's curve (so the phase change shows):
+
+    python scripts/brown_induction_probe.py table DIR [DIR ...] [--curve]
+
+The first probes (BPE 2048, ctx 256, batch 16, lr 2e-3, 4000 steps; then BPE 1024, ctx 128, batch
+32, lr 5e-3, 1600 steps, on plain text and with a quarter of the windows repeated: no induction)
+were run by this script's previous version (git history); then, with this one:
+
+    run p3 --repeat 0.5 --heads 4 --lr 5e-3 --steps 3000                   # stopped at 1300: none
+    run p4 --repeat 0.5 --steps 3000                                       # stopped at 1400: none
+    run p5                                                                 # brown-attn-2l: step 1900
+
+Columns: validation loss beside the unigram and bigram baselines; the loss on the first and second
+copy of repeated validation text and of repeated random tokens; the best induction score (on
+the random repeats) beside chance (a uniform causal pattern's score); the best layer-0
+previous-token score beside chance; CPU minutes of the run; the first step meeting
+:meth:`~deviating.data.brown_windows.BrownWindows.phase_change`.
 """
-import json, math, sys, time, random
-import torch
-torch.set_num_threads(1)
-from deviating.data import brown
-from deviating.data.brown_tags import train_tokenizer
-from headlab.models.gpt import GPT, GPTConfig
-from deviating.data.head_scores import run_with_patterns, per_input_head_scores
 
-cfg = dict(vocab=int(sys.argv[1]) if len(sys.argv) > 1 else 2048, n_ctx=int(sys.argv[2]) if len(sys.argv) > 2 else 256,
-           d_model=128, n_heads=4, n_layers=2, batch=int(sys.argv[3]) if len(sys.argv) > 3 else 16,
-           lr=float(sys.argv[4]) if len(sys.argv) > 4 else 2e-3, steps=int(sys.argv[5]) if len(sys.argv) > 5 else 4000,
-           init_std=float(sys.argv[6]) if len(sys.argv) > 6 else 0.0, ln=bool(int(sys.argv[7])) if len(sys.argv) > 7 else True)
-out = sys.argv[8] if len(sys.argv) > 8 else "brown_probe.jsonl"
-t0 = time.time()
-texts = brown.load()
-parts = brown.split(texts)
-def doc(t): return " ".join(brown.detokenize([w for w, _ in s])[0] for s in t.sentences)
-train_docs = [doc(t) for t in parts["train"]]; val_docs = [doc(t) for t in parts["validation"]]
-tok = train_tokenizer(train_docs, cfg["vocab"])
-eot = 0
-def ids(docs): return [torch.tensor(tok.encode(d).ids) for d in docs]
-train_ids, val_ids = ids(train_docs), ids(val_docs)
-print("tokens", sum(len(x) for x in train_ids), sum(len(x) for x in val_ids), "prep", round(time.time() - t0, 1), flush=True)
-n = cfg["n_ctx"]
-def window(stream, g):  # a window of one text, starting with eot, kept whole within the text
-    d = stream[int(torch.randint(len(stream), (1,), generator=g))]
-    s = int(torch.randint(max(1, len(d) - (n - 1)), (1,), generator=g))
-    w = d[s:s + n - 1]
-    if len(w) < n - 1: w = torch.cat([w, torch.zeros(n - 1 - len(w), dtype=torch.long)])
-    return torch.cat([torch.tensor([eot]), w])
-gv = torch.Generator().manual_seed(1234)
-val = torch.stack([window(val_ids, gv) for _ in range(64)])
-half = 64
-rep = torch.stack([torch.cat([torch.tensor([eot]), w[1:half + 1], w[1:half + 1]]) for w in val[:32]])
-grnd = torch.Generator().manual_seed(99)
-rnd = torch.randint(1, cfg["vocab"], (32, half), generator=grnd); rnd = torch.cat([torch.zeros(32, 1, dtype=torch.long), rnd, rnd], 1)
-kw = dict(d_vocab=cfg["vocab"], n_ctx=n, d_model=cfg["d_model"], n_layers=cfg["n_layers"], n_heads=cfg["n_heads"], d_mlp=0, layer_norm=cfg["ln"])
-if cfg["init_std"]: kw["init_std"] = cfg["init_std"]
-torch.manual_seed(0)
-model = GPT(GPTConfig(**kw))
-opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], betas=(0.9, 0.98), weight_decay=0.01)
-warm = 100
-sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, cfg["steps"]) / cfg["steps"])))
-g = torch.Generator().manual_seed(0)
-def loss_of(x, mask=None):
-    logits = model(x)
-    l = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="none").view(x.shape[0], -1)
-    return l
-log = open(out, "w")
-for step in range(cfg["steps"] + 1):
-    if step % 250 == 0:
-        model.eval()
-        with torch.no_grad():
-            vl = float(loss_of(val).mean())
-            lr_ = loss_of(rep); first, second = float(lr_[:, :half - 1].mean()), float(lr_[:, half:].mean())
-            lrn = loss_of(rnd); rf, rs = float(lrn[:, :half - 1].mean()), float(lrn[:, half:].mean())
-            _, pats = run_with_patterns(model, rnd)
-            sc = per_input_head_scores(pats, rnd)
-            ind = sc["induction"].nanmean(0).tolist(); prev = sc["previous_token"].mean(0).tolist()
-        rec = dict(step=step, t=round(time.time() - t0), val=round(vl, 3), rep_first=round(first, 3), rep_second=round(second, 3),
-                   rnd_first=round(rf, 3), rnd_second=round(rs, 3), induction=[[round(v, 2) for v in r] for r in ind], prev=[[round(v, 2) for v in r] for r in prev])
-        print(json.dumps(rec), flush=True); log.write(json.dumps(rec) + "\n"); log.flush()
-        model.train()
-    if step == cfg["steps"]: break
-    x = torch.stack([window(train_ids, g) for _ in range(cfg["batch"])])
-    l = loss_of(x).mean()
-    opt.zero_grad(); l.backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); sched.step()
-print("done", round(time.time() - t0), flush=True)
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+import torch  # noqa: E402
+
+from deviating.data.brown_windows import BrownWindows  # noqa: E402
+from deviating.training.loop import train  # noqa: E402
+from deviating.training.recipes import get_recipe  # noqa: E402
+
+COLUMNS = ("val_loss", "unigram_loss", "bigram_loss", "loss_text_first", "loss_text_second", "loss_random_first",
+           "loss_random_second", "induction_best", "induction_chance", "previous_token_l0", "previous_token_chance")
+CRITERION = BrownWindows()  # its phase_change reads a curve row (no corpus is loaded)
+SHORT = ("val", "uni", "bi", "text1", "text2", "rand1", "rand2", "ind", "ind0", "prev0", "prv0")
+
+
+def variant(args):
+    """The recipe ``args.recipe`` with the options given on the command line changed."""
+    base = get_recipe(args.recipe)
+    pick = lambda pairs: {k: v for k, v in pairs if v is not None}  # noqa: E731
+    task = dataclasses.replace(base.task, **pick((("vocab_size", args.vocab), ("n_ctx", args.ctx),
+                                                  ("repeat_fraction", args.repeat), ("min_span", args.min_span),
+                                                  ("max_span", args.max_span))))
+    config = dataclasses.replace(base.config, d_vocab=task.d_vocab, n_ctx=task.n_ctx, d_head=None, init_std=None,
+                                 **pick((("n_heads", args.heads), ("d_model", args.d_model))))
+    return dataclasses.replace(base, task=task, config=config, **pick((
+        ("steps", args.steps), ("lr", args.lr), ("batch_size", args.batch), ("weight_decay", args.wd),
+        ("warmup", args.warmup))))
+
+
+def run(args) -> int:
+    torch.set_num_threads(1)
+    recipe = variant(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log = (out / "curve.jsonl").open("w")
+
+    def write(row: str) -> None:
+        log.write(row + "\n")
+        log.flush()
+        print(row, flush=True)
+
+    cpu0 = time.process_time()
+    result = train(recipe, progress=False, log=write)
+    (out / "loss_curve.json").write_text(json.dumps(result.curve, indent=1) + "\n")
+    summary = {"recipe": recipe.to_dict(), "phase_change": result.phase_change, "final_metrics": result.metrics,
+               "cpu_seconds": round(time.process_time() - cpu0, 1), "train_seconds": round(result.train_seconds, 1)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    return 0
+
+
+def table(args) -> int:
+    print("run".ljust(28) + "".join(s.rjust(7) for s in SHORT) + "  cpu_min  phase_step")
+    for folder in map(Path, args.dirs):
+        if (folder / "loss_curve.json").is_file():
+            curve = json.loads((folder / "loss_curve.json").read_text())
+        else:  # a run stopped before its end: the rows logged so far
+            curve = [json.loads(line) for line in (folder / "curve.jsonl").read_text().splitlines() if line]
+        info = next((json.loads((folder / f).read_text()) for f in ("summary.json", "provenance.json")
+                     if (folder / f).is_file()), {})
+        last = curve[-1]
+        cpu = info.get("cpu_seconds")
+        phase = next((r["step"] for r in curve if CRITERION.phase_change(r)), "-")  # today's criterion
+        print(folder.name[:27].ljust(28) + "".join(f"{last[c]:7.2f}" if c in last else "      -" for c in COLUMNS)
+              + (f"{cpu / 60:9.1f}" if cpu else "        -") + f"  {phase}")
+        if args.curve:
+            print("   step   wall   val   text1 text2 rand1 rand2  ind    prev0")
+            for r in curve:
+                print(f"  {r['step']:5d} {r['seconds']:6.0f}s {r['val_loss']:.2f}  {r['loss_text_first']:.2f}  "
+                      f"{r['loss_text_second']:.2f}  {r['loss_random_first']:.2f}  {r['loss_random_second']:.2f}  "
+                      f"{r['induction_best']:.3f}  {r['previous_token_l0']:.3f}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run", help="train a variant of a Brown recipe and save its curve")
+    p.add_argument("out")
+    p.add_argument("--recipe", default="brown-attn-2l")
+    for flag, kind in (("--steps", int), ("--lr", float), ("--batch", int), ("--vocab", int), ("--ctx", int),
+                       ("--repeat", float), ("--min-span", int),
+                       ("--max-span", int), ("--heads", int), ("--d-model", int), ("--wd", float), ("--warmup", int)):
+        p.add_argument(flag, type=kind, default=None)
+    p.set_defaults(func=run)
+    t = sub.add_parser("table", help="print the evidence table of saved runs")
+    t.add_argument("dirs", nargs="+")
+    t.add_argument("--curve", action="store_true", help="also print each run's curve")
+    t.set_defaults(func=table)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

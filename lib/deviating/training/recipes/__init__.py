@@ -8,7 +8,9 @@ Gathered from one module per family, none of which changes another's entries:
 * :mod:`~deviating.training.recipes.chapters_1_2` (:data:`CHAPTERS_1_2`): ``two-relations-*`` and
   ``heads-*``;
 * :mod:`~deviating.training.recipes.students` (:data:`STUDENTS`): chapter 7's ``distill-student``;
-* :mod:`~deviating.training.recipes.width_depth` (:data:`WIDTH_DEPTH`): chapter 8's ``wd-*`` family.
+* :mod:`~deviating.training.recipes.width_depth` (:data:`WIDTH_DEPTH`): chapter 8's ``wd-*`` family;
+* :mod:`~deviating.training.recipes.brown` (:data:`BROWN`): ``brown-attn-2l`` and its control, attention-only
+  models on the Brown Corpus (issue 24: induction heads on real English).
 
 ``python -m deviating train NAME`` trains any of them: every shipped checkpoint and every model of
 the width/depth sweep.
@@ -17,12 +19,13 @@ the width/depth sweep.
 from __future__ import annotations
 
 from deviating.training.recipe import Recipe
+from deviating.training.recipes.brown import BROWN
 from deviating.training.recipes.chapters_1_2 import CHAPTERS_1_2
 from deviating.training.recipes.organisms import ORGANISMS
 from deviating.training.recipes.students import STUDENTS
 from deviating.training.recipes.width_depth import WIDTH_DEPTH
 
-__all__ = ["RECIPES", "ORGANISMS", "CHAPTERS_1_2", "STUDENTS", "WIDTH_DEPTH", "get_recipe"]
+__all__ = ["RECIPES", "ORGANISMS", "CHAPTERS_1_2", "STUDENTS", "WIDTH_DEPTH", "BROWN", "get_recipe"]
 
 
 def _gather(*families: dict[str, Recipe]) -> dict[str, Recipe]:
@@ -35,7 +38,7 @@ def _gather(*families: dict[str, Recipe]) -> dict[str, Recipe]:
     return out
 
 
-RECIPES: dict[str, Recipe] = _gather(ORGANISMS, CHAPTERS_1_2, STUDENTS, WIDTH_DEPTH)
+RECIPES: dict[str, Recipe] = _gather(ORGANISMS, CHAPTERS_1_2, STUDENTS, WIDTH_DEPTH, BROWN)
 
 
 def get_recipe(name: str) -> Recipe:

@@ -1,0 +1,51 @@
+"""Attention-only models on the Brown Corpus (:class:`~deviating.data.brown_windows.BrownWindows`):
+does a 2-layer model form induction heads on real English within 30 CPU-minutes on one thread?
+
+* ``brown-attn-2l``: the reduced recipe that does (about 15 CPU-minutes). It trains on a
+  **changed data distribution**: every training window (``repeat_fraction`` 1.0) carries one
+  span of 16 to 48 tokens of its own text written again further on; the rest of the window is
+  natural text. The evaluation is on untouched validation text, and on repeated random tokens.
+* ``brown-attn-2l-plain``: the same model, optimiser and budget on natural text only (the control).
+
+Both: BPE vocabulary 1024, windows of 128 tokens inside one text, 2 layers of 2 heads of
+``d_head`` 64 (``d_model`` 128, LayerNorm, learned positions), batch 32, lr 8e-3 with 200
+warm-up steps and cosine decay, weight decay 0.01, 4000 steps.
+
+Measured with ``scripts/brown_induction_probe.py`` (one thread; natural text alone, or half the
+windows with a repeat, gave no induction in 1300-1600 steps; with every window repeated the
+loss on the second copy of repeated validation text fell from 3.9 to 0.6 nats between steps
+1500 and 2200, the first copy staying at 4.0; the control, ``brown-attn-2l-plain``, ended with
+3.77 and 3.76 nats on the two copies and no induction head). Train with
+``python -m deviating train NAME --threads 1 --out /work/brown-ckpt/NAME`` (checkpoints are not shipped).
+"""
+
+from __future__ import annotations
+
+from deviating.data.brown_windows import BrownWindows
+from headlab.models.gpt import GPTConfig
+from deviating.training.recipe import Recipe
+
+__all__ = ["BROWN_MODEL", "brown_recipe", "BROWN"]
+
+# d_model 128, 2 heads of 64 per layer, no MLP, LayerNorm, learned positions (the book's GPT).
+BROWN_MODEL = {"d_model": 128, "n_layers": 2, "n_heads": 2, "d_mlp": 0}
+
+
+def brown_recipe(name: str, description: str, task: BrownWindows, **overrides) -> Recipe:
+    """An attention-only GPT (:data:`BROWN_MODEL`, ``config`` overrides) on ``task``: 4000 steps of
+    batch 32, lr 8e-3, 200 warm-up steps, cosine decay, weight decay 0.01, evaluated every 100 steps
+    on 128 validation windows; other ``overrides`` are :class:`~deviating.training.recipe.Recipe` fields."""
+    config = GPTConfig(d_vocab=task.d_vocab, n_ctx=task.n_ctx, **{**BROWN_MODEL, **overrides.pop("config", {})})
+    fields = {"steps": 4000, "batch_size": 32, "lr": 8e-3, "warmup": 200, "weight_decay": 0.01,
+              "eval_every": 100, "eval_size": 128, **overrides}
+    return Recipe(name, description, config, task, **fields)
+
+
+BROWN: dict[str, Recipe] = {r.name: r for r in [
+    brown_recipe("brown-attn-2l", "2-layer attention-only model on Brown Corpus windows (BPE 1024, ctx 128), "
+                 "every one with a span of 16-48 tokens of its own text repeated (a changed data distribution)",
+                 BrownWindows(vocab_size=1024, n_ctx=128, repeat_fraction=1.0, min_span=16, max_span=48)),
+    brown_recipe("brown-attn-2l-plain", "the same model and budget on natural Brown Corpus text only "
+                 "(the control)",
+                 BrownWindows(vocab_size=1024, n_ctx=128, repeat_fraction=0.0)),
+]}
