@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "lib"))  # the library of this checkout, installed or not
 
+from book_toc import toc_files  # noqa: E402
 from plain_markdown import Links, glued_values, plain_markdown  # noqa: E402
 
 __all__ = ["BRANCH", "book_links", "build_commit", "pin_install", "fold", "outside_notebook", "colab_notebook",
@@ -51,23 +52,7 @@ def _config() -> dict:
 
 def _toc_pages() -> list[str]:
     """The docnames of _toc.yml, in order (root, then every ``file:`` entry)."""
-    import yaml
-
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    pages = [toc["root"]]
-
-    def walk(node) -> None:  # noqa: ANN001
-        if isinstance(node, dict):
-            if "file" in node:
-                pages.append(str(node["file"]))
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk({k: v for k, v in toc.items() if k != "root"})
-    return pages
+    return toc_files()
 
 
 def build_commit(root: Path = ROOT) -> str:

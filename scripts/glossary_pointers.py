@@ -16,6 +16,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from book_toc import toc_files  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 GLOSSARY = ROOT / "chapters" / "glossary.md"
 POINTER = re.compile(r"\*Introduced in\*\s+\{doc\}`[^`]*`(?:,\s+\"[^\"]*\")?\.?|\*Not yet used in a chapter\.\*",
@@ -27,23 +30,7 @@ HEADING = re.compile(r"^#{2,3}\s+(.+?)\s*$")
 
 def chapter_pages() -> list[str]:
     """The docnames of the chapters (``chapters/NN_x/...``) in the order of _toc.yml."""
-    import yaml
-
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    pages: list[str] = []
-
-    def walk(node) -> None:  # noqa: ANN001
-        if isinstance(node, dict):
-            if "file" in node and re.match(r"chapters/\d\d_", str(node["file"])):
-                pages.append(str(node["file"]))
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(toc)
-    return pages
+    return [f for f in toc_files() if re.match(r"chapters/\d\d_", f)]
 
 
 def first_uses() -> dict[str, tuple[str, str]]:

@@ -21,6 +21,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from book_toc import toc_files  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
 LONG = 40  # words: a "long sentence"
@@ -143,22 +146,7 @@ def numbered_chapters() -> list[Path]:
     """The notebooks of the nine numbered chapters (01 to 09) as ``_toc.yml``'s numbered part lists
     them, a chapter's sections (a second page) included; the ledger (10) and the appendices are not
     part of the argument's budget."""
-    import yaml
-
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    files: list[str] = []
-
-    def walk(node) -> None:  # noqa: ANN001
-        if isinstance(node, dict):
-            if "file" in node:
-                files.append(str(node["file"]))
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk([part for part in toc.get("parts", []) if part.get("numbered")])
+    files = toc_files(numbered_only=True)
     return [ROOT / f"{f}.ipynb" for f in files if re.match(r"chapters/0[1-9]_", f) and (ROOT / f"{f}.ipynb").is_file()]
 
 
