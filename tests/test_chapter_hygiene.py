@@ -111,3 +111,32 @@ def test_the_code_hash_sees_code_and_ignores_prose():
     assert code_hash(nb) == before
     nb.cells[1].source = "x = 2"
     assert code_hash(nb) != before
+
+
+_BAR = re.compile(r"\d+%\|[█▉▊▋▌▍▎▏ #]*\||\d+(\.\d+)?(it/s|s/it)\]")
+
+
+def progress_bars(nb) -> list[int]:
+    """Code cells whose stored outputs hold a progress bar (tqdm's ``45%|████  | 9/20 [00:01<...]``
+    or its rate): a page shows it frozen mid-way, so no bar may be stored."""
+    out = []
+    for i, cell in enumerate(nb["cells"]):
+        for o in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            text = "".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+            if _BAR.search(text) or "application/vnd.jupyter.widget-view+json" in o.get("data", {}) and \
+                    "Progress" in "".join(o.get("data", {}).get("text/plain", "")):
+                out.append(i)
+                break
+    return out
+
+
+@pytest.mark.parametrize("notebook", chapter_notebooks(), ids=lambda p: str(p.relative_to(CHAPTERS)))
+def test_no_progress_bar_is_stored(notebook):
+    bars = progress_bars(json.loads(notebook.read_text()))
+    assert not bars, f"{notebook.name}: cells {bars} store a progress bar; pass progress=False or clear it"
+
+
+def test_the_progress_bar_scan_finds_one():
+    nb = {"cells": [{"cell_type": "code", "outputs": [{"text": "train: 45%|████▌     | 9/20 [00:01<00:02, 5.1it/s]"}]},
+                    {"cell_type": "code", "outputs": [{"text": "loss 0.45 | 12 of 20 heads"}]}]}
+    assert progress_bars(nb) == [0]
