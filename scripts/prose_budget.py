@@ -193,3 +193,21 @@ def typed_role_heads(markdown_cells: list[str]) -> list[str]:
                 if ROLE_WORDS.search(sentence) and TYPED_HEAD.search(sentence):
                     found.append(sentence.strip()[:160])
     return found
+
+
+# a library identifier in prose: a dotted name of the two packages, or a call written out
+IDENTIFIER = re.compile(r"`((?:headlab|deviating)\.[\w.]+|[a-z_]\w*\([^`]*\))`")
+# what tells the reader to call it (or where the code that does it lives)
+CALL_CUE = re.compile(r"\b(call|calls|run|runs|use|uses|using|import|try|pass|see|read|write|compare|computes?|"
+                      r"does|gives|returns?|applies|comes? from|library's|library)\b", re.I)
+
+
+def idle_identifiers(markdown_cells: list[str]) -> list[str]:
+    """Sentences of prose that name a library identifier without telling the reader to call it."""
+    found = []
+    for cell in markdown_cells:
+        for block in prose_blocks(cell):
+            for sentence in _END.split(block):
+                if IDENTIFIER.search(sentence) and not CALL_CUE.search(sentence):
+                    found.append(sentence.strip()[:160])
+    return found

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from prose_budget import (BUDGETS, LONG, chapter_of, count, markdown_cells, numbered_chapters, prose_blocks,
-                          typed_role_heads)
+                          idle_identifiers, typed_role_heads)
 
 CHAPTERS = numbered_chapters()
 
@@ -78,3 +78,15 @@ def test_the_role_scan_finds_a_typed_head_and_passes_a_glued_one():
     assert typed_role_heads(["The induction head is `1.3`."])
     assert not typed_role_heads(["The previous-token head {glue:text}`prev_head` attends back."])
     assert not typed_role_heads(["Its lift is 0.39, below the threshold of a previous-token head."])
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.stem)
+def test_a_library_identifier_in_prose_is_one_to_call(notebook):
+    idle = idle_identifiers(markdown_cells(notebook))
+    assert not idle, (f"{notebook.stem}: {len(idle)} sentences name a library identifier without telling the "
+                      "reader to call it; say what to call, or describe it in words:\n" + "\n".join(idle[:5]))
+
+
+def test_the_identifier_scan_tells_a_call_from_a_name():
+    assert idle_identifiers(["The result is `headlab.analysis.sweep.sweep`'s."])
+    assert not idle_identifiers(["Call `headlab.analysis.sweep.sweep(hm, texts)` to ablate every head."])
