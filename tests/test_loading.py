@@ -152,10 +152,13 @@ def _main(argv, capsys):
     ["sweep", "--model", "attn-only-2l", "--json", "{tmp}/s.json", "--texts", "{tmp}/missing.txt"],
 ])
 def test_unwritable_outputs_and_unreadable_inputs_fail_before_any_model_loads(argv, tmp_path, monkeypatch, capsys):
+    from headlab import cli  # imported before the patch: cli binds `load` when it is first imported
     from headlab.heads import loading
 
     (tmp_path / "afile").write_text("x")
-    monkeypatch.setattr(loading, "load", lambda *a, **k: pytest.fail("a model was loaded before the check"))
+    never = lambda *a, **k: pytest.fail("a model was loaded before the check")  # noqa: E731
+    monkeypatch.setattr(loading, "load", never)
+    monkeypatch.setattr(cli, "load", never)  # the name the commands call
     code, out, err = _main([a.format(tmp=tmp_path) for a in argv], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("error: ")
     assert "Traceback" not in err and not out
