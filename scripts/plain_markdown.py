@@ -238,6 +238,9 @@ def _directive(name: str, arg: str, body: list[str], links: Links, solution_note
         return content if arg.strip() == "html" else []
     if name == "glossary":
         return inner
+    if name == "table":
+        # a captioned Markdown table: the caption in bold above it, the table as it is
+        return ([f"**{arg}**", ""] if arg else []) + inner
     return [f"> **{name}{': ' + arg if arg else ''}**", ">", *(f"> {x}" if x.strip() else ">" for x in inner)]
 
 

@@ -114,6 +114,11 @@ def test_admonitions_become_quotes_or_details() -> None:
     assert plain_markdown(text, _links()) == "<details>\n<summary><b>Why?</b></summary>\n\nBecause.\n\n</details>"
 
 
+def test_a_captioned_table_keeps_its_caption_and_rows() -> None:
+    text = "```{table} Loss per seed\n:name: tbl-loss\n\n| seed | loss |\n|---|---|\n| 0 | 3.1 |\n```"
+    assert plain_markdown(text, _links()) == "**Loss per seed**\n\n| seed | loss |\n|---|---|\n| 0 | 3.1 |"
+
+
 def test_literalinclude_inlines_the_code_it_names() -> None:
     text = "Read it:\n\n```{literalinclude} ../../lib/deviating/report/checks.py\n:pyobject: keep_section\n```"
     got = plain_markdown(text, _links())

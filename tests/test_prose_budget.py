@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from prose_budget import (BUDGETS, LONG, chapter_of, count, markdown_cells, numbered_chapters, prose_blocks,
-                          idle_identifiers, typed_role_heads)
+from prose_budget import (BUDGETS, LONG, book_pages, chapter_of, chapter_pages, count, idle_identifiers,
+                          markdown_cells, numbered_chapters, plain_count, prose_blocks, typed_role_heads)
 
 CHAPTERS = numbered_chapters()
 
@@ -62,6 +62,47 @@ def test_each_chapter_fits_its_budget(notebook):
         problems.append(f"{c.numbers} computed numbers in the prose (at most {BUDGETS['chapter_numbers']}): "
                         "put them in a table or a figure")
     assert not problems, f"{notebook.stem}: " + "; ".join(problems)
+
+
+# ------------------------------------------------------------- the same budgets by the plain rule
+
+PAGES = book_pages()
+
+
+def test_the_plain_count_reads_fences_away_and_runs_on_at_headings_and_tables():
+    cells = ["# A title\n\nOne short sentence. Another one!",
+             "```python\nx = 1  # never counted\n```\n:::{note}\nNor this.\n:::\n| a | b |\n|---|---|\n| 1 | 2 |"]
+    c = plain_count(cells)
+    # "# A title One short sentence." (6 tokens) / "Another one!" (2) / the table's rows (5 + 1 + 5),
+    # which run on with no full stop; the fenced blocks vanish
+    assert (c.words, c.sentences) == (6 + 2 + 11, 3)
+    assert plain_count([" ".join(["w"] * LONG) + "."]).long == 0
+    assert plain_count(["| x |\n" * 14]).long == 1  # a table of 42 tokens is one long run-on
+
+
+def test_the_chapters_fit_the_word_budget_by_the_plain_count():
+    pages = chapter_pages()
+    words = {p.stem: plain_count(markdown_cells(p)).words for p in pages}
+    assert len({chapter_of(p) for p in pages}) == 9, sorted(words)
+    assert sum(words.values()) <= BUDGETS["book_words"], (
+        f"chapters 1-9 hold {sum(words.values())} words by the plain count (budget {BUDGETS['book_words']}): {words}")
+
+
+def test_the_whole_book_has_few_long_sentences_by_the_plain_count():
+    examples = [f"{p.stem}: {s}" for p in PAGES for s in plain_count(markdown_cells(p)).long_examples]
+    assert len(examples) <= BUDGETS["book_long_sentences"], (
+        f"{len(examples)} runs of over {LONG} words between full stops in the book (at most "
+        f"{BUDGETS['book_long_sentences']}); end a list item or a heading's first sentence sooner, or put a "
+        "table in a captioned {table} directive:\n" + "\n".join(examples[:15]))
+
+
+@pytest.mark.parametrize("notebook", PAGES, ids=lambda p: p.stem)
+def test_each_page_fits_its_budget_by_the_plain_count(notebook):
+    c = plain_count(markdown_cells(notebook))
+    assert c.words <= BUDGETS["chapter_words"], f"{notebook.stem}: {c.words} words"
+    assert c.mean_sentence <= BUDGETS["mean_sentence"], (
+        f"{notebook.stem}: a mean sentence of {c.mean_sentence:.1f} words by the plain count "
+        f"(at most {BUDGETS['mean_sentence']})")
 
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.stem)

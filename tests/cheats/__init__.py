@@ -133,8 +133,11 @@ CHEATS: list[tuple[str, str, str, str]] = [
      "raised Refused"),
     ("start a thread that calls the library's answer", "stub",
      "import threading\ndef stable_softmax(scores):\n    threading.Thread(target=print).start()\n" + _ZEROS, "raised Refused"),
+    # np.empty reserves address space without touching it, so the worker's RLIMIT_AS stops it in
+    # microseconds on any machine; np.ones wrote 4 GB first and, on a loaded CI runner, met the 3 s
+    # time limit before the memory limit (a zero either way, but for the wrong reason).
     ("exhaust the memory", "stub",
-     "def stable_softmax(scores):\n    hoard = []\n    while True:\n        hoard.append(np.ones(2**24))",
+     "def stable_softmax(scores):\n    hoard = []\n    while True:\n        hoard.append(np.empty(2**24))",
      "MemoryError"),
     ("kill the grader", "stub", "import os, signal\ndef stable_softmax(scores):\n    os.kill(os.getppid(), signal.SIGKILL)\n" + _ZEROS,
      "raised Refused"),
