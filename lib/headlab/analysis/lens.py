@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from headlab.heads.model import HeadModel
+from headlab.heads.offload import resident
 from headlab.metrics import positions
 
 __all__ = ["Attribution", "direct_logit_attribution", "logit_lens"]
@@ -80,8 +81,9 @@ def direct_logit_attribution(hm: HeadModel, inputs, tokens, pos: int | None = No
     gamma, beta, scale = torch.ones_like(u), torch.zeros_like(u), torch.ones_like(x[..., 0])
     if norm is not None:
         eps = getattr(norm, "eps", None) or getattr(norm, "variance_epsilon")
-        gamma = norm.weight.detach().double()
-        beta = beta if getattr(norm, "bias", None) is None else norm.bias.detach().double()
+        with resident(norm):  # an offloaded norm's weights are on 'meta' between passes
+            gamma = norm.weight.detach().double()
+            beta = beta if getattr(norm, "bias", None) is None else norm.bias.detach().double()
         scale = ((x - x.mean(-1, keepdim=True)) if centres else x).pow(2).mean(-1).add(eps).sqrt()  # (n, pos)
 
     def share(c: torch.Tensor) -> torch.Tensor:  # c: (n, pos, ..., d_model)

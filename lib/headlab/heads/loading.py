@@ -97,20 +97,35 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
     return bool(answer and answer[0])
 
 
-def load(name: str, device: str = "auto") -> HeadModel:
+_DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+def load(name: str, device: str = "auto", *, device_map=None, max_memory: dict | None = None,
+         offload_folder=None) -> HeadModel:
     """Load a model by name and wrap it as a :class:`~headlab.heads.model.HeadModel` (in eval mode).
 
     ``device="auto"`` (the default) puts it on CUDA when there is a GPU, else on Apple's MPS, else
     on the CPU (:func:`headlab.devices.resolve_device`); ``"cpu"``, ``"cuda"`` or ``"mps"`` choose.
+
+    Too big for one device: ``device_map`` (``"auto"``, ``"balanced"``, ``"sequential"`` or a dict
+    of module name to GPU index, ``"cpu"`` or ``"disk"``) has accelerate (``headlab[dispatch]``)
+    split a Hugging Face model across the GPUs and offload the rest to the CPU or ``offload_folder``,
+    each device capped by ``max_memory``; every method then gives the undispatched model's results.
+    Example: ``load("EleutherAI/pythia-1.4b", device_map="auto", max_memory={0: "6GiB", "cpu": "16GiB"})``.
     """
+    dispatch = _dispatch_options(device, device_map, max_memory, offload_folder)
     if not isinstance(name, str):
         raise TypeError(f"name must be a model name such as 'minilm', got {name!r} ({type(name).__name__})")
     if not name.strip():
         raise ValueError(f"name must be a model name such as 'minilm', got {name!r}; offline models: "
                          f"{', '.join(offline_models())}")
+    if dispatch and (name in available_organisms() or is_checkpoint(name)):
+        raise ValueError(f"device_map={device_map!r}: {name!r} is one of the book's small models, which fits "
+                         "on one device; load it with device='cpu' or 'cuda' (device_map is for Hugging Face "
+                         "models such as 'minilm' or a hub id)")
     device = resolve_device(device)
     if name == MINILM:
-        return _load_hf(str(minilm_path()), device, display=MINILM)
+        return _load_hf(str(minilm_path()), device, display=MINILM, dispatch=dispatch)
     if name in available_organisms():
         model, tokenizer, provenance = load_organism(name, device=device)
         return HeadModel(model, tokenizer, name=name, provenance=provenance)
@@ -118,26 +133,49 @@ def load(name: str, device: str = "auto") -> HeadModel:
         model, tokenizer, provenance = load_checkpoint(name, device=device)
         return HeadModel(model, tokenizer, name=Path(name).name, provenance=provenance)
     if Path(name).is_dir():
-        return _load_hf(name, device, display=name)
+        return _load_hf(name, device, display=name, dispatch=dispatch)
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise ValueError(f"{name!r} is not a folder (and not a Hugging Face id); "
                          f"offline models: {', '.join(offline_models())}")
-    return _load_hf(name, device, display=name)
+    return _load_hf(name, device, display=name, dispatch=dispatch)
 
 
-def _load_hf(path: str, device: str, display: str) -> HeadModel:
+def _dispatch_options(device, device_map, max_memory, offload_folder) -> dict:
+    """The keyword arguments ``from_pretrained`` dispatches with ({} when nothing is dispatched)."""
+    if device_map is None:
+        for what, value in (("max_memory", max_memory), ("offload_folder", offload_folder)):
+            if value is not None:
+                raise ValueError(f"{what}={value!r} needs device_map (e.g. device_map='auto'); "
+                                 "without one the model goes whole to `device`")
+        return {}
+    if not (isinstance(device_map, dict) or device_map in _DEVICE_MAPS):
+        raise ValueError(f"device_map={device_map!r}: use one of {', '.join(map(repr, _DEVICE_MAPS))} or a dict "
+                         "of module name to device (an int GPU index, 'cpu' or 'disk')")
+    if device != "auto":
+        raise ValueError(f"device={device!r} and device_map={device_map!r}: pass one; device_map places "
+                         "every part of the model itself")
+    if max_memory is not None and not isinstance(max_memory, dict):
+        raise TypeError(f"max_memory must be a dict such as {{0: '20GiB', 'cpu': '60GiB'}}, got {max_memory!r}")
+    if importlib.util.find_spec("accelerate") is None:
+        raise ModelUnavailable("device_map needs Hugging Face accelerate: run `pip install accelerate` "
+                               "(or `pip install 'headlab[dispatch]'`)")
+    options = {"device_map": device_map, "max_memory": max_memory, "offload_folder": offload_folder}
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def _load_hf(path: str, device: str, display: str, dispatch: dict | None = None) -> HeadModel:
     from transformers.utils import logging as hf_logging
 
     was_enabled = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a weight-loading bar is noise in a chapter's output
     try:
-        return _load_hf_quiet(path, device, display)
+        return _load_hf_quiet(path, device, display, dispatch or {})
     finally:
         if was_enabled:
             hf_logging.enable_progress_bar()
 
 
-def _load_hf_quiet(path: str, device: str, display: str) -> HeadModel:
+def _load_hf_quiet(path: str, device: str, display: str, dispatch: dict) -> HeadModel:
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     local = Path(path).is_dir()
@@ -164,7 +202,7 @@ def _load_hf_quiet(path: str, device: str, display: str) -> HeadModel:
             f"model types: {', '.join(supported_model_types())}")
     causal = next(a for a in ARCHITECTURES if config.model_type in a.model_types).causal
     cls = AutoModelForCausalLM if causal else AutoModel
-    kwargs = dict(use_safetensors=True, trust_remote_code=False, attn_implementation="sdpa")
+    kwargs = dict(use_safetensors=True, trust_remote_code=False, attn_implementation="sdpa", **dispatch)
     try:
         model = cls.from_pretrained(path, local_files_only=True, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
@@ -173,4 +211,4 @@ def _load_hf_quiet(path: str, device: str, display: str) -> HeadModel:
             raise
         model = cls.from_pretrained(path, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(path)
-    return HeadModel(model.to(device), tokenizer, name=display)
+    return HeadModel(model if dispatch else model.to(device), tokenizer, name=display)

@@ -40,6 +40,7 @@ from headlab.heads.dispatch import Dispatcher
 from headlab.heads.gate import ABLATION_MODES, AblationNotApplied, GateMethods
 from headlab.heads.head import Head, parse_head
 from headlab.heads.inputs import check_batch, check_layer, check_texts, check_words
+from headlab.heads.offload import execution_device, resident
 from headlab.models import witness
 from headlab.metrics import (METRIC_KINDS, cosine_distance, default_kind, mean_pool, next_token_loss,
                              retrieval_loss)
@@ -142,7 +143,8 @@ class HeadModel(CaptureMethods, GateMethods):
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        """Where inputs go (for a model dispatched with ``device_map``, its embeddings' device)."""
+        return execution_device(self.model)
 
     @property
     def blocks(self) -> list[nn.Module]:
@@ -303,7 +305,8 @@ class HeadModel(CaptureMethods, GateMethods):
         return self.arch.attn_norm(self._blocks[self._layer(layer)])
 
     def _qkv(self, layer: int) -> QKV:
-        return self.arch.qkv(self._blocks[self._layer(layer)])
+        with resident(self._blocks[self._layer(layer)]) as block:
+            return self.arch.qkv(block)
 
     def _per_head(self, w: torch.Tensor, query: bool) -> torch.Tensor:
         """``(d_model, n * d_head)`` -> ``(n_heads, d_model, d_head)``, K/V repeated per query head."""
@@ -353,14 +356,16 @@ class HeadModel(CaptureMethods, GateMethods):
     def W_O(self, layer: int) -> torch.Tensor:
         """Layer ``layer``'s output projection split by head: ``(head, d_head, d_model)``;
         head ``h`` writes ``z[..., h, :] @ W_O[h]``."""
-        w = self.out_proj(layer).weight.detach()
+        with resident(self.out_proj(layer)) as proj:
+            w = proj.weight.detach()
         w = w if self.arch.conv1d else w.T  # (n_heads * d_head, d_model)
         return w.reshape(self.n_heads, self.d_head, self.d_model)
 
     def b_O(self, layer: int) -> torch.Tensor | None:
         """Layer ``layer``'s output bias ``(d_model,)``, which belongs to no head, or ``None``."""
-        bias = self.out_proj(layer).bias
-        return None if bias is None else bias.detach()
+        with resident(self.out_proj(layer)) as proj:
+            bias = proj.bias
+            return None if bias is None else bias.detach()
 
     def readout(self) -> tuple[nn.Module | None, torch.Tensor, torch.Tensor | None]:
         """``(norm, W_U, b_U)``: ``logits = norm(last block's output) @ W_U + b_U`` (``norm`` or ``b_U``
@@ -373,8 +378,9 @@ class HeadModel(CaptureMethods, GateMethods):
         if head is None:
             raise ValueError(f"{self.name} has no language-model head (an encoder, or a bare transformer): "
                              "logits, logit metrics and logit attribution need a causal LM with its head")
-        bias = getattr(head, "bias", None)
-        return self.arch.final_norm(self.model), head.weight.detach().T, None if bias is None else bias.detach()
+        with resident(head):
+            bias = getattr(head, "bias", None)
+            return self.arch.final_norm(self.model), head.weight.detach().T, None if bias is None else bias.detach()
 
     def head_results(self, layer: int, z: torch.Tensor) -> torch.Tensor:
         """Each head's write into the residual stream: ``(batch, pos, head, d_head)`` ->

@@ -17,19 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 
-FAMILY_NAMES = {
-    "lists": "nested Python lists",
-    "numpy": "numpy arrays",
-    "torch": "torch tensors",
-}
+FAMILY_NAMES = {"lists": "nested Python lists", "numpy": "numpy arrays", "torch": "torch tensors"}
 
 #: Which families each backend of :func:`headlab.kernels.attention` takes.
-BACKEND_FAMILIES = {
-    "loops": ("lists", "numpy"),
-    "numpy": ("numpy",),
-    "torch": ("torch",),
-    "sdpa": ("torch",),
-}
+BACKEND_FAMILIES = {"loops": ("lists", "numpy"), "numpy": ("numpy",), "torch": ("torch",), "sdpa": ("torch",)}
 
 _FAMILY_HINT = {
     "lists": "use backend='loops', or convert them with np.asarray and use backend='numpy'",
@@ -48,10 +39,8 @@ def family_of(x: Any, name: str) -> str:
         return "numpy"
     if isinstance(x, (list, tuple)):
         return "lists"
-    raise TypeError(
-        f"{name} must be a torch tensor, a numpy array or nested lists; "
-        f"got {type(x).__module__}.{type(x).__qualname__}"
-    )
+    raise TypeError(f"{name} must be a torch tensor, a numpy array or nested lists; "
+                    f"got {type(x).__module__}.{type(x).__qualname__}")
 
 
 def common_family(**named: Any) -> str:
@@ -260,10 +249,8 @@ def _check_finite_exact(x: Any, family: str, name: str) -> None:
         if not bad.any():
             return
         first, count = tuple(int(i) for i in np.argwhere(bad)[0]), int(bad.sum())
-    raise ValueError(
-        f"{name} contains {count} non-finite value(s) (NaN or inf), the first at index {first}; "
-        "attention needs finite inputs (to exclude keys, pass a boolean mask instead of -inf scores)"
-    )
+    raise ValueError(f"{name} contains {count} non-finite value(s) (NaN or inf), the first at index {first}; "
+                     "attention needs finite inputs (to exclude keys, pass a boolean mask instead of -inf scores)")
 
 
 # ---------------------------------------------------------------------------
@@ -279,10 +266,8 @@ def empty_row_error(full_index: tuple[int, ...], n_k: int, masked: bool, causal:
     else:
         by = " and ".join(w for w, on in (("the mask", masked), ("causal=True", causal)) if on)
         why = f"{by} exclude{'s' if ' and ' not in by else ''} all {n_k} keys"
-    return ValueError(
-        f"{where} has no key it may attend to: {why}. Fix the mask, or pass "
-        "empty_rows='zero' to get a zero output row and a zero pattern row there"
-    )
+    return ValueError(f"{where} has no key it may attend to: {why}. Fix the mask, or pass "
+                      "empty_rows='zero' to get a zero output row and a zero pattern row there")
 
 
 def first_empty_row(has_key: np.ndarray, batch_and_rows: tuple[int, ...]) -> tuple[int, ...]:
