@@ -303,6 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     commit = os.environ.get("HEADLAB_COMMIT") or os.environ.get("GITHUB_SHA") or colab_edition.build_commit()
     written = colab_edition.write_edition(COLAB_OUT, commit)
     print(f"build_book: Colab edition: {len(written)} notebooks in {COLAB_OUT}, pinned to {commit[:12]}")
+    if not args.no_solutions and out == DEFAULT_OUT:
+        import site_fingerprint  # a later test run reuses this site while the sources stay as they are
+
+        (out / site_fingerprint.NAME).unlink(missing_ok=True)
+        site_fingerprint.write(out)
     elapsed = time.perf_counter() - start
     pages = sum(1 for p in out.rglob("*.html") if not p.relative_to(out).parts[0].startswith("_"))
     kind = "without solutions" if args.no_solutions else "with solutions"

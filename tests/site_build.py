@@ -3,7 +3,10 @@
 ``tests/test_site.py`` and ``tests/test_site_widgets.py`` both need the built site,
 and ``--dist loadfile`` may run them in two workers at once. :func:`build_site_once`
 takes a file lock, so two builds never write ``_build/html`` together, and a marker
-names the run that built it, so the second file reuses the first one's build.
+names the run that built it, so the second file reuses the first one's build. A site that
+``scripts/build_book.py`` built from the sources exactly as they are now (its
+``.source-fingerprint``, ``scripts/site_fingerprint.py``) is reused too: ``make book`` and then the
+test command build the site once.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import time
 import pytest
 
 from conftest import ROOT
+import site_fingerprint  # noqa: E402  (scripts/, which conftest puts on the path)
 
 BUILD = ROOT / "_build"
 SITE = BUILD / "html"
@@ -44,6 +48,9 @@ def build_site_once() -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if marker.is_file() and marker.read_text() == run and (SITE / "index.html").is_file():
+                return
+            if site_fingerprint.is_current(SITE):  # `make book` built it from these very sources
+                marker.write_text(run)
                 return
             marker.unlink(missing_ok=True)
             build_site([])
