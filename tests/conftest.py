@@ -16,6 +16,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before anything imports torch
 # Another reader's CPU: the chapters' stored outputs are made with this machine's widest
 # kernels (AVX-512, scripts/execute_notebooks.py); the tests, and the notebook kernels they
@@ -40,6 +42,19 @@ def chapter_notebooks() -> list[Path]:
 def in_ci() -> bool:
     """True when the environment variable CI is set (to anything but '', '0', 'false')."""
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def brown_or_skip():
+    """The cached Brown Corpus tarball's path; the test skips without it, and fails under CI,
+    where ``make setup`` fetches it (a skip there would hide a broken fetch)."""
+    from deviating.data import brown
+
+    try:
+        return brown.find()
+    except brown.CorpusMissing as err:
+        if in_ci():
+            pytest.fail(f"CI: {err}")
+        pytest.skip("the Brown Corpus is not cached (python -m deviating fetch-brown)")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN001, ARG001

