@@ -632,6 +632,77 @@ def _(env):
     return env[ORGANISM].model(torch.ones(1, 3))
 
 
+# -------------------------------------------------------- patching, path patching, attribution, lens
+
+REPEAT = ["t1 t2 t3 t4 t1 t2 t3", "t5 t6 t7 t8 t5 t6 t7"]
+TWIN = ["t1 t2 t3 t4 t1 t2 t9", "t5 t6 t7 t8 t5 t6 t9"]
+
+
+def patch(env, clean=None, corrupted=None, model=ATTN, **how):
+    from headlab.analysis.patching import activation_patch
+
+    return activation_patch(env[model], REPEAT if clean is None else clean, TWIN if corrupted is None else corrupted,
+                            **how)
+
+
+def path(env, sender=(0, 0), receiver=(1, 0), put="k", **how):
+    from headlab.analysis.patching import path_patch
+
+    return path_patch(env[ATTN], REPEAT, TWIN, sender, receiver, put, **how)
+
+
+rows("api: patching", "activation_patch component", ["mlp", "Z", None], lambda env, v: patch(env, component=v),
+     ValueError, lambda v: esc(repr(v)))
+rows("api: patching", "activation_patch direction", ["denoise", "", None], lambda env, v: patch(env, direction=v),
+     ValueError, lambda v: esc(repr(v)))
+rows("api: patching", "activation_patch per_pass", [0, -1, 1.5, True], lambda env, v: patch(env, per_pass=v),
+     ValueError, lambda v: esc(repr(v)))
+ROWS.append(Row("api: patching", "activation_patch twins of different lengths",
+                lambda env: patch(env, corrupted=["t1 t2 t3", "t5 t6 t7"]), (ValueError,), r"same number of tokens"))
+ROWS.append(Row("api: patching", "activation_patch a logit metric on an encoder",
+                lambda env: patch(env, ["The keys are here."], ["The key is here."], model=MINILM, metric="loss"),
+                (ValueError,), "language-model head"))
+ROWS.append(Row("api: patching", "activation_patch normalised where clean equals corrupted",
+                lambda env: patch(env, corrupted=REPEAT, normalise=True, metric="loss"), (ValueError,),
+                r"inputs \[0, 1\] score the same"))
+rows("api: patching", "path_patch input", ["o", "K", None], lambda env, v: path(env, put=v), ValueError,
+     lambda v: esc(repr(v)))
+ROWS.append(Row("api: patching", "path_patch sender above the receiver",
+                lambda env: path(env, sender=(1, 0), receiver=(0, 2)), (ValueError,), r"sender 1\.0.*receiver 0\.2"))
+ROWS.append(Row("api: patching", "path_patch receiver out of range",
+                lambda env: path(env, receiver=(1, 9)), (ValueError,), r"\b9\b"))
+
+
+def attribution(env, tokens=3, pos=-1, model=ATTN):
+    from headlab.analysis.lens import direct_logit_attribution
+
+    return direct_logit_attribution(env[model], REPEAT if model == ATTN else ["Birds sing."], tokens, pos=pos)
+
+
+rows("api: attribution", "direct_logit_attribution tokens", [10_000, -1, 1.5, "t1", (1, 2, 3)],
+     lambda env, v: attribution(env, tokens=v), ValueError, lambda v: esc(repr(v)))
+rows("api: attribution", "direct_logit_attribution pos", [8, -9], lambda env, v: attribution(env, pos=v),
+     ValueError, lambda v: f"position {esc(v)} is out of range")
+ROWS.append(Row("api: attribution", "direct_logit_attribution on an encoder",
+                lambda env: attribution(env, model=MINILM), (ValueError,), "language-model head"))
+
+
+def lens(env, pos=-1, model=ATTN):
+    from headlab.analysis.lens import logit_lens
+
+    return logit_lens(env[model], REPEAT if model == ATTN else ["Birds sing."], pos=pos)
+
+
+ROWS.append(Row("api: attribution", "logit_lens pos 8", lambda env: lens(env, pos=8), (ValueError,),
+                "position 8 is out of range"))
+ROWS.append(Row("api: attribution", "logit_lens on an encoder", lambda env: lens(env, model=MINILM), (ValueError,),
+                "language-model head"))
+rows("api: loading", "load device_map", ["everywhere", 5, ["cpu"]],
+     lambda env, v: headlab.load(MINILM, device_map=v), (ValueError, TypeError), lambda v: esc(repr(v)))
+ROWS.append(Row("api: loading", "load max_memory without device_map",
+                lambda env: headlab.load(MINILM, max_memory={"cpu": "1GB"}), (ValueError,), "max_memory"))
+
+
 # ------------------------------------------------------------------------------ the command line
 
 def cli(env, *argv: str):

@@ -67,7 +67,7 @@ def direct_logit_attribution(hm: HeadModel, inputs, tokens, pos: int | None = No
         ValueError: no language-model head, token ids outside the vocabulary, a position out of range.
     """
     norm, W_U, b_U = hm.readout()
-    ids = [tokens] if isinstance(tokens, int) else list(tokens)
+    ids = [tokens] if isinstance(tokens, int) else list(tokens) if isinstance(tokens, (tuple, list)) else [None]
     if not 1 <= len(ids) <= 2 or not all(isinstance(t, int) and 0 <= t < W_U.shape[1] for t in ids):
         raise ValueError(f"tokens must be one token id or two (a, b) in 0..{W_U.shape[1] - 1}, got {tokens!r}")
     sign = torch.tensor([1.0, -1.0][:len(ids)], dtype=torch.float64, device=W_U.device)
