@@ -63,3 +63,16 @@ def test_the_shipped_sample_is_the_recipe_evaluation_data():
         assert torch.equal(getattr(shipped, name), getattr(fresh, name)), name
     assert shipped.baselines == pytest.approx(fresh.baselines, rel=1e-6)
     assert shipped.chance == pytest.approx(fresh.chance, rel=1e-6)
+
+
+def test_the_shipped_brown_model_scores_on_the_sample_as_its_provenance_records():
+    import headlab
+
+    hm = headlab.load("brown-attn-2l", device="cpu")
+    got = TASK.evaluate(hm.model, held_out(TASK, N))
+    recorded = hm.provenance["final_metrics"]
+    assert recorded["loss_text_second"] < 0.5 * recorded["loss_text_first"]  # the phase change happened
+    for key, value in recorded.items():
+        if isinstance(value, float):
+            assert got[key] == pytest.approx(value, rel=1e-4, abs=1e-5), key
+    assert got["induction"] == recorded["induction"] and got["induction_best_head"] == recorded["induction_best_head"]

@@ -1,7 +1,8 @@
 """Attention-only models on the Brown Corpus (:class:`~deviating.data.brown_windows.BrownWindows`):
 does a 2-layer model form induction heads on real English within 30 CPU-minutes on one thread?
 
-* ``brown-attn-2l``: the reduced recipe that does (about 15 CPU-minutes). It trains on a
+* ``brown-attn-2l`` (training seeds 1-4: ``brown-attn-2l-s1`` .. ``-s4``): the reduced recipe that
+  does (about 15 CPU-minutes). It trains on a
   **changed data distribution**: every training window (``repeat_fraction`` 1.0) carries one
   span of 16 to 48 tokens of its own text written again further on; the rest of the window is
   natural text. The evaluation is on untouched validation text, and on repeated random tokens.
@@ -42,9 +43,12 @@ def brown_recipe(name: str, description: str, task: BrownWindows, **overrides) -
 
 
 BROWN: dict[str, Recipe] = {r.name: r for r in [
-    brown_recipe("brown-attn-2l", "2-layer attention-only model on Brown Corpus windows (BPE 1024, ctx 128), "
-                 "every one with a span of 16-48 tokens of its own text repeated (a changed data distribution)",
-                 BrownWindows(vocab_size=1024, n_ctx=128, repeat_fraction=1.0, min_span=16, max_span=48)),
+    *[brown_recipe("brown-attn-2l" + (f"-s{s}" if s else ""),
+                   "2-layer attention-only model on Brown Corpus windows (BPE 1024, ctx 128), every one with a "
+                   "span of 16-48 tokens of its own text repeated (a changed data distribution)"
+                   + (f", training seed {s}" if s else ""),
+                   BrownWindows(vocab_size=1024, n_ctx=128, repeat_fraction=1.0, min_span=16, max_span=48), seed=s)
+      for s in range(5)],
     brown_recipe("brown-attn-2l-plain", "the same model and budget on natural Brown Corpus text only "
                  "(the control)",
                  BrownWindows(vocab_size=1024, n_ctx=128, repeat_fraction=0.0)),
