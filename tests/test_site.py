@@ -265,7 +265,7 @@ def _visit_all(site: Path) -> list[PageResult]:
                 )
                 result.layout = page.evaluate(LAYOUT_SCRIPT)
                 shot = SCREENSHOTS / (rel.replace("/", "__").removesuffix(".html") + ".png")
-                page.screenshot(path=str(shot), full_page=True)
+                page.screenshot(path=str(shot), full_page=True, timeout=120_000)  # a long page on a busy machine
                 result.screenshot = str(shot.relative_to(ROOT))
                 page.close()
                 result.failed_requests.extend(
