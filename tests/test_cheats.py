@@ -181,3 +181,25 @@ def test_each_resource_limit_gives_a_reason(tmp_path, stub: str, limits: Limits,
     finally:
         fn.close()
     assert not (tmp_path / "big.bin").exists() or (tmp_path / "big.bin").stat().st_size <= 2**20
+
+
+def test_torch_is_loaded_before_the_hook_only_when_something_imports_more_than_numpy(tmp_path) -> None:
+    """The worker imports headlab (and torch) before its audit hook only when the setup or the stub
+    needs it (torch's loading uses ctypes, which the hook refuses); a numpy-only chapter starts in a
+    tenth of the time. A correct stub that imports torch itself is still graded in full."""
+    from deviating.exercises.worker import needs_torch
+
+    assert not needs_torch("import numpy as np\nimport math", "from deviating.exercises.ch00 import check_x")
+    assert not needs_torch("import os, ctypes", "from collections import Counter")  # the hook judges these
+    assert needs_torch("import numpy as np", "import torch")
+    assert needs_torch("from headlab.heads.model import HeadModel", "")
+    assert needs_torch("from deviating.analysis.depth import repeat_loss", "")  # imports headlab
+    assert needs_torch("import deviating", "") and needs_torch("def broken(:", "")
+    student = _handout(tmp_path / "handout")
+    nb = copy.deepcopy(student)
+    nb.cells[_stub(nb)].source = ("import torch\n\ndef stable_softmax(scores):\n"
+                                  "    return torch.softmax(torch.as_tensor(scores, dtype=torch.float64), -1).numpy()")
+    path = tmp_path / "torch_stub.ipynb"
+    nbformat.write(nb, path)
+    (e,) = grade_notebook(path, reference=tmp_path / "handout" / "handout.ipynb", limits=LIMITS).exercises
+    assert (e.passed, e.total) == (e.total, 8), e.to_json()

@@ -29,7 +29,9 @@ library answer): the grade itself does not depend on it, since the grade is comp
 
 from __future__ import annotations
 
+import ast
 import ctypes  # noqa: F401 (loaded before the hook, which then refuses every ctypes call)
+import importlib.util
 import json
 import os
 import pickle
@@ -41,7 +43,7 @@ from pathlib import Path, PosixPath
 
 import numpy as np  # noqa: F401 (the setup's most common import, loaded before the hook)
 
-__all__ = ["read_frame", "write_frame", "install_policy", "main", "Refused"]
+__all__ = ["read_frame", "write_frame", "install_policy", "needs_torch", "main", "Refused"]
 
 _HEADER = struct.Struct(">Q")
 _EXERCISES = str(Path(__file__).resolve().parent)
@@ -106,11 +108,9 @@ def install_policy(folder: str) -> None:
     folder = os.path.realpath(folder)
     packages = [os.path.dirname(os.path.realpath(m.__file__)) for m in (sys.modules.get("deviating"),)
                 if m is not None and getattr(m, "__file__", None)]
-    try:
-        import headlab
-        packages.append(os.path.dirname(os.path.realpath(headlab.__file__)))
-    except ImportError:  # pragma: no cover (headlab is installed with the book)
-        pass
+    spec = importlib.util.find_spec("headlab")  # its folder, without importing it
+    if spec is not None and spec.submodule_search_locations:
+        packages.append(os.path.realpath(next(iter(spec.submodule_search_locations))))
     reads = tuple({folder, *packages, *(os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)),
                    *(os.path.realpath(p) for p in site.getsitepackages() + [site.getusersitepackages()]),
                    "/usr", "/lib", "/lib64", "/etc/fonts", "/etc/ld.so.cache", "/etc/localtime",
@@ -250,12 +250,32 @@ def _answer(fd: int, **payload) -> None:
     write_frame(fd, json.dumps(payload).encode() + b"\n" + body)
 
 
+def needs_torch(*sources: str) -> bool:
+    """Whether the sources import anything beyond the standard library, numpy and
+    ``deviating.exercises``: then :func:`main` imports ``headlab`` (and torch, whose loading needs
+    ``ctypes``) before the hook. Source that does not parse counts as needing it."""
+    light = set(sys.stdlib_module_names) | {"numpy"}
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            return True
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(n.split(".")[0] not in light and not (n + ".").startswith("deviating.exercises.") for n in names):
+                return True
+    return False
+
+
 def main(argv: list[str]) -> int:
     rd, wr = int(argv[0]), int(argv[1])
     from deviating.exercises.values import BadValue, encode  # noqa: F401 (loaded before the hook)
 
     start = pickle.loads(read_frame(rd, 1 << 30))
     os.chdir(start["folder"])
+    if needs_torch(start["setup"], start["stub"]):
+        import headlab  # noqa: F401 (torch loads its libraries with ctypes, which the hook refuses)
     install_policy(start["folder"])
     namespace: dict = {"__name__": "__main__"}
     for what, source in (("setup", start["setup"]), ("stub", start["stub"])):
