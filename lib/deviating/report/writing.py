@@ -13,7 +13,8 @@ from headlab.viz.atlas import plot_atlas
 from headlab.viz.grids import plot_head_grid, plot_keep_map
 from deviating.figures.importance import plot_mean_vs_worst, plot_pair_interactions, plot_score_vs_effect
 
-__all__ = ["draw_figures", "render_markdown", "write_report", "format_value", "circuit_rows"]
+__all__ = ["draw_figures", "render_markdown", "write_report", "format_value", "circuit_rows", "markdown_table",
+           "best_head"]
 
 
 def _tuple(head) -> tuple[int, int]:
@@ -143,9 +144,26 @@ def _cell(text) -> str:
 def _table(header: list[str], rows: list[list]) -> list[str]:
     if not rows:
         return ["*(none)*", ""]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = ["| " + " | ".join(_cell(x) for x in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_cell(x) for x in row) + " |" for row in rows]
     return lines + [""]
+
+
+def markdown_table(header: list[str], rows: list[list]) -> str:
+    """A Markdown table (``|`` in a cell escaped, line breaks joined), e.g. for ``display(Markdown(...))``."""
+    if any(len(row) != len(header) for row in rows):
+        raise ValueError(f"every row needs {len(header)} cells, like the header {header!r}; got rows of "
+                         f"{sorted({len(row) for row in rows})} cells")
+    return "\n".join(_table(header, rows)).rstrip()
+
+
+def best_head(grid, spec: str = ".2f") -> str:
+    """``"l.h: value"`` for the largest entry of a ``(layer, head)`` grid (numpy or torch)."""
+    values = np.asarray(grid, dtype=float)
+    if values.ndim != 2 or not values.size:
+        raise ValueError(f"best_head needs a non-empty (layer, head) grid, got shape {values.shape}")
+    layer, head = np.unravel_index(int(np.nanargmax(values)), values.shape)
+    return f"{layer}.{head}: {format(values[layer, head], spec)}"
 
 
 def format_value(x, spec: str = ".4f") -> str:
