@@ -57,6 +57,25 @@ def brown_or_skip():
         pytest.skip("the Brown Corpus is not cached (python -m deviating fetch-brown)")
 
 
+# The files that take longest (``pytest --durations``), longest first. ``--dist loadfile`` hands
+# whole files to the two workers in collection order, so starting with these keeps one worker
+# from running a long file alone at the end (longest first: the usual greedy schedule).
+SLOW_FIRST = ("tests/test_site.py", "chapters/03_positional_heads", "tests/test_grading.py",
+              "tests/test_experiments.py", "chapters/04_syntactic_heads", "chapters/06_importance",
+              "chapters/08_beyond_heads", "tests/test_student.py", "chapters/05_induction", "tests/test_triton.py",
+              "tests/test_score_registry.py", "tests/test_bad_inputs.py", "tests/test_run_alone.py",
+              "chapters/02_multi_head", "tests/test_cheats.py")
+
+
+def slow_rank(nodeid: str) -> int:
+    """Where a test's file stands in :data:`SLOW_FIRST` (files not listed come after, in their order)."""
+    return next((i for i, prefix in enumerate(SLOW_FIRST) if nodeid.startswith(prefix)), len(SLOW_FIRST))
+
+
+def pytest_collection_modifyitems(session, config, items):  # noqa: ANN001, ARG001
+    items.sort(key=lambda item: slow_rank(item.nodeid))  # a stable sort keeps each file's own order
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN001, ARG001
     lines = []
     for key in ("passed", "failed", "error"):
