@@ -9,6 +9,8 @@ from conftest import brown_or_skip
 from deviating.data.brown_sample import held_out, load_eval, sample_path, save_eval
 from deviating.data.brown_windows import BrownEval
 from deviating.training.recipes import RECIPES
+import headlab
+from headlab.models.checkpoints import available_organisms
 
 TASK = RECIPES["brown-attn-2l"].task
 N = RECIPES["brown-attn-2l"].eval_size
@@ -65,10 +67,17 @@ def test_the_shipped_sample_is_the_recipe_evaluation_data():
     assert shipped.chance == pytest.approx(fresh.chance, rel=1e-6)
 
 
-def test_the_shipped_brown_model_scores_on_the_sample_as_its_provenance_records():
-    import headlab
+BROWN_SHIPPED = [n for n in available_organisms() if n.startswith("brown-attn-2l")]
 
-    hm = headlab.load("brown-attn-2l", device="cpu")
+
+def test_the_brown_seeds_ship_together():
+    assert BROWN_SHIPPED[0] == "brown-attn-2l" and len(BROWN_SHIPPED) >= 4, BROWN_SHIPPED
+
+
+@pytest.mark.parametrize("name", BROWN_SHIPPED)
+def test_each_shipped_brown_model_scores_on_the_sample_as_its_provenance_records(name):
+    hm = headlab.load(name, device="cpu")
+    assert hm.provenance["seed"] == RECIPES[name].seed
     got = TASK.evaluate(hm.model, held_out(TASK, N))
     recorded = hm.provenance["final_metrics"]
     assert recorded["loss_text_second"] < 0.5 * recorded["loss_text_first"]  # the phase change happened
