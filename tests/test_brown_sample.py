@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -12,7 +14,8 @@ from deviating.training.recipes import RECIPES
 import headlab
 from headlab.models.checkpoints import available_organisms
 
-TASK = RECIPES["brown-attn-2l"].task
+# a copy: preparing the registry's own task would load the corpus into RECIPES for the tests after this one
+TASK = dataclasses.replace(RECIPES["brown-attn-2l"].task)
 N = RECIPES["brown-attn-2l"].eval_size
 
 
