@@ -74,7 +74,7 @@ BROWN_SHIPPED = [n for n in available_organisms() if n.startswith("brown-attn-2l
 
 
 def test_the_brown_seeds_ship_together():
-    assert BROWN_SHIPPED[0] == "brown-attn-2l" and len(BROWN_SHIPPED) >= 4, BROWN_SHIPPED
+    assert BROWN_SHIPPED == ["brown-attn-2l"] + [f"brown-attn-2l-s{s}" for s in range(1, 5)], BROWN_SHIPPED
 
 
 @pytest.mark.parametrize("name", BROWN_SHIPPED)

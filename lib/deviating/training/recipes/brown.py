@@ -17,9 +17,10 @@ windows with a repeat, gave no induction in 1300-1600 steps; with every window r
 loss on the second copy of repeated validation text fell from 3.9 to 0.6 nats between steps
 1500 and 2200, the first copy staying at 4.0; the control, ``brown-attn-2l-plain``, ended with
 3.77 and 3.76 nats on the two copies and no induction head). Train with
-``python -m deviating train NAME --threads 1``. Shipped: ``brown-attn-2l`` and ``-s1`` to ``-s3``
-(phase change at steps 1900, 1300, 1300 and 1500; the second copy of repeated validation text at
-0.24, 0.23, 0.24 and 0.22 nats against 3.85-3.87 for the first; 15-21 minutes each on one shared thread).
+``python -m deviating train NAME --threads 1``. Shipped: ``brown-attn-2l`` and ``-s1`` to ``-s4``
+(phase change at steps 1900, 1300, 1300, 1500 and 1100; the second copy of repeated validation text at
+0.24, 0.23, 0.24, 0.22 and 0.21 nats against 3.85-3.87 for the first; 15-21 minutes each on one
+shared thread).
 """
 
 from __future__ import annotations
