@@ -19,7 +19,7 @@ from headlab.analysis.detect.calibration import (
 from deviating.roles.orphan import named_heads, orphan_heads, orphans_from_effects
 from deviating.roles.positional import first_token_heads, previous_token_heads
 from deviating.roles.syntactic import (
-    OFFSET, english_split, relation_head, relation_outcomes,
+    OFFSET, english_split, relation_head, relation_outcomes, relations_outcomes,
 )
 from headlab.analysis.texts import repeated_tokens
 from deviating.data.language import SUBJECT_OR_ANTECEDENT, subject_or_antecedent_set
@@ -116,6 +116,20 @@ def test_fixed_key_heads_needs_one_key(planted) -> None:
         fixed_key_heads(hm, batch, offset=1)
 
 
+def test_a_null_computed_once_gives_the_same_heads(planted) -> None:
+    from headlab.analysis.detect.calibration import decoy_lifts
+
+    hm, batch = planted
+    null = decoy_lifts(hm, batch)
+    own, reused = (previous_token_heads(hm, batch, n_resamples=999, null=x) for x in (None, null))
+    assert own.threshold == reused.threshold and own.candidates == reused.candidates
+    half = {k: v[:4] for k, v in batch.items()}
+    with pytest.raises(ValueError, match=r"same \d+ texts; got 4 texts"):
+        previous_token_heads(hm, batch, null=decoy_lifts(hm, half))
+    with pytest.raises(ValueError, match="got dict"):
+        previous_token_heads(hm, batch, null={})
+
+
 # --------------------------------------------------------------------------------- orphans
 
 
@@ -193,6 +207,19 @@ def test_outcomes_measure_a_fixed_head_on_a_subgroup(planted) -> None:
     assert r.accuracy.value < 0.5
     with pytest.raises(ValueError, match="no relation"):
         relation_outcomes(hm, rs, "nothing")
+
+
+def test_several_relations_from_one_run_equal_one_run_each(planted) -> None:
+    hm, batch = planted
+    rs = _relations(batch)
+    both = relations_outcomes(hm, rs, ("to first", "to previous"))
+    for name in ("to first", "to previous"):
+        one = relation_outcomes(hm, rs, name)
+        assert np.array_equal(both[name].hits, one.hits) and np.array_equal(both[name].query, one.query)
+        assert all(np.array_equal(both[name].offsets[k], one.offsets[k]) for k in one.offsets)
+    assert not np.array_equal(both["to first"].hits, both["to previous"].hits)
+    with pytest.raises(ValueError, match="no relation 'nothing'"):
+        relations_outcomes(hm, rs, ("to first", "nothing"))
 
 
 def test_a_head_chosen_elsewhere_is_measured_like_a_chosen_one(planted) -> None:

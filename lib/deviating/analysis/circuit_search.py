@@ -18,7 +18,7 @@ from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head
 from headlab.heads.model import HeadModel
 
-__all__ = ["InductionCircuit", "induction_circuit", "pattern_change"]
+__all__ = ["InductionCircuit", "induction_circuit", "pattern_change", "clean_patterns"]
 
 
 # ---------------------------------------------------------------------- finding the circuit
@@ -122,8 +122,8 @@ def induction_circuit(hm: HeadModel, inputs=None, *, n: int = 16, length: int = 
 # ------------------------------------------------------------------- who reads whom, by ablation
 
 
-def pattern_change(hm: HeadModel, inputs, heads: Sequence[Head], *, ablation: Ablation | None = None
-                   ) -> torch.Tensor:
+def pattern_change(hm: HeadModel, inputs, heads: Sequence[Head], *, ablation: Ablation | None = None,
+                   clean=None) -> torch.Tensor:
     """How much every head's attention moves when ``heads`` are ablated: ``(n_inputs, n_layers, n_heads)``.
 
     For each input and head: the mean, over real query positions, of the total-variation
@@ -132,11 +132,18 @@ def pattern_change(hm: HeadModel, inputs, heads: Sequence[Head], *, ablation: Ab
     head attends exactly as before, 1 that it attends somewhere else entirely. Heads in and below
     the lowest ablated layer cannot move (an ablation acts on the output of a head, which only later
     layers read) and score 0.
+
+    ``clean``: the clean run's patterns on the same inputs (:func:`clean_patterns`), to reuse when
+    many heads are ablated in turn; default: run here.
     """
     ablation = Ablation.of(ablation)
     batch = hm.tokenize(inputs)
+    if clean is None:
+        clean = clean_patterns(hm, batch)
+    elif tuple(clean.attention_mask.shape) != tuple(batch["attention_mask"].shape):
+        raise ValueError(f"clean= holds patterns of {tuple(clean.attention_mask.shape)} (batch, pos), the inputs are "
+                         f"{tuple(batch['attention_mask'].shape)}: pass clean_patterns(hm, inputs) of the same inputs")
     with torch.no_grad():
-        _, clean = hm.run_with_cache(batch, names=("pattern",))
         with hm.ablate(heads, ablation=ablation):
             _, ablated = hm.run_with_cache(batch, names=("pattern",))
     real = batch["attention_mask"].bool().cpu()  # (batch, pos)
@@ -147,3 +154,10 @@ def pattern_change(hm: HeadModel, inputs, heads: Sequence[Head], *, ablation: Ab
         tv = (tv * real[:, None, :]).sum(-1) / real.sum(-1, keepdim=True)  # (batch, head)
         out.append(tv)
     return torch.stack(out, dim=1)
+
+
+def clean_patterns(hm: HeadModel, inputs):
+    """The attention patterns of a clean run of ``hm`` on ``inputs`` (an activation cache holding
+    ``pattern``), for :func:`pattern_change`'s ``clean``."""
+    with torch.no_grad():
+        return hm.run_with_cache(hm.tokenize(inputs), names=("pattern",))[1]

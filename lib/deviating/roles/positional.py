@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from headlab.analysis.detect.calibration import NULL_LEVEL, decoy_lifts, null_lift, offset_scores
+from headlab.analysis.detect.calibration import NULL_LEVEL, OffsetScores, decoy_lifts, null_lift, offset_scores
 from headlab.analysis.detect.labels import LABEL_LIFT
 from headlab.stats import Estimate, Split, bootstrap_mean, split_items
 
@@ -106,7 +106,7 @@ class FixedKeyHeads:
 
 def fixed_key_heads(hm, inputs, *, offset: int | None = None, position: int | None = None,
                     split: Split | None = None, null_level: float = NULL_LEVEL, min_lift: float = LABEL_LIFT,
-                    level: float = 0.95,
+                    level: float = 0.95, null: OffsetScores | None = None,
                     n_resamples: int = 9999, seed: int = 0, batch_size: int = 32) -> FixedKeyHeads:
     """The heads of ``hm`` that attend to a fixed offset or a fixed position, by the module's rule.
 
@@ -120,6 +120,8 @@ def fixed_key_heads(hm, inputs, *, offset: int | None = None, position: int | No
         null_level: the quantile of the decoy lifts used as the null threshold.
         min_lift: the share of the free weight that names a head (the threshold is the larger).
         level, n_resamples, seed: of the bootstrap intervals.
+        null: the decoy lifts ``decoy_lifts(hm, inputs)``, when they are already computed (they
+            depend only on the model and the texts); default: computed here, one more forward pass.
         batch_size: texts per forward pass.
     """
     if (offset is None) == (position is None):
@@ -130,7 +132,11 @@ def fixed_key_heads(hm, inputs, *, offset: int | None = None, position: int | No
                            batch_size=batch_size)
     n = scores.scores.shape[0]
     split = split_items(n) if split is None else split
-    null = decoy_lifts(hm, inputs, batch_size=batch_size)
+    if null is None:
+        null = decoy_lifts(hm, inputs, batch_size=batch_size)
+    elif not isinstance(null, OffsetScores) or null.scores.shape[0] != n:
+        got = f"{null.scores.shape[0]} texts" if isinstance(null, OffsetScores) else type(null).__name__
+        raise ValueError(f"null= must be decoy_lifts(hm, inputs) on the same {n} texts; got {got}")
     null_t = null_lift(null, split.select, level=null_level)
     threshold = max(null_t, float(min_lift))
     select = scores.lifts(split.select)[0].numpy()  # (n_layers, n_heads)

@@ -45,7 +45,7 @@ from headlab.analysis.detect.relations import PRONOUN_ANTECEDENT, VERB_SUBJECT, 
 from headlab.stats import Estimate, Split, TestResult, bootstrap_mean, mcnemar, paired_difference, split_items
 
 __all__ = ["SPECIAL_TOKEN_RULE", "OFFSET", "RelationOutcomes", "RelationHead",
-           "relation_outcomes", "english_split", "relation_head", "subject_head", "antecedent_head"]
+           "relation_outcomes", "relations_outcomes", "english_split", "relation_head", "subject_head", "antecedent_head"]
 
 SPECIAL_TOKEN_RULE = ("a head points at a target when its largest weight over every real key, "
                       "[CLS], [SEP] and <bos> included, is on the target")
@@ -200,28 +200,45 @@ def relation_outcomes(hm, relation_set: RelationSet, relation: str, *, batch_siz
 
     Targets a causal model cannot see (after the query) are dropped, as in
     ``headlab.analysis.detect.annotated.relation_scores``. The offsets tried are ``relation_set.offsets``
-    (default: every non-zero offset that fits).
+    (default: every non-zero offset that fits). :func:`relations_outcomes` reads several relations
+    of one set from the same run.
     """
-    if relation not in relation_set.relations:
-        raise ValueError(f"no relation {relation!r} in the set; it has {', '.join(relation_set.relations)}")
-    gold = visible_targets(relation_set.relations[relation], hm.causal)
+    return relations_outcomes(hm, relation_set, (relation,), batch_size=batch_size)[relation]
+
+
+def relations_outcomes(hm, relation_set: RelationSet, relations, *, batch_size: int = 64
+                       ) -> dict[str, RelationOutcomes]:
+    """:func:`relation_outcomes` for each of ``relations`` (names in ``relation_set``), from one run
+    of ``hm`` over the set: ``{name: RelationOutcomes}``."""
+    relations = tuple(relations)
+    missing = [r for r in relations if r not in relation_set.relations]
+    if not relations or missing:
+        raise ValueError(f"no relation {(missing or [''])[0]!r} in the set; it has {', '.join(relation_set.relations)}")
     mask = relation_set.attention_mask.bool()
-    gold = gold & mask[:, :, None] & mask[:, None, :]
+    golds = {r: visible_targets(relation_set.relations[r], hm.causal) & mask[:, :, None] & mask[:, None, :]
+             for r in relations}
     n, pos = relation_set.input_ids.shape
-    hits, where = [], []
+    hits, where = {r: [] for r in relations}, {r: [] for r in relations}
     for start in range(0, n, batch_size):
         stop = min(start + batch_size, n)
         batch = {"input_ids": relation_set.input_ids[start:stop], "attention_mask": relation_set.attention_mask[start:stop]}
         _, cache = hm.run_with_cache(batch, names=("pattern",))
-        per_layer, w = [], None
-        for layer in range(hm.n_layers):
-            h, w = query_hits(cache.pattern(layer).float().cpu(), gold[start:stop], cache.attention_mask.cpu())
-            per_layer.append(h)
-        if w.shape[0]:
-            hits.append(torch.stack(per_layer, 1))  # (n_queries, n_layers, n_heads)
-            where.append(w + torch.tensor([start, 0]))
+        patterns = [cache.pattern(layer).float().cpu() for layer in range(hm.n_layers)]
+        for r in relations:
+            per_layer, w = [], None
+            for p in patterns:
+                h, w = query_hits(p, golds[r][start:stop], cache.attention_mask.cpu())
+                per_layer.append(h)
+            if w.shape[0]:
+                hits[r].append(torch.stack(per_layer, 1))  # (n_queries, n_layers, n_heads)
+                where[r].append(w + torch.tensor([start, 0]))
+    return {r: _outcomes(relation_set, r, golds[r], hits[r], where[r]) for r in relations}
+
+
+def _outcomes(relation_set: RelationSet, relation: str, gold, hits, where) -> RelationOutcomes:
     if not hits:
         raise ValueError(f"{relation}: no annotated query with a visible target")
+    n, pos = relation_set.input_ids.shape
     hits_t, where_t = torch.cat(hits), torch.cat(where)
     b, q = where_t[:, 0], where_t[:, 1]
     offsets = relation_set.offsets or tuple(k for k in range(-(pos - 1), pos) if k != 0)
