@@ -64,16 +64,20 @@ TINY = dict(models=("organism",), eval_windows=6, prune_eval_windows=6, counts=(
             adversarial_targets=8, random_trigger_draws=2, minilm_counts=(0, 2), minilm_sentences=60)
 
 
+AGAIN = ("pruning", "averaging", "adversarial")  # run twice: the determinism check
+
+
 @pytest.fixture(scope="module")
 def what_breaks(tmp_path_factory):
-    """Every part at a tiny size, twice (big enough that the trigger search succeeds at least once,
-    so that every key of the shipped file is written)."""
+    """Every part at a tiny size (big enough that the trigger search succeeds at least once, so that
+    every key of the shipped file is written), and the parts that draw random numbers on the organism
+    once more (MiniLM's part draws only its seeded random orders, and costs as much as the others)."""
     from deviating.experiments.what_breaks import WhatBreaksSizes, run_what_breaks
 
     sizes = WhatBreaksSizes(**TINY)
     out = tmp_path_factory.mktemp("what_breaks") / "what_breaks.json"
     first = run_what_breaks(out=out, sizes=sizes, command="tiny", progress=False)
-    second = run_what_breaks(out=None, sizes=sizes, command="tiny", progress=False)
+    second = run_what_breaks(AGAIN, out=None, sizes=sizes, command="tiny", progress=False)
     return sizes, out, first, second
 
 
@@ -105,7 +109,8 @@ def test_what_breaks_writes_the_shipped_schema(what_breaks):
 @pytest.mark.slow
 def test_what_breaks_is_deterministic(what_breaks):
     _, _, first, second = what_breaks
-    assert without_timings(first) == without_timings(second)
+    assert set(second) >= set(AGAIN)
+    assert without_timings({p: first[p] for p in AGAIN}) == without_timings({p: second[p] for p in AGAIN})
 
 
 @pytest.mark.slow

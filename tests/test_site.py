@@ -54,6 +54,9 @@ FULL_SHOTS = os.environ.get("SITE_SCREENSHOTS", "") == "full"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_SELECTOR = '.jupyter-widgets, [class^="widget-"], [class*=" widget-"]'
 NARROW = 390  # a phone's width: the page may scroll inside a code box, never as a whole
+# px by which the page is wider than the viewport, read after two frames (the resize's layout done)
+NARROW_SCRIPT = f"""() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() =>
+    done(Math.max(0, document.documentElement.scrollWidth - {NARROW})))))"""
 CODE_SCROLL_SHARE = 0.05  # at most this share of the site's code blocks may scroll sideways at 1280 px
 # Words of the book's making that a reader must never meet: the harness's markers, and "seed(s)"
 # used for the book's sources (in the book a seed is only ever a random seed).
@@ -273,19 +276,16 @@ def _visit_all(site: Path) -> list[PageResult]:
                 shot = SCREENSHOTS / (rel.replace("/", "__").removesuffix(".html") + ".png")
                 page.screenshot(path=str(shot), full_page=FULL_SHOTS, timeout=120_000)
                 result.screenshot = str(shot.relative_to(ROOT))
+                # the same page on a phone's width: the layout follows the viewport (CSS media
+                # queries, the theme's resize handlers), so a resize reads what a fresh load at
+                # that width would, without loading every page twice
+                page.set_viewport_size({"width": NARROW, "height": 800})
+                result.narrow_overflow = page.evaluate(NARROW_SCRIPT)
                 page.close()
                 result.failed_requests.extend(
                     e for e in _RecordingHandler.errors if e.split(": ", 1)[1] not in "".join(result.failed_requests)
                 )
                 _RecordingHandler.errors.clear()
-            narrow = browser.new_context(viewport={"width": NARROW, "height": 800})
-            narrow.route("**/*", route)
-            for result in results:
-                page = narrow.new_page()
-                page.goto(base + result.path, wait_until="load", timeout=60_000)
-                result.narrow_overflow = page.evaluate(
-                    f"() => Math.max(0, document.documentElement.scrollWidth - {NARROW})")
-                page.close()
             browser.close()
     finally:
         server.shutdown()
@@ -488,6 +488,26 @@ def test_layout_checks_see_what_they_check() -> None:
     assert _fig_problems({"alt": "_images/ab12.png", "caption": ""}) == [
         "alt text '_images/ab12.png' says nothing about the figure", "no caption"]
     assert not _fig_problems({"alt": "Loss curves of four models", "caption": "Figure 1. Loss"})
+
+
+def test_the_narrow_check_sees_a_page_wider_than_a_phone(tmp_path: Path) -> None:
+    """A page loaded wide and resized to a phone's width: the check reads the overflow of a fixed-width
+    box, and none for a box that follows the viewport."""
+    _need_browser()
+    from playwright.sync_api import sync_playwright
+
+    pages = {"fixed": '<div style="width: 900px">wide</div>', "fluid": '<div style="max-width: 900px">wide</div>'}
+    seen = {}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        for name, body in pages.items():
+            page.set_viewport_size({"width": 1280, "height": 900})
+            page.set_content(f"<!doctype html><html><body style='margin: 0'>{body}</body></html>")
+            page.set_viewport_size({"width": NARROW, "height": 800})
+            seen[name] = page.evaluate(NARROW_SCRIPT)
+        browser.close()
+    assert seen == {"fixed": 900 - NARROW, "fluid": 0}
 
 
 def _page_text(page: Path) -> str:
