@@ -4,7 +4,7 @@
   ``organism-s2``) and ``organism-small-s0..2`` (2 x 4, three seeds), GPTs on the synthetic language (:class:`~deviating.data.windows.SyntheticLanguage`);
 * the attention-only models on repeated random spans (:class:`~deviating.data.spans.RepeatedSpans`):
   ``attn-only-1l`` (cannot form induction heads), ``attn-only-2l`` (forms them in a phase change),
-  each also from seeds 1 and 2 (``attn-only-1l-s1`` ...)
+  each also from seeds 1 to 4 (``attn-only-1l-s1`` ... ``-s4``)
   and ``tiny-attn-2l`` (retrained by the tests in seconds).
 
 Each is trained with ``python -m deviating train NAME --threads 1 --out lib/headlab/checkpoints/NAME``.
@@ -56,10 +56,10 @@ ORGANISMS: dict[str, Recipe] = {
                           steps=3000, seed=s, d_model=128, n_layers=2, n_heads=4, d_mlp=512) for s in range(3)],
         *[span_recipe(f"attn-only-1l{f'-s{s}' if s else ''}", "1-layer attention-only model on repeated random "
                       "spans: cannot form induction heads" + (f"; seed {s}" if s else ""), n_layers=1, steps=1500,
-                      seed=s) for s in range(3)],
+                      seed=s) for s in range(5)],
         *[span_recipe(f"attn-only-2l{f'-s{s}' if s else ''}", "2-layer attention-only model on repeated random "
                       "spans: forms induction heads in a phase change" + (f"; seed {s}" if s else ""), n_layers=2,
-                      steps=1500, seed=s) for s in range(3)],
+                      steps=1500, seed=s) for s in range(5)],
         span_recipe("tiny-attn-2l", "a tiny 2-layer attention-only model, retrained by the tests in seconds",
                     n_layers=2, steps=400, task=RepeatedSpans(n_tokens=16, n_ctx=32, min_span=4, max_span=15),
                     config={"d_model": 32, "n_heads": 2}, lr=3e-3, eval_every=25, eval_size=128, warmup=20),
