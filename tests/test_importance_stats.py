@@ -7,17 +7,15 @@ import pytest
 import torch
 
 from deviating.analysis.importance_stats import (
-    layer_shares, mean_interaction, missed_tail_share, rank_gap, reference_gini, share_below, tail_gini,
+    layer_shares, mean_interaction, missed_tail_share, rank_gap, reference_gini, tail_gini,
 )
 
 rng = np.random.default_rng(0)
 
 
-def test_layer_shares_and_share_below_known_answers():
+def test_layer_shares_known_answers():
     e = np.repeat(np.array([[1.0], [1.0], [0.0], [2.0]]), 8, axis=1)  # 2 layers x 2 heads
     np.testing.assert_allclose(layer_shares(e, 2), [0.5, 0.5])
-    est = share_below(e, 0.5, n_resamples=200)
-    assert est.value == est.low == est.high == 0.25  # constant over items: no spread
     with pytest.raises(ValueError, match="do not split into 3 layers"):
         layer_shares(e, 3)
 
@@ -74,21 +72,6 @@ def test_group_effects_equal_the_sweep_on_the_loss():
 
 
 # ------------------------------------------------------- the hand-rolled bootstraps against scipy (issue 27)
-
-
-def test_share_below_agrees_with_scipys_percentile_bootstrap():
-    from scipy import stats as sps
-
-    e = rng.normal(0.0, 1.0, (24, 60)) + np.linspace(-0.5, 0.5, 24)[:, None]
-    est = share_below(e, 0.0, n_resamples=2000, seed=1)
-
-    def statistic(idx, axis=-1):
-        return (e[:, idx.astype(int)].mean(axis=1) < 0.0).mean()
-
-    ref = sps.bootstrap((np.arange(60),), statistic, vectorized=False, method="percentile", n_resamples=2000,
-                        rng=np.random.default_rng(2)).confidence_interval
-    assert est.value == pytest.approx(statistic(np.arange(60)))
-    assert est.low == pytest.approx(ref.low, abs=1 / 24 + 1e-9) and est.high == pytest.approx(ref.high, abs=1 / 24 + 1e-9)
 
 
 def test_rank_gap_is_scipys_spearman_on_the_halves():

@@ -213,3 +213,35 @@ def test_the_reasoning_of_each_row_shows_effect_unit_band_holm_and_verdict() -> 
     assert "3 seeds" in text and "sentences" in text and "±0.01" in text
     for kind in ("holds in", "cannot be judged", "held in each network trained"):
         assert kind in text
+
+
+def test_a_removed_row_is_gone_from_the_stored_claims_and_cannot_come_back(tmp_path, monkeypatch) -> None:
+    from deviating.ledger import REMOVED, removed_markdown, report
+    from deviating.verdicts import ClaimRow, Measurement
+
+    stored = {(row["claim"], row["chapter"], row["quantity"]) for rows in load_all().values() for row in rows}
+    for r in REMOVED:
+        assert r["claim"] in CLAIMS and len(r["why"]) > 40
+        assert (r["claim"], r["chapter"], r["quantity"]) not in stored, f"{r} is still in the ledger"
+    table = removed_markdown()
+    assert table.count("\n") == len(REMOVED) + 1 and all(r["quantity"] in table for r in REMOVED)
+    # the same numbers under the removed quantity are refused; under another quantity they are reported
+    gone = REMOVED[0]
+    m = Measurement("all heads", 32.0, 31.0, 33.0, 72)
+    monkeypatch.setenv("HEADLAB_CLAIMS_DIR", str(tmp_path))
+    with pytest.raises(ValueError, match="was removed from the ledger"):
+        report(gone["chapter"], [ClaimRow(gone["claim"], "a model", gone["quantity"], 0.0, "none", "greater",
+                                          (m,), unit="count")], write=True)
+    assert not list(tmp_path.glob("*.json"))
+    report(gone["chapter"], [ClaimRow(gone["claim"], "a model", "another quantity", 0.0, "none", "greater",
+                                      (m,), unit="count")], write=True)
+    assert (tmp_path / f"{gone['chapter']}.json").is_file()
+
+
+def test_the_ledger_page_lists_the_removed_rows() -> None:
+    from deviating.ledger import REMOVED
+
+    nb = nbformat.read(CHAPTERS / "10_ledger" / "10_ledger.ipynb", as_version=4)
+    shown = "".join(o.get("data", {}).get("text/markdown", "") for c in nb.cells if c.cell_type == "code"
+                    for o in c.get("outputs", []))
+    assert all(r["why"].replace("|", "\\|") in shown for r in REMOVED)

@@ -393,3 +393,23 @@ def test_token_labels_follow_the_annotations():
     assert torch.equal(pending, before) and 0 < plural.sum() < before.sum()
     pos = torch.stack([labels[POS_NAMES[t]][0] for t in POS_CLASSES])
     assert (pos.sum(0) == 1).all(), "every token has exactly one part of speech"
+
+
+# --------------------------------------------------------------------------- C15's ledger row
+
+
+def test_c15_is_judged_against_the_dimensions_the_sae_reads_not_the_heads():
+    from deviating.analysis.sae.claims import c15_row
+    from deviating.verdicts import verdict
+
+    seeds = (0, 1, 2)
+    few = {"cos > 0.9": [(24, 500), (23, 490), (24, 498)]}  # three times as many as 8 heads, far under 128
+    row = c15_row("toy", 128, 8, few, seeds)
+    assert row.null == 128.0 and "128 dimensions" in row.null_label
+    assert verdict(row).kind == "does not hold here"
+    many = {"cos > 0.9": [(300, 500), (310, 505), (296, 498)]}
+    assert verdict(c15_row("toy", 128, 8, many, seeds)).kind == "holds"
+    with pytest.raises(ValueError, match="2 counts for 3 SAE seeds"):
+        c15_row("toy", 128, 8, {"cos > 0.9": [(24, 500), (23, 490)]}, seeds)
+    with pytest.raises(ValueError, match="not n_heads = 8 heads"):
+        c15_row("toy", 100, 8, few, seeds)

@@ -13,13 +13,12 @@ from headlab import stats
 from deviating.data.two_relations import TwoRelations
 from deviating.experiments.head_count import NO_LOSS_GAP, c16_row, window_losses
 from deviating.experiments.head_split import (
-    NO_LEAD, c1_row, error_rate, lead, narrow_heads_row, order_blind_ceiling, rank_bound_row,
+    NO_LEAD, c1_row, error_rate, lead, narrow_heads_row, order_blind_ceiling,
 )
 from deviating.experiments.split_cost import NEAR, attention_work, c2_row, round_ratio
 from headlab.metrics import next_token_loss
 from headlab.models.gpt import GPT, GPTConfig
 from deviating.verdicts import Refused, judge
-from deviating.verdicts import verdict as verdict_of
 
 
 # ------------------------------------------------------------------ planted answers
@@ -96,19 +95,6 @@ def test_narrow_heads_fail_only_where_their_errors_exceed_the_band():
     assert verdict.kind == "holds with conditions"
     assert verdict.holds_under == ("d_head 1",) and verdict.fails_under == ("d_head 8",)
     assert verdict.open_under == ("d_head 2",)
-
-
-def test_the_rank_bound_is_an_exact_count_the_rule_refuses():
-    ranks = {"QK": torch.full((6, 12), 32), "OV": torch.full((6, 12), 32)}
-    row = rank_bound_row(ranks, d_model=384, d_head=32, model="MiniLM")
-    for m in row.measurements:
-        assert m.effect == m.low == m.high == 32 and m.n == 72
-    # rank <= d_head is an identity, not a measurement that could fail (issue 27): no verdict
-    with pytest.raises(Refused, match="zero-width"):
-        judge(row)
-    assert verdict_of(row).kind == "cannot be judged"
-    with pytest.raises(ValueError, match="exceeds d_head"):
-        rank_bound_row({"QK": torch.tensor([[33]])}, d_model=384, d_head=32, model="x")
 
 
 def test_exact_estimates_have_no_width_and_refuse_nonsense():

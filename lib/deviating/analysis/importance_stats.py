@@ -14,7 +14,6 @@ Every function takes per-head, per-item effects ``(n_heads, n_items)`` (rows in 
   other);
 * :func:`rank_gap` -- how much worse a proxy ranks the heads than the effect ranks itself on
   other items (split-half);
-* :func:`share_below` -- the share of heads whose removal alone costs less than a threshold;
 * :func:`mean_interaction` -- the mean pair interaction ``effect(a+b) - effect(a) - effect(b)``.
 """
 
@@ -29,7 +28,7 @@ from scipy.stats import rankdata
 from headlab import stats
 from headlab.stats.results import Estimate
 
-__all__ = ["tail_gini", "reference_gini", "layer_shares", "missed_tail_share", "rank_gap", "share_below",
+__all__ = ["tail_gini", "reference_gini", "layer_shares", "missed_tail_share", "rank_gap",
            "mean_interaction"]
 
 
@@ -163,17 +162,6 @@ def _columns_corr(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     y = y - y.mean(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         return (x * y).sum(axis=0) / np.sqrt((x * x).sum(axis=0) * (y * y).sum(axis=0))
-
-
-def share_below(effects, threshold: float, *, seed: int = 0, n_resamples: int = 1000,
-                level: float = 0.95) -> Estimate:
-    """The share of heads whose mean effect is below ``threshold``, with a bootstrap over items."""
-    e = _effects(effects)
-    rng = np.random.default_rng(seed)
-    n = e.shape[1]
-    value = float((e.mean(axis=1) < threshold).mean())
-    draws = np.array([(e[:, rng.integers(0, n, n)].mean(axis=1) < threshold).mean() for _ in range(n_resamples)])
-    return _percentile(draws, value, n, level, f"percentile bootstrap over {n} items")
 
 
 def mean_interaction(pairs, singles, pair_heads, n_heads: int, *, min_effect: float = 0.0,

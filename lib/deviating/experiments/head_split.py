@@ -12,8 +12,6 @@ number here is measured on the same evaluation sequences, and every interval res
 * :func:`c1_row` -- claim C1 (a single head is a bottleneck): the lead of two heads over one
   head of the same width, per training seed, with and without LayerNorm;
 * :func:`narrow_heads_row` -- claim C17 on this task: does a head of rank ``d_head`` fail it?
-* :func:`rank_bound_row` -- claim C17's bound on a model's weights: every head's QK and OV
-  circuit has rank at most ``d_head`` (an exact count over all heads, not a sample);
 * :func:`order_blind_ceiling` -- the best accuracy of a reader that sees the two letters an
   answer depends on without their order, counted over every pair of letters.
 """
@@ -31,7 +29,7 @@ from deviating.data.two_relations import TwoRelations, TwoRelationsBatch
 from headlab.stats import Estimate
 from deviating.verdicts import ClaimRow, Measurement
 
-__all__ = ["NO_LEAD", "answer_outcomes", "lead", "error_rate", "c1_row", "narrow_heads_row", "rank_bound_row",
+__all__ = ["NO_LEAD", "answer_outcomes", "lead", "error_rate", "c1_row", "narrow_heads_row",
            "order_blind_ceiling"]
 
 #: An accuracy difference (or error rate) smaller than this, one percentage point, counts as none:
@@ -119,31 +117,6 @@ def narrow_heads_row(task: TwoRelations, models: Mapping[tuple[int, int], object
         headline=_headline(measurements, f"d_head {d_heads[0]}"), no_effect=(-NO_LEAD, NO_LEAD),
         note=f"intervals: bootstrap over the {n_seq} sequences; an error rate under {NO_LEAD:g} counts as solved; "
              "errors also come from training that stalls, whatever the rank")
-
-
-def rank_bound_row(ranks: Mapping[str, torch.Tensor], d_model: int, d_head: int, model: str) -> ClaimRow:
-    """Claim C17's bound on one model: ``ranks[circuit]`` is ``(layer, head)`` ranks of every head's
-    circuit (e.g. ``{"QK": ..., "OV": ...}`` from :func:`headlab.analysis.circuits.circuit_ranks`).
-
-    The measured quantity is the largest rank over all heads; a ``d_model x d_model`` matrix could
-    have rank ``d_model`` (the null), and the claim says it is at most ``d_head`` (direction
-    ``"less"``). The rank of a given matrix is exact, so each measurement's interval is the point
-    itself and its ``n`` is the number of heads counted.
-    """
-    measurements = []
-    for circuit, r in ranks.items():
-        r = torch.as_tensor(r)
-        largest = int(r.max())
-        if largest > d_head:
-            raise ValueError(f"a {circuit} rank of {largest} exceeds d_head = {d_head}: the ranks are not of "
-                             "products through d_head dimensions (check the circuit and the tolerance)")
-        measurements.append(Measurement.from_estimate(
-            stats.exact(largest, r.numel(), f"largest rank over {r.numel()} heads"), f"{circuit} circuit, every head"))
-    return ClaimRow(
-        "C17", model, "largest rank of a head's d_model x d_model circuit, over every head",
-        null=float(d_model), null_label=f"full rank, d_model = {d_model}", direction="less",
-        measurements=tuple(measurements),
-        note=f"exact counts over every head (no sampling, so no interval width); the bound is d_head = {d_head}")
 
 
 def order_blind_ceiling(task: TwoRelations) -> float:
