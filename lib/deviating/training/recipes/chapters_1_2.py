@@ -1,9 +1,9 @@
 """The small models of chapters 1 and 2, shipped in ``lib/headlab/checkpoints/``.
 
-* ``two-relations-{1,2}h[-ln]-s{0,1,2}`` (chapter 1): one attention layer (``d_model`` 32, no MLP)
+* ``two-relations-{1,2}h[-ln]-s{0..4}`` (chapter 1): one attention layer (``d_model`` 32, no MLP)
   with 1 or 2 heads, with or without LayerNorm, on :class:`~deviating.data.two_relations.TwoRelations`;
-* ``two-relations-2h-dh{1,2,4,8}-s{0,1,2}`` (chapter 2): the two-head model with narrower heads;
-* ``heads-{1,2,4,8}`` (chapter 2's adjustable-heads widget; seeds 1 and 2 as ``heads-N-s1``, ``-s2``): 2-layer GPTs with 1 to 8 heads on
+* ``two-relations-2h-dh{1,2,4,8}-s{0..4}`` (chapter 2): the two-head model with narrower heads;
+* ``heads-{1,2,4,8}`` (chapter 2's adjustable-heads widget; seeds 1 to 4 as ``heads-N-s1`` ... ``-s4``): 2-layer GPTs with 1 to 8 heads on
   :class:`~deviating.data.windows.LanguageWindows`.
 
 Each is trained with ``python -m deviating train NAME --threads 1 --out lib/headlab/checkpoints/NAME``.
@@ -31,7 +31,7 @@ def _two_relations(name: str, description: str, seed: int, **config: Any) -> Rec
 
 def _recipes() -> list[Recipe]:
     recipes = []
-    for seed in range(3):
+    for seed in range(5):
         for ln in (False, True):
             for n_heads in (1, 2):
                 recipes.append(_two_relations(
@@ -46,7 +46,7 @@ def _recipes() -> list[Recipe]:
                 f"LayerNorm, on two relations at once; seed {seed}",
                 seed, n_heads=2, d_head=d_head, layer_norm=False))
     language = LanguageWindows(n_ctx=32)
-    for seed in range(3):  # seed 0 is the widget's model, "heads-N"; seeds 1 and 2 measure the spread
+    for seed in range(5):  # seed 0 is the widget's model, "heads-N"; seeds 1 to 4 measure the spread
         for n_heads in (1, 2, 4, 8):
             config = GPTConfig(d_vocab=language.d_vocab, n_ctx=language.n_ctx, d_model=64, n_layers=2,
                                n_heads=n_heads, d_mlp=128)
