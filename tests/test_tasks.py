@@ -186,7 +186,7 @@ def chapter_recipes():
 
 def test_chapter_recipes_match_their_tasks():
     recipes = chapter_recipes()
-    assert len(recipes) == 36  # 24 two-relations + heads-1/2/4/8 at seeds 0, 1, 2
+    assert len(recipes) == 60  # 40 two-relations + heads-1/2/4/8, each at seeds 0 to 4
     for name, r in recipes.items():
         assert r.config.d_vocab == r.task.d_vocab and r.config.n_ctx == r.task.n_ctx, name
     assert recipes["two-relations-1h-s0"].config.d_head == 32 and recipes["two-relations-2h-s0"].config.d_head == 16

@@ -26,12 +26,12 @@ import re
 from pathlib import Path
 
 from headlab.schema import check_schema, schema_of
+from deviating.removed import removed_entry
 from deviating.verdicts import KINDS, ClaimRow, Judgement, from_json, to_json, verdict
 
 __all__ = ["CLAIMS", "VERDICTS", "Verdict", "report", "markdown_table", "load_all", "summary", "measured_text",
            "claims_dir", "book_root", "SCHEMA", "badge", "verdict_counts", "counts_markdown", "ledger_markdown",
-           "chapter_link", "model_key", "disagreements", "reasoning_text", "reasoning_markdown", "REMOVED",
-           "removed_markdown"]
+           "chapter_link", "model_key", "disagreements", "reasoning_text", "reasoning_markdown"]
 
 SCHEMA = schema_of("claims")  # <claims dir>/<chapter>.json: {"schema", "chapter", "rows"}
 WRITE_ENV = "HEADLAB_WRITE_CLAIMS"  # set by the book build: report() writes the chapter's rows
@@ -62,40 +62,6 @@ CLAIMS: dict[str, str] = {
 
 VERDICTS = KINDS  # the rule's verdicts, refusals included (deviating.verdicts)
 
-#: Rows taken out of the ledger because they could not measure their claim: the claim, the chapter,
-#: the quantity the row measured (as its ``ClaimRow.quantity`` read) and why. :func:`report` refuses
-#: such a row, and the ledger page lists them. A chapter may still show the number, unjudged.
-REMOVED: tuple[dict[str, str], ...] = (
-    {"claim": "C17", "chapter": "ch02",
-     "quantity": "largest rank of a head's d_model x d_model circuit, over every head",
-     "why": "an identity, not a test: W_Q W_K^T and W_V W_O are products of d_head-wide factors, so their rank "
-            "is at most d_head by construction, and the code that counts it raises an error if it were ever "
-            "more; the row could not fail. C17 is judged on the two-relations task instead."},
-    {"claim": "C19", "chapter": "ch06", "quantity": "share of heads below 1% of the loss",
-     "why": "a share of single-head removals says nothing about removing many heads together, which is what "
-            "C19 claims; chapter 7 removes heads together, in order, until the model fails."},
-    {"claim": "C19", "chapter": "ch06", "quantity": "share of heads below 1%",
-     "why": "as on the organism: single removals, not removal together (chapter 7 measures that on MiniLM)."},
-    {"claim": "C15", "chapter": "ch08", "quantity": "share of the 8 heads that are polysemantic",
-     "why": "eight heads cannot settle \"most\": the exact bound at 7 of 8 is 0.473, so only 8 of 8 could "
-            "exclude one half, and a head with no labelled feature counted as not polysemantic. Chapter 8 "
-            "still shows the counts per SAE seed."},
-)
-
-
-def _removed(claim: str, chapter: str, quantity: str) -> dict[str, str] | None:
-    return next((r for r in REMOVED if (r["claim"], r["chapter"], r["quantity"]) == (claim, chapter, quantity)),
-                None)
-
-
-def removed_markdown() -> str:
-    """The rows taken out of the ledger (:data:`REMOVED`) as a Markdown table: claim, chapter, what
-    the row measured, and why it could not measure its claim."""
-    lines = ["| claim | chapter | what the row measured | why it was removed |", "|---|---|---|---|"]
-    for r in REMOVED:
-        lines.append(f"| [{r['claim']}](claim-{r['claim'].lower()}) | {r['chapter']} | {_cell(r['quantity'])} | "
-                     f"{_cell(r['why'])} |")
-    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -237,10 +203,10 @@ def report(chapter: str, rows: list[ClaimRow | Verdict], write: bool | None = No
     if not rows:
         raise ValueError("a claims report needs at least one row")
     for r in rows:
-        gone = isinstance(r, ClaimRow) and _removed(r.claim, chapter, r.quantity)
+        gone = isinstance(r, ClaimRow) and removed_entry(r.claim, chapter, r.quantity)
         if gone:
             raise ValueError(f"{chapter}: the {r.claim} row {r.quantity!r} was removed from the ledger "
-                             f"(deviating.ledger.REMOVED): {gone['why']} Show the number without reporting it.")
+                             f"(deviating.removed.REMOVED): {gone['why']} Show the number without reporting it.")
     entries = [_as_entry(r) for r in rows]
     if any(e["kind"] == "typed" for e in entries):
         warnings.warn(f"{chapter}: a verdict typed by hand (deviating.ledger.Verdict); build a "
