@@ -33,7 +33,9 @@ in ``_config.yml``), see :func:`setup`. It fixes things at their source:
   and leaves the repository's branch to everything else.
 
 ``--no-solutions`` builds the same site without solutions (into
-``_build/html-no-solutions`` unless ``--out`` says otherwise); every variant
+``_build/html-no-solutions`` unless ``--out`` says otherwise); ``--pages DOC ...`` builds only
+those pages (a quick check of a variant: the site test builds two pages without solutions);
+every variant
 shares one notebook execution cache, so a second variant re-executes nothing.
 """
 
@@ -187,21 +189,41 @@ def _variant_config(hide_solutions: bool) -> Path:
     return path
 
 
-def run_jupyter_book(out: Path, hide_solutions: bool) -> None:
+def _pages_toc(pages: list[str]) -> Path:
+    """A table of contents with the root and ``pages`` only (documents of ``_toc.yml``)."""
+    import yaml
+
+    known = toc_documents()
+    unknown = [p for p in pages if p not in known]
+    if unknown:
+        sys.exit(f"build_book: --pages {' '.join(unknown)}: not documents of _toc.yml (give paths such as "
+                 "chapters/09_checklist/09_checklist, without an extension)")
+    root = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))["root"]
+    path = BUILD / "variants" / "toc-pages.yml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"format": "jb-book", "root": root, "chapters": [{"file": p} for p in pages]}),
+                    encoding="utf-8")
+    return path
+
+
+def run_jupyter_book(out: Path, hide_solutions: bool, pages: list[str] | None = None) -> None:
     exe = Path(sys.executable).parent / "jupyter-book"  # the one installed next to this Python
     jb = str(exe) if exe.is_file() else shutil.which("jupyter-book")
     if jb is None:
         sys.exit("build_book: jupyter-book is not installed; run `make book` (it installs .[book]).")
-    cmd = [jb, "build", str(ROOT), "-W", "-n", "--keep-going"]
-    default = out.resolve() == DEFAULT_OUT.resolve() and not hide_solutions
+    # with --pages, links into the pages left out cannot resolve: they are printed, not fatal
+    cmd = [jb, "build", str(ROOT), *([] if pages else ["-W"]), "-n", "--keep-going"]
+    default = out.resolve() == DEFAULT_OUT.resolve() and not hide_solutions and not pages
     if default:
         produced = DEFAULT_OUT
     else:
         # A variant gets its own Sphinx environment (its doctrees depend on the
         # settings) under _build/variants/<name>/_build, then is copied to `out`.
-        name = "no-solutions" if hide_solutions else "solutions"
+        name = ("no-solutions" if hide_solutions else "solutions") + ("-pages" if pages else "")
         stage = BUILD / "variants" / name
         cmd += ["--config", str(_variant_config(hide_solutions)), "--path-output", str(stage)]
+        if pages:
+            cmd += ["--toc", str(_pages_toc(pages))]
         produced = stage / "_build" / "html"
     print("build_book: jupyter-book " + " ".join(cmd[1:]), flush=True)
     # long-running cells print their progress as lines of text (headlab.progress), not as
@@ -286,18 +308,29 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="where the HTML goes (default: _build/html, or _build/html-no-solutions)",
     )
+    parser.add_argument(
+        "--pages", nargs="+", default=None, metavar="DOC",
+        help="build only these documents of _toc.yml (and the root), e.g. chapters/09_checklist/09_checklist: "
+             "a quick check of a variant; links to the pages left out are printed, not errors, and no "
+             "Colab edition is written",
+    )
     args = parser.parse_args(argv)
+    if args.pages and args.out is None:
+        parser.error("--pages builds part of the site: give --out DIR for it")
     out = args.out or (BUILD / "html-no-solutions" if args.no_solutions else DEFAULT_OUT)
     out = out if out.is_absolute() else Path.cwd() / out
 
     start = time.perf_counter()
     vendor_javascript()
-    run_jupyter_book(out, hide_solutions=args.no_solutions)
+    run_jupyter_book(out, hide_solutions=args.no_solutions, pages=args.pages)
     import site_widgets  # the live widgets' assets (scripts/site_widgets.py)
 
     site_widgets.install(out)
     check_site(out)
     (out / ".nojekyll").touch()  # GitHub Pages: serve _static/ as is, no Jekyll
+    if args.pages:
+        print(f"build_book: OK, {len(args.pages)} of the book's pages in {out} ({time.perf_counter() - start:.1f} s)")
+        return 0
     import colab_edition  # the notebooks the Colab buttons open (scripts/colab_edition.py)
 
     commit = os.environ.get("HEADLAB_COMMIT") or os.environ.get("GITHUB_SHA") or colab_edition.build_commit()
