@@ -123,7 +123,11 @@ def test_the_claim_rows_are_built_from_the_run_and_judged_by_the_rule(what_break
     assert c10.required == ("mean order, zero ablation, tolerance 0.05",) and c10.seeds == (0,)
     assert {m.condition for m in c10.measurements} >= {"worst-case order, zero ablation, tolerance 0.05",
                                                        "mean order, resample ablation, tolerance 0.05"}
-    for row in (c10, rows.c12_averaging_row(first["averaging"]), rows.c13_row(first["adversarial"]),
+    c12 = rows.c12_averaging_row(first["averaging"])  # the headline is named before the data, not the worst layer
+    layers = [m.effect for m in c12.measurements if m.condition.endswith("mean pattern: loss")]
+    assert c12.headline.condition.startswith("mean pattern: loss, mean over the layers")
+    assert c12.headline.effect == pytest.approx(sum(layers) / len(layers)) and len(layers) == 4
+    for row in (c10, c12, rows.c13_row(first["adversarial"]),
                 rows.c19_minilm_row(first["minilm"], n_resamples=200)):
         assert verdict(row).kind in KINDS
 
