@@ -1,7 +1,8 @@
 """Shared test helpers: repository paths, the chapter notebooks, summaries.
 
-pyproject's addopts run ``pytest`` as ``-n 2 --dist loadfile``: each test file (and
-so each notebook under nbval) runs on one worker, so a session fixture (like the
+pyproject's addopts run ``pytest`` as ``-n 3 --dist loadfile``: three workers on the two-core
+machine, so that a third fills the others' waits (browser page loads, grading workers,
+subprocesses). Each test file (and so each notebook under nbval) runs on one worker, so a session fixture (like the
 site build in test_site.py) runs once. Torch gets one thread per process
 (``OMP_NUM_THREADS=1``, inherited by the xdist workers and the notebook kernels):
 on a small shared machine, threads oversubscribed across workers make torch many
@@ -58,13 +59,13 @@ def brown_or_skip():
 
 
 # The files that take longest (``pytest --durations``), longest first. ``--dist loadfile`` hands
-# whole files to the two workers in collection order, so starting with these keeps one worker
+# whole files to the workers in collection order, so starting with these keeps one worker
 # from running a long file alone at the end (longest first: the usual greedy schedule).
-SLOW_FIRST = ("tests/test_site.py", "chapters/03_positional_heads", "tests/test_grading.py",
-              "tests/test_experiments.py", "chapters/04_syntactic_heads", "chapters/06_importance",
-              "chapters/08_beyond_heads", "tests/test_student.py", "chapters/05_induction", "tests/test_triton.py",
-              "tests/test_score_registry.py", "tests/test_bad_inputs.py", "tests/test_run_alone.py",
-              "chapters/02_multi_head", "tests/test_cheats.py")
+SLOW_FIRST = ("tests/test_site.py", "chapters/03_positional_heads", "chapters/04_syntactic_heads",
+              "tests/test_grading.py", "chapters/06_importance", "tests/test_experiments.py",
+              "tests/test_run_alone.py", "chapters/08_beyond_heads", "tests/test_student.py", "tests/test_atlas.py",
+              "tests/test_cheats.py", "tests/test_triton.py", "chapters/02_multi_head", "tests/test_train.py",
+              "chapters/05_induction", "tests/test_loading.py", "tests/test_site_widgets.py")
 
 
 def slow_rank(nodeid: str) -> int:
