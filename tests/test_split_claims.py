@@ -18,7 +18,7 @@ from deviating.experiments.head_split import (
 from deviating.experiments.split_cost import NEAR, attention_work, c2_row, round_ratio
 from headlab.metrics import next_token_loss
 from headlab.models.gpt import GPT, GPTConfig
-from deviating.verdicts import Refused, judge
+from deviating.verdicts import judge
 
 
 # ------------------------------------------------------------------ planted answers
@@ -144,14 +144,11 @@ def test_c2_exact_counts_are_refused_and_the_timings_judged():
     row = c2_row(benchmark({"sdpa": [1.0, 1.1, 0.95, 1.05, 1.0], "torch_ref": [3.8, 4.0, 4.2, 3.9, 4.1]}),
                  n=512, d_model=512, heads=64, base=8)
     assert row.null == NEAR
-    counts = row.by_condition["exponentials (exact count)"][0]
-    assert counts.effect == counts.low == counts.high == 8.0 and counts.n == 1
-    # a count is arithmetic, not a measurement: the rule refuses a zero-width interval in the row
-    with pytest.raises(Refused, match="exact count"):
-        judge(row)
-    timings = type(row)(row.claim, row.model, row.quantity, row.null, row.null_label, row.direction,
-                        tuple(m for m in row.measurements if "wall time" in m.condition))
-    verdict = judge(timings)
+    # a count is arithmetic, not a measurement: only the times are conditions
+    assert all(m.condition.startswith("wall time") for m in row.measurements)
+    work = attention_work(512, 512, 64)["softmax_exps"] / attention_work(512, 512, 8)["softmax_exps"]
+    assert work == 8.0
+    verdict = judge(row)
     assert verdict.kind == "holds with conditions"
     assert verdict.holds_under == ("wall time, fused kernel (SDPA)",)
     assert verdict.fails_under == ("wall time, reference kernel (torch)",)
