@@ -133,7 +133,7 @@ def test_first_failure_on_stored_curves():
 
 import numpy as np  # noqa: E402
 
-from deviating.analysis.failure import (WindowTable, failure_bootstrap, failure_gap, first_failure_interval,  # noqa: E402
+from deviating.analysis.failure import (WindowTable, failure_bootstrap, failure_gap, first_failure_interval, last_passing,  # noqa: E402
                                       first_failures, never)
 
 
@@ -166,12 +166,16 @@ def _identical_windows(n=8):
     return {"loss": loss, "tail": tail}
 
 
-def test_failure_gap_on_identical_windows_has_no_spread():
+def test_failures_on_identical_windows_keep_the_grids_resolution():
+    """Every resample fails at the same counts: no spread from the windows, but a curve read every
+    2 heads places each failure between two counts, so no interval has zero width."""
     fb = failure_bootstrap(_identical_windows(), {"loss": 0.05, "tail": 0.05}, n_resamples=200)
     assert fb.point == {"loss": 6, "tail": 2}
-    gap = failure_gap(fb, "loss", ["tail"])
-    assert (gap.value, gap.low, gap.high, gap.n) == (4.0, 4.0, 4.0, 8)
-    assert first_failure_interval(fb, "loss").value == 6.0
+    gap = failure_gap(fb, "loss", ["tail"])  # loss fails in (4, 6], the tail in (0, 2]
+    assert (gap.value, gap.low, gap.high, gap.n) == (4.0, 2.0, 6.0, 8)
+    first = first_failure_interval(fb, "loss")
+    assert (first.value, first.low, first.high) == (6.0, 4.0, 6.0)
+    assert last_passing(np.array([0, 2, 6, 7]), (0, 2, 4, 6)).tolist() == [0, 0, 4, 6]  # 7: never failed
 
 
 def test_a_tail_failure_carried_by_one_window_gets_an_interval_that_spans_zero():

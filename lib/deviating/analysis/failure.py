@@ -25,8 +25,8 @@ import numpy as np
 
 from headlab.stats.results import Estimate
 
-__all__ = ["WindowTable", "never", "first_failures", "FailureBootstrap", "failure_bootstrap", "failure_gap",
-           "first_failure_interval"]
+__all__ = ["WindowTable", "never", "first_failures", "last_passing", "FailureBootstrap", "failure_bootstrap",
+           "failure_gap", "first_failure_interval"]
 
 
 def never(counts: Sequence[int]) -> int:
@@ -159,13 +159,27 @@ def _percentile(draws: np.ndarray, level: float) -> tuple[float, float]:
     return float(low), float(high)
 
 
+def last_passing(failures: np.ndarray, counts: Sequence[int]) -> np.ndarray:
+    """For first failures read on the grid ``counts``, the count before each: the last one measured
+    that still passed (the first count itself where the curve failed there). A curve is measured
+    only at the grid's counts, so its failure lies after that count and at or before the first
+    failure: between the two."""
+    grid = np.array([*counts, never(counts)])
+    at = np.searchsorted(grid, np.asarray(failures))
+    return grid[np.maximum(at - 1, 0)]
+
+
 def first_failure_interval(fb: FailureBootstrap, name: str) -> Estimate:
-    """The first failure of one measure with its percentile interval over the resamples."""
+    """The first failure of one measure with its percentile interval over the resamples, widened
+    to the grid: its low end is the last count that passed on the resample at the low quantile,
+    so that a failure every resample places at one count gets the grid's step, not zero width."""
     if name not in fb.point:
         raise ValueError(f"unknown measure {name!r}; measured: {', '.join(fb.point)}")
-    low, high = _percentile(fb.draws[name], fb.level)
+    low, _ = _percentile(last_passing(fb.draws[name], fb.counts), fb.level)
+    _, high = _percentile(fb.draws[name], fb.level)
     return Estimate(float(fb.point[name]), low, high, fb.n_items, fb.level,
-                    f"percentile bootstrap over {fb.n_items} items ({len(fb.draws[name])} resamples)")
+                    f"percentile bootstrap over {fb.n_items} items ({len(fb.draws[name])} resamples), "
+                    "at the resolution of the counts")
 
 
 def failure_gap(fb: FailureBootstrap, average: str, tails: Sequence[str]) -> Estimate:
@@ -179,7 +193,12 @@ def failure_gap(fb: FailureBootstrap, average: str, tails: Sequence[str]) -> Est
     if not tails:
         raise ValueError("give at least one tail measure")
     value = fb.point[average] - min(fb.point[t] for t in tails)
-    draws = fb.draws[average] - np.min(np.stack([fb.draws[t] for t in tails]), axis=0)
-    low, high = _percentile(draws, fb.level)
+    tail = np.min(np.stack([fb.draws[t] for t in tails]), axis=0)
+    # at the grid's resolution: each failure lies after the last count that passed
+    lowest = last_passing(fb.draws[average], fb.counts) - tail
+    highest = fb.draws[average] - last_passing(tail, fb.counts)
+    low, _ = _percentile(lowest, fb.level)
+    _, high = _percentile(highest, fb.level)
     return Estimate(float(value), low, high, fb.n_items, fb.level,
-                    f"percentile bootstrap over {fb.n_items} items ({len(draws)} resamples)")
+                    f"percentile bootstrap over {fb.n_items} items ({len(tail)} resamples), "
+                    "at the resolution of the counts")
