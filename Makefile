@@ -2,7 +2,7 @@
 #   make book   create .venv, install, build the site into _build/html
 #   make test   the same set-up, then every test (= make setup && .venv/bin/python -m pytest):
 #               unit tests, every chapter under nbval, the book build with -W, and the
-#               site in a real browser; pytest's settings (-n 3 --dist loadfile, one
+#               site in a real browser; pytest's settings (-n 4 --dist loadfile, one
 #               torch thread) live in pyproject.toml and tests/conftest.py
 #
 # On a CPU-only machine torch is installed first from $(TORCH); override it, e.g.

@@ -1,9 +1,9 @@
 """Shared test helpers: repository paths, the chapter notebooks, summaries.
 
-pyproject's addopts run ``pytest`` as ``-n 3 --dist loadfile``: three workers on the two-core
-machine, so that a third fills the others' waits (browser page loads, grading workers,
-subprocesses). Each test file (and so each notebook under nbval) runs on one worker, so a session fixture (like the
-site build in test_site.py) runs once. Torch gets one thread per process
+pyproject's addopts run ``pytest`` as ``-n 4 --dist loadfile``: four workers on the two-core
+machine, so that the others fill a worker's waits (browser page loads, grading workers,
+subprocesses). Each test file (and so each notebook under nbval) runs on one worker, so a
+session fixture (like the site build in test_site.py) runs once. Torch gets one thread per process
 (``OMP_NUM_THREADS=1``, inherited by the xdist workers and the notebook kernels):
 on a small shared machine, threads oversubscribed across workers make torch many
 times slower.
