@@ -42,6 +42,25 @@ def family():
     return {h: headlab.load(f"heads-{h}") for h in (1, 2, 4, 8)}
 
 
+@pytest.fixture(scope="module")
+def brown():
+    return headlab.load("brown-attn-2l")
+
+
+# what a reader may type: accents, curly quotes, digits, contractions, runs of spaces, emoji, the special token
+TYPED = ["Héllo wörld — “quotes” 1,234.5 can't we'll  double  spaces\ttab\n", "<|endoftext|>The jury",
+         "ok<|endoftext|>x", "emoji 🙂 ok", "   lead", "trail   ", "The jury said it did find that"]
+
+
+def brown_texts(brown):
+    """Held-out Brown Corpus text (the sample shipped with the book) and :data:`TYPED`."""
+    from deviating.data.brown_sample import held_out
+    from deviating.training.recipes import RECIPES
+
+    held = held_out(RECIPES["brown-attn-2l"].task)
+    return [brown.tokenizer.decode(row[1:].tolist()) for row in held.windows[:48]] + TYPED
+
+
 def aom_texts(aom):
     vocab = aom.tokenizer.convert_ids_to_tokens(list(range(64)))
     return [" ".join(vocab[i] for i in [3, 17, 5, 40, 22, 9, 3, 17, 5, 40]), " ".join(vocab[i] for i in [1, 2, 3, 1, 2])]
@@ -64,6 +83,22 @@ def test_browser_tokenizer_equals_the_models_tokenizer(aom, family):
         encode(" ".join(["the"] * 40), spec)
     with pytest.raises(ValueError, match="non-empty"):
         encode("  ", spec)
+
+
+def test_browser_bpe_equals_the_brown_tokenizer(brown):
+    spec = tokenizer_spec(brown.tokenizer, n_ctx=128)
+    assert spec["kind"] == "bpe" and spec["prefix"] == [0] and spec["special"] == {"<|endoftext|>": 0}
+    texts = brown_texts(brown)
+    assert sum(len(brown.tokenizer(t)["input_ids"]) for t in texts) > 48 * 120
+    for text in texts:
+        if len(brown.tokenizer(text)["input_ids"]) <= 128:
+            assert encode(text, spec) == brown.tokenizer(text)["input_ids"], text
+    with pytest.raises(ValueError, match="more than the model's n_ctx = 128"):
+        encode("the " * 200, spec)
+    # a merge table in another order is another tokenizer: the ranks matter, not only the pairs
+    pairs = spec["merges"].split(" ")
+    shuffled = {**spec, "merges": " ".join(pairs[2:] + pairs[:2]), "n_ctx": None}
+    assert any(encode(t, shuffled) != encode(t, spec) for t in texts)
 
 
 def test_heads_widget_view_is_headcountpatterns(family):
@@ -223,6 +258,21 @@ def test_js_tokenizer_equals_python(tmp_path, aom, family):
         encode("the xylophones zz sleep zz .", spec_f)
     assert out["bad"] == "VocabError: " + str(err.value)
     assert out["long"].startswith("VocabError: the text has 41 tokens")
+
+
+def test_js_bpe_equals_python(tmp_path, brown):
+    spec = tokenizer_spec(brown.tokenizer, n_ctx=None)
+    texts = brown_texts(brown)
+    ids = [encode(t, spec) for t in texts]
+    out = run_js(tmp_path, """
+        return {ids: data.texts.map((t) => core.encode(t, data.spec).ids),
+                words: data.ids.map((row) => row.map((i) => core.tokenText(core.vocabOf(data.spec)[i], data.spec)))};
+    """, {"spec": spec, "texts": texts, "ids": ids[-len(TYPED):]})
+    assert out["ids"] == ids
+    # shown to the reader as text: each token decoded as the tokenizer decodes it alone
+    for row, words in zip(ids[-len(TYPED):], out["words"]):
+        assert words[1:] == [brown.tokenizer.decode([i]) for i in row[1:]]
+        assert words[0] == "<|endoftext|>"
 
 
 @pytest.mark.parametrize("name", ["temperature", "heads", "ablation"])

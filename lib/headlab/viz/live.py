@@ -17,6 +17,7 @@ from typing import Sequence
 
 import anywidget
 import numpy as np
+import regex  # GPT-2's pre-tokenizer needs \p{L}; a dependency of transformers
 import torch
 import traitlets as t
 
@@ -27,7 +28,8 @@ from headlab.models.gpt import GPT
 from headlab.heads.onnx import onnx_file_name
 
 __all__ = ["TemperatureWidget", "HeadsWidget", "AblationWidget", "temperature_widget", "heads_widget",
-           "ablation_widget", "tokenizer_spec", "encode", "shipped_checkpoint", "packed", "unpack", "JS_DIR"]
+           "ablation_widget", "tokenizer_spec", "encode", "byte_chars", "BPE_SPLIT", "shipped_checkpoint",
+           "packed", "unpack", "JS_DIR"]
 
 JS_DIR = Path(__file__).resolve().parent / "js"
 ABLATION_MODES = ("zero", "mean")
@@ -43,50 +45,95 @@ def _esm(name: str) -> str:
 
 
 def tokenizer_spec(tokenizer, add_bos: bool = False, n_ctx: int | None = None) -> dict:
-    """What the browser needs to tokenize like ``tokenizer``: a word-level vocabulary.
+    """What the browser needs to tokenize like ``tokenizer``: a whitespace-split word-level
+    vocabulary (``"kind": "words"``) or a byte-level BPE (``"kind": "bpe"``, as GPT-2's).
 
-    Returns ``{"vocab": "the tokens by id, space-separated", "prefix": [ids], "suffix": [ids], "bos_id", "pad_id",
-    "add_bos", "n_ctx"}``; ``prefix``/``suffix``: the special tokens the template adds.
-    Raises ``ValueError`` for a tokenizer that is not whitespace-split word-level.
+    Returns ``{"kind", "vocab": "the tokens by id, space-separated", "prefix": [ids], "suffix": [ids],
+    "bos_id", "pad_id", "add_bos", "n_ctx"}``; ``prefix``/``suffix``: the special tokens the template
+    adds. A BPE spec adds ``"merges"`` (the merge pairs in rank order, space-separated) and ``"special"``
+    (special token -> id). Raises ``ValueError`` for any other tokenizer.
     """
     desc = json.loads(tokenizer.backend_tokenizer.to_str())
-    model_type = desc.get("model", {}).get("type")
-    pre = (desc.get("pre_tokenizer") or {}).get("type")
-    if model_type != "WordLevel" or pre != "WhitespaceSplit" or desc.get("normalizer") is not None:
-        raise ValueError(f"the browser tokenizes only whitespace-split word-level vocabularies; this tokenizer "
-                         f"is {model_type} with pre-tokenizer {pre}: use the widget with a kernel")
+    model, pre = desc.get("model", {}), desc.get("pre_tokenizer") or {}
+    kind = {("WordLevel", "WhitespaceSplit"): "words", ("BPE", "ByteLevel"): "bpe"}.get((model.get("type"), pre.get("type")))
+    if kind is None or desc.get("normalizer") is not None or (kind == "bpe" and (
+            pre.get("add_prefix_space") or not pre.get("use_regex", True) or model.get("byte_fallback"))):
+        raise ValueError(f"the browser tokenizes only whitespace-split word-level vocabularies and byte-level "
+                         f"BPE; this tokenizer is {model.get('type')} with pre-tokenizer {pre.get('type')}: "
+                         "use the widget with a kernel")
     vocab = tokenizer.get_vocab()
     by_id = sorted(vocab, key=vocab.get)
     if [vocab[w] for w in by_id] != list(range(len(by_id))):
         raise ValueError("the vocabulary's ids are not 0..n-1; the browser tokenizer needs a dense vocabulary")
     special = set(tokenizer.all_special_tokens)
     word = next(w for w in by_id if w not in special)
-    ids = tokenizer(word)["input_ids"]
+    ids = tokenizer(word if kind == "words" else tokenizer.convert_tokens_to_string([word]))["input_ids"]
     at = ids.index(vocab[word])
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     if any(not w or w != w.strip() or len(w.split()) != 1 for w in by_id):
         raise ValueError("a vocabulary entry contains whitespace; the browser tokenizer splits on whitespace")
     # one space-separated string (no entry holds whitespace): one line in a saved notebook
-    return {"vocab": " ".join(by_id), "prefix": ids[:at], "suffix": ids[at + 1:], "bos_id": tokenizer.bos_token_id,
-            "pad_id": pad if pad is not None else 0, "add_bos": bool(add_bos), "n_ctx": n_ctx}
+    spec = {"kind": kind, "vocab": " ".join(by_id), "prefix": ids[:at], "suffix": ids[at + 1:],
+            "bos_id": tokenizer.bos_token_id, "pad_id": pad if pad is not None else 0, "add_bos": bool(add_bos),
+            "n_ctx": n_ctx}
+    if kind == "bpe":  # merges are "a b" strings or [a, b] pairs, by tokenizers' version
+        spec["merges"] = " ".join(m if isinstance(m, str) else " ".join(m) for m in model["merges"])
+        spec["special"] = {t["content"]: t["id"] for t in desc.get("added_tokens", []) if t.get("special")}
+    return spec
 
 
 def encode(text: str, spec: dict) -> list[int]:
     """Token ids of ``text`` under ``spec`` exactly as the browser computes them (core.js
-    ``encode``); raises ``ValueError`` naming every word outside the vocabulary."""
+    ``encode``); raises ``ValueError`` naming every word outside a word-level vocabulary."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("give a non-empty text")
     index = {w: i for i, w in enumerate(spec["vocab"].split(" "))}
-    words = text.split()
-    unknown = list(dict.fromkeys(w for w in words if w not in index))
-    if unknown:
-        raise ValueError(f"not in the vocabulary: {', '.join(repr(w) for w in unknown)}; "
-                         "use words of the book's synthetic language")
-    ids = [*spec["prefix"], *(index[w] for w in words), *spec["suffix"]]
+    if spec.get("kind") == "bpe":
+        body = _bpe_encode(text, spec, index)
+    else:
+        words = text.split()
+        unknown = list(dict.fromkeys(w for w in words if w not in index))
+        if unknown:
+            raise ValueError(f"not in the vocabulary: {', '.join(repr(w) for w in unknown)}; "
+                             "use words of the book's synthetic language")
+        body = [index[w] for w in words]
+    ids = [*spec["prefix"], *body, *spec["suffix"]]
     if spec["add_bos"] and (not ids or ids[0] != spec["bos_id"]):
         ids = [spec["bos_id"], *ids]
     if spec["n_ctx"] and len(ids) > spec["n_ctx"]:
         raise ValueError(f"the text has {len(ids)} tokens, more than the model's n_ctx = {spec['n_ctx']}")
+    return ids
+
+
+# GPT-2's pre-tokenizer: contractions, letters, digits, other symbols (each with one leading space)
+BPE_SPLIT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+@lru_cache(maxsize=1)
+def byte_chars() -> tuple[str, ...]:
+    """GPT-2's printable stand-in for each byte 0..255 (byte-level BPE's alphabet; a space is ``Ġ``)."""
+    kept, shifted = {*range(33, 127), *range(161, 173), *range(174, 256)}, iter(range(256, 512))
+    return tuple(chr(b) if b in kept else chr(next(shifted)) for b in range(256))
+
+
+def _bpe_encode(text: str, spec: dict, index: dict[str, int]) -> list[int]:
+    flat = spec["merges"].split(" ")
+    ranks = {(a, b): r for r, (a, b) in enumerate(zip(flat[::2], flat[1::2]))}
+    special = spec.get("special") or {}
+    pieces = regex.split("(" + "|".join(map(regex.escape, special)) + ")", text) if special else [text]
+    ids: list[int] = []
+    for piece in pieces:
+        if piece in special:
+            ids.append(special[piece])
+            continue
+        for word in regex.findall(BPE_SPLIT, piece):
+            parts = [byte_chars()[b] for b in word.encode("utf8")]
+            while len(parts) > 1:  # merge the best-ranked adjacent pair until none is ranked
+                rank, i = min((ranks.get(pair, len(ranks)), i) for i, pair in enumerate(zip(parts, parts[1:])))
+                if rank == len(ranks):
+                    break
+                parts[i:i + 2] = [parts[i] + parts[i + 1]]
+            ids.extend(index[p] for p in parts)
     return ids
 
 

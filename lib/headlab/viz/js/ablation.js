@@ -56,11 +56,12 @@ function lossTable(view) {
       fmt(view.clean[i]), fmt(view.metric[i]), fmt(view.metric[i] - view.clean[i]))));
 }
 
-function topTable(rows, which, caption) {
+function topTable(rows, which, caption, spec) {
   return h("table", { class: "hl-top", "data-top": which },
     h("caption", {}, caption),
     h("tr", {}, h("th", {}, "token"), h("th", {}, "clean"), h("th", {}, "ablated")),
-    rows.map(([tok, a, b]) => h("tr", { "data-token": tok }, h("td", {}, tok), fmt(a), fmt(b))));
+    rows.map(([tok, a, b]) => h("tr", { "data-token": tok },
+      h("td", { class: "hl-token", title: tok }, JSON.stringify(tokenText(tok, spec))), fmt(a), fmt(b))));
 }
 
 function render({ model, el }) {
@@ -103,6 +104,7 @@ function render({ model, el }) {
 
   function draw() {
     drawControls();
+    const spec = model.get("tokenizer");
     const saved = model.get("view") || {};
     const view = saved.pattern && !Array.isArray(saved.pattern) ? { ...saved, pattern: unpack(saved.pattern) } : saved;
     if (view.error) {
@@ -117,12 +119,12 @@ function render({ model, el }) {
       h("br"), h("b", {}, "next-token loss (nats)"));
     summary.dataset.ablated = names;
     tables.replaceChildren(lossTable(view), h("div", { class: "hl-row", style: { alignItems: "flex-start", gap: "6px 28px" } },
-      topTable(view.top, "clean", "top next tokens after text 1, clean model"),
-      topTable(view.top_ablated, "ablated", "… and after the ablation")));
+      topTable(view.top, "clean", "top next tokens after text 1, clean model", spec),
+      topTable(view.top_ablated, "ablated", "… and after the ablation", spec)));
     const name = `head ${view.selected.join(".")}`;
     patternBox.replaceChildren(h("div", { class: "hl-status" }, `${name} on text 1` +
       (view.ablated.length ? " (with the ablation applied)" : "")), colorBar(),
-      labelledPattern(view.pattern, view.tokens, name, 380));
+      labelledPattern(view.pattern, view.tokens.map((tok) => tokenText(tok, spec)), name, 380));
     markRendered(root, view);
   }
 

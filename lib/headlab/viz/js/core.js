@@ -92,26 +92,82 @@ export function meanZ(z, mask, layers, batch, pos, heads, dHead) {
 export class VocabError extends Error {}
 
 /**
- * Word-level tokenization, as the book's tokenizers (WhitespaceSplit + WordLevel):
- * spec = {vocab: [token by id], prefix: [ids], suffix: [ids], bos_id, add_bos, n_ctx}.
+ * Tokenization as headlab.viz.live.encode: spec = {kind, vocab, prefix: [ids], suffix: [ids], bos_id,
+ * add_bos, n_ctx} from headlab.viz.live.tokenizer_spec. kind "words" (or none): a whitespace-split
+ * word-level vocabulary; kind "bpe": GPT-2's byte-level BPE (spec.merges, spec.special).
  * add_bos: put bos_id first unless the ids already start with it.
  * Returns {ids, tokens}; throws VocabError naming the unknown words.
  */
 export function encode(text, spec) {
   if (typeof text !== "string" || !text.trim()) throw new VocabError("give a non-empty text");
   if (!spec._index) spec._index = new Map(vocabOf(spec).map((tok, i) => [tok, i]));
-  const words = text.trim().split(/\s+/);
-  const unknown = words.filter((w) => !spec._index.has(w));
-  if (unknown.length) {
-    const names = [...new Set(unknown)].map((w) => `'${w}'`).join(", ");
-    throw new VocabError(`not in the vocabulary: ${names}; use words of the book's synthetic language`);
+  let body;
+  if (spec.kind === "bpe") body = bpeEncode(text, spec);
+  else {
+    const words = text.trim().split(/\s+/);
+    const unknown = words.filter((w) => !spec._index.has(w));
+    if (unknown.length) {
+      const names = [...new Set(unknown)].map((w) => `'${w}'`).join(", ");
+      throw new VocabError(`not in the vocabulary: ${names}; use words of the book's synthetic language`);
+    }
+    body = words.map((w) => spec._index.get(w));
   }
-  let ids = [...spec.prefix, ...words.map((w) => spec._index.get(w)), ...spec.suffix];
+  let ids = [...spec.prefix, ...body, ...spec.suffix];
   if (spec.add_bos && ids[0] !== spec.bos_id) ids = [spec.bos_id, ...ids];
   if (spec.n_ctx && ids.length > spec.n_ctx) {
     throw new VocabError(`the text has ${ids.length} tokens, more than the model's n_ctx = ${spec.n_ctx}`);
   }
   return { ids, tokens: ids.map((i) => vocabOf(spec)[i]) };
+}
+
+// GPT-2's pre-tokenizer (headlab.viz.live.BPE_SPLIT) and its printable stand-in for each byte
+const BPE_SPLIT = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
+export const BYTE_CHARS = (() => {
+  const out = new Array(256);
+  let extra = 0;
+  for (let b = 0; b < 256; b++) {
+    const kept = (b >= 33 && b < 127) || (b >= 161 && b < 173) || (b >= 174);
+    out[b] = String.fromCharCode(kept ? b : 256 + extra++);
+  }
+  return out;
+})();
+
+const escapeRe = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+function bpeEncode(text, spec) {
+  if (!spec._ranks) {
+    const flat = spec.merges.split(" ");
+    spec._ranks = new Map();
+    for (let r = 0; 2 * r + 1 < flat.length; r++) spec._ranks.set(flat[2 * r] + " " + flat[2 * r + 1], r);
+  }
+  const special = spec.special || {}, names = Object.keys(special);
+  const pieces = names.length ? text.split(new RegExp("(" + names.map(escapeRe).join("|") + ")")) : [text];
+  const utf8 = new TextEncoder(), ids = [];
+  for (const piece of pieces) {
+    if (Object.hasOwn(special, piece)) { ids.push(special[piece]); continue; }
+    for (const word of piece.match(BPE_SPLIT) || []) {
+      let parts = Array.from(utf8.encode(word), (b) => BYTE_CHARS[b]);
+      while (parts.length > 1) { // merge the best-ranked adjacent pair until none is ranked
+        let best = -1, bestRank = Infinity;
+        for (let i = 0; i + 1 < parts.length; i++) {
+          const r = spec._ranks.get(parts[i] + " " + parts[i + 1]);
+          if (r !== undefined && r < bestRank) { bestRank = r; best = i; }
+        }
+        if (best < 0) break;
+        parts.splice(best, 2, parts[best] + parts[best + 1]);
+      }
+      for (const p of parts) ids.push(spec._index.get(p));
+    }
+  }
+  return ids;
+}
+
+/** A token as the reader should see it: a byte-level BPE token decoded to its text ("Ġsaid" -> " said"). */
+export function tokenText(token, spec) {
+  if (!spec || spec.kind !== "bpe" || Object.hasOwn(spec.special || {}, token)) return token;
+  if (!spec._bytes) spec._bytes = new Map(BYTE_CHARS.map((c, b) => [c, b]));
+  const bytes = Uint8Array.from(Array.from(token), (c) => spec._bytes.get(c) ?? 63);
+  return new TextDecoder().decode(bytes);
 }
 
 /** The tokens by id (spec.vocab is one space-separated string: no token holds whitespace). */
