@@ -1,4 +1,5 @@
-"""The adjustable-heads widget of chapter 2: its computation (HeadCountPatterns) and its wiring."""
+"""The adjustable-heads widget of chapter 2: its computation (HeadCountPatterns). Its front-end,
+headlab.viz.live.heads_widget, is tested in test_live_widgets.py and, clicked, in test_site_widgets.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import torch
 from headlab import HeadModel
 from headlab.models.gpt import GPT, GPTConfig
 from deviating.data.windows import LanguageWindows
-from headlab.viz.widgets import HeadCountPatterns, heads_widget
+from headlab.viz.widgets import HeadCountPatterns
 
 TEXT = "the loud hunter sleeps . he smiles ."
 
@@ -75,20 +76,3 @@ def test_bad_inputs_are_named(models, tokenizer):
         HeadCountPatterns({1: models[1], 2: tiny(tokenizer, 2, d_model=12)})
     with pytest.raises(TypeError, match="HeadModel"):
         HeadCountPatterns({1: models[1].model})
-
-
-def test_widget_draws_its_default_and_follows_the_controls(models):
-    box = heads_widget(models, [TEXT, "some lions smile ."], n_heads=2, layer=1, notes={2: "loss 1.0"})
-    (heads_box, layer_box), text_box, caption, _figure = box.children[0].children, *box.children[1:]
-    assert "2 heads of d_head = 4" in caption.value and "layer 1" in caption.value and "loss 1.0" in caption.value
-    # (the figure goes into the Output only inside a kernel; the notebook build checks that)
-    heads_box.value = 4
-    assert "4 heads of d_head = 2" in caption.value
-    layer_box.value = 0
-    assert "layer 0" in caption.value
-    text_box.value = "the zzz sleeps ."
-    assert "error" in caption.value and "zzz" in caption.value
-    text_box.value = "some lions smile ."
-    assert caption.value.startswith("<b>4 heads")
-    with pytest.raises(ValueError, match="no model with 8 heads"):
-        heads_widget(models, [TEXT], n_heads=8)

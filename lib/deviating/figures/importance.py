@@ -1,5 +1,6 @@
 """How much each head matters: the Lorenz curve of importance, mean against worst case, a score
-against the ablation effect, pairs against the sum of singles, and pruning curves."""
+against the ablation effect, pairs against the sum of singles, pruning curves, and the heads a
+pruning plan must keep."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from headlab.heads.head import format_head
-from headlab.viz.figures import as_array
+from headlab.viz.figures import as_array, layer_head_axes
 
 
 def plot_lorenz(ax, x, y, label: str | None = None):
@@ -142,3 +143,34 @@ def plot_pruning_curves(axes, counts, curves: dict, metrics: Sequence[str], tole
     for ax in axes[len(metrics):]:
         ax.axis("off")
     return axes
+
+
+KEEP_COLOURS = {"worst case": "#d62728", "circuit": "#1f77b4", "backup": "#ff7f0e", "backed up": "#ff7f0e",
+                "orphan": "#2ca02c"}
+
+
+def plot_keep_map(ax, n_layers: int, n_heads: int, keep: dict):
+    """A layers x heads grid of the heads a plan must keep, coloured by their first reason.
+
+    ``keep`` maps ``(layer, head)`` to a list of reasons, each starting with one of
+    :data:`KEEP_COLOURS`' keys (``"worst case ..."``, ``"circuit: ..."``); other heads stay white.
+    """
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Patch
+
+    image = np.ones((n_layers, n_heads, 3))
+    used = {}
+    for (l, h), reasons in keep.items():
+        if not (0 <= l < n_layers and 0 <= h < n_heads):
+            raise ValueError(f"head {l}.{h} is outside a {n_layers} x {n_heads} grid")
+        kind = next((k for k in KEEP_COLOURS if reasons and reasons[0].startswith(k)), None)
+        colour = KEEP_COLOURS.get(kind, "#7f7f7f")
+        used[kind or "other"] = colour
+        image[l, h] = to_rgb(colour)
+        ax.text(h, l, str(len(reasons)), ha="center", va="center", fontsize=7, color="white")
+    ax.imshow(image, aspect="auto", interpolation="nearest")
+    layer_head_axes(ax, n_layers, n_heads, line="0.85", linewidth=1)
+    ax.legend(handles=[Patch(facecolor=c, label=k) for k, c in used.items()], loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, title="first reason (number: reasons)",
+              title_fontsize=8)
+    return ax

@@ -10,8 +10,10 @@ import numpy as np
 from headlab.heads.head import format_head, parse_head
 from deviating.report.thresholds import TOP_K, UNDERESTIMATE_MARGIN
 from headlab.viz.atlas import plot_atlas
-from headlab.viz.grids import plot_head_grid, plot_keep_map
-from deviating.figures.importance import plot_mean_vs_worst, plot_pair_interactions, plot_score_vs_effect
+from headlab.viz.grids import plot_head_grid
+from deviating.figures.importance import (
+    plot_keep_map, plot_mean_vs_worst, plot_pair_interactions, plot_score_vs_effect,
+)
 
 __all__ = ["draw_figures", "render_markdown", "write_report", "format_value", "circuit_rows", "markdown_table",
            "best_head"]

@@ -19,7 +19,7 @@ from headlab.heads.model import ABLATION_MODES, HeadModel
 from headlab.metrics import next_token_loss
 from headlab.viz.patterns import plot_pattern
 
-__all__ = ["LiveAblation", "AblationView", "ablation_widget", "HeadCountPatterns", "HeadCountView", "heads_widget",
+__all__ = ["LiveAblation", "AblationView", "ablation_widget", "HeadCountPatterns", "HeadCountView",
            "check_texts", "check_top_k", "check_mode"]
 
 
@@ -316,60 +316,3 @@ class HeadCountPatterns:
         _, cache = hm.run_with_cache(batch, names=("pattern",), layers=[layer])
         tokens = hm.tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist())
         return HeadCountView(n_heads, hm.d_head, layer, tokens, cache.pattern(layer)[0])  # (head, q, k)
-
-
-def heads_widget(models: dict[int, HeadModel], texts: Sequence[str], n_heads: int | None = None,
-                 layer: int = 0, notes: dict[int, str] | None = None):
-    """Choose a number of heads (and so ``d_head = d_model / n_heads``), a layer and a text;
-    see every head's attention pattern. ``models`` maps each head count to a model (see
-    :class:`HeadCountPatterns`); ``texts`` are offered in a combo box, and any other text of
-    the vocabulary can be typed in. ``notes`` adds a line of text per head count (e.g. its
-    validation loss). The default setting is drawn before the widget is returned."""
-    import ipywidgets as w
-    import matplotlib.pyplot as plt
-    from IPython.display import display
-
-
-    core = HeadCountPatterns(models)
-    texts = [t for t in texts if t.strip()]
-    if not texts:
-        raise ValueError("give at least one text")
-    n_heads = core.head_counts[-1] if n_heads is None else n_heads
-    if n_heads not in core.models:
-        raise ValueError(f"no model with {n_heads} heads; available: {core.head_counts}")
-    heads_box = w.ToggleButtons(options=[(str(h), h) for h in core.head_counts], value=n_heads,
-                                description="heads", style={"button_width": "48px"})
-    layer_box = w.ToggleButtons(options=[(str(l), l) for l in range(core.n_layers)], value=layer,
-                                description="layer", style={"button_width": "48px"})
-    text_box = w.Combobox(options=list(texts), value=texts[0], description="text", ensure_option=False,
-                          layout=w.Layout(width="95%"))
-    caption = w.HTML()
-    figure = w.Output()
-
-    def render(*_):
-        try:
-            view = core.view(heads_box.value, text_box.value, layer_box.value)
-        except ValueError as err:
-            caption.value = f"<b>error:</b> {_esc(str(err))}"
-            return
-        note = (notes or {}).get(view.n_heads, "")
-        caption.value = (f"<b>{view.n_heads} head{'s' if view.n_heads > 1 else ''} of d_head = {view.d_head}</b>, "
-                         f"layer {view.layer}{': ' + _esc(note) if note else ''}")
-        cols = min(view.n_heads, 4)
-        rows = -(-view.n_heads // cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(2.9 * cols, 2.9 * rows), squeeze=False,
-                                 constrained_layout=True)
-        for head, ax in enumerate(axes.flat):
-            if head < view.n_heads:
-                plot_pattern(ax, view.pattern[head], view.tokens, title=f"head {format_head((view.layer, head))}")
-            else:
-                ax.axis("off")
-        plt.close(fig)
-        figure.clear_output(wait=True)
-        with figure:
-            display(fig)
-
-    for box in (heads_box, layer_box, text_box):
-        box.observe(render, names="value")
-    render()
-    return w.VBox([w.HBox([heads_box, layer_box]), text_box, caption, figure])
