@@ -37,7 +37,7 @@ __all__ = ["BROWN_EVAL_SEED", "EOT_ID", "BrownBatch", "BrownEval", "BrownWindows
            "add_repeats", "ngram_baselines"]
 
 BROWN_EVAL_SEED = 1234  # the evaluation data is the same whatever the training seed
-EOT_ID = 0  # <|endoftext|>, the tokenizer's one special token
+EOT, EOT_ID = "<|endoftext|>", 0  # the tokenizer's one special token
 
 
 @dataclass
@@ -178,10 +178,15 @@ class BrownWindows:
         return self._prepared
 
     def tokenizer(self):
-        """The BPE tokenizer as a ``PreTrainedTokenizerFast`` (what a checkpoint saves)."""
+        """The BPE tokenizer as a ``PreTrainedTokenizerFast`` (what a checkpoint saves). It puts
+        ``<|endoftext|>`` before every text, as every training window starts: a typed sentence reaches
+        the model as the windows did."""
+        from tokenizers import Tokenizer, processors
         from transformers import PreTrainedTokenizerFast
 
-        return PreTrainedTokenizerFast(tokenizer_object=self.prepared()["tokenizer"], bos_token="<|endoftext|>",
+        tok = Tokenizer.from_str(self.prepared()["tokenizer"].to_str())  # a copy: the task's own encodes bare texts
+        tok.post_processor = processors.TemplateProcessing(single=f"{EOT} $A", special_tokens=[(EOT, EOT_ID)])
+        return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>",
                                        eos_token="<|endoftext|>", pad_token="<|endoftext|>")
 
     def windows(self, stream: torch.Tensor, starts: torch.Tensor, n: int, generator: torch.Generator) -> torch.Tensor:
