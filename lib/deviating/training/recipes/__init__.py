@@ -10,7 +10,7 @@ Gathered from one module per family, none of which changes another's entries:
 * :mod:`~deviating.training.recipes.students` (:data:`STUDENTS`): chapter 7's ``distill-student``;
 * :mod:`~deviating.training.recipes.width_depth` (:data:`WIDTH_DEPTH`): chapter 8's ``wd-*`` family;
 * :mod:`~deviating.training.recipes.brown` (:data:`BROWN`): ``brown-attn-2l`` and its control, attention-only
-  models on the Brown Corpus (issue 24: induction heads on real English).
+  models on the Brown Corpus, and ``brown-gpt``, a small GPT on the same text.
 
 ``python -m deviating train NAME`` trains any of them: every shipped checkpoint and every model of
 the width/depth sweep.
