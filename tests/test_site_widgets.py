@@ -40,6 +40,10 @@ PAGES = {"temperature": "chapters/00_how_to_use/how_to_use.html",
          "heads": "chapters/02_multi_head/02_multi_head.html",
          "ablation": "chapters/06_importance/06_importance.html"}
 LATENCIES: dict[str, list[float]] = {}
+# 64 tokens for the Brown models' tokenizer, <|endoftext|> included (checked in the test)
+ENGLISH_64 = ("The committee said on Friday that the new bridge across the river would be finished before "
+              "the winter, and the mayor said that the city would pay for the rest of the road to the old "
+              "school by the lake")
 WEIGHT: dict[str, dict[str, int]] = {}  # page -> bytes loaded at first and after the moves
 
 # click(root, selector) -> ms until the widget drew a new state; -1 if it never did
@@ -269,6 +273,19 @@ def test_ablation_widget(site, browser_page):
         changed |= shown["ablated"] != before["ablated"]
     assert changed, "no click changed the losses shown"
     shoot(page, "ablation-1280px")
+    if state["tokenizer"].get("kind") == "bpe":  # a model of English: the reader types sentences
+        typed = [ENGLISH_64, "Where did the old man go after the"]
+        click(page, "ablation", "textarea", "\n".join(typed))
+        texts = typed
+        assert len(hm.tokenize(typed[:1])["input_ids"][0]) == 64
+        shown = page.evaluate(VIEW_JS, 0)
+        compare_ablation("ablation, typed English", shown, hm, texts, ablated, mode, selected)
+        assert "Ġ" not in shown["text"], "a BPE token is shown as its bytes, not as text"
+        for arg in ([0, 0], [last, 1], [0, 0], [last, 1]) * 3:  # the latency of a click on 64 tokens
+            click(page, "ablation, 64 tokens", f'button[data-head="{arg[0]}.{arg[1]}"]')
+            ablated = sorted([h for h in ablated if h != arg] + ([] if arg in ablated else [arg]))
+        compare_ablation("ablation, typed English", page.evaluate(VIEW_JS, 0), hm, texts, ablated, mode, selected)
+        shoot(page, "ablation-english-1280px")
     page.context.close()
     assert not problems, "\n".join(problems)
     check_narrow(browser_page, site, PAGES["ablation"], "ablation")
