@@ -208,6 +208,11 @@ def test_atlas_on_an_attention_only_organism():
     assert atlas["texts"] == what
     best = max(atlas["heads"], key=lambda h: h["scores"]["induction"])
     assert best["head"][0] == 1 and best["scores"]["induction"] > 0.3
+    # token ids as a tensor are the same inputs as the batch dict
+    ids = torch.randint(1, hm.vocab_size, (6, 24), generator=torch.Generator().manual_seed(0))
+    as_tensor = compute_atlas(hm, ids, effect="none")
+    as_batch = compute_atlas(hm, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, effect="none")
+    assert as_tensor["heads"] == as_batch["heads"] and as_tensor["texts"] == as_batch["texts"]
 
 
 def test_load_atlas_reads_the_shipped_atlases_and_upgrades_0_1_ones(tmp_path):

@@ -169,7 +169,7 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
                   streaming: bool = False, corpus: Corpus | None = None) -> dict:
     """Every head's scores, effect and label, as the JSON-ready dict the CLI writes.
 
-    ``texts``: a list of texts or a token batch; None for ``default_texts``.
+    ``texts``: a list of texts, a token batch or a tensor of token ids; None for ``default_texts``.
     ``corpus``: supplies the default texts, the token frequencies and the relation set.
     ``relations``: also add ``relation_summary`` under ``"relations"``.
     ``streaming``: score with the fused kernel, holding no attention pattern.
@@ -183,6 +183,8 @@ def compute_atlas(hm, texts=None, *, effect: str = "ablation", effect_texts: int
     source = "given"
     if texts is None:
         texts, source = default_texts(hm, seed=seed, corpus=corpus)
+    elif isinstance(texts, torch.Tensor):  # token ids (batch, pos), no padding
+        texts = {"input_ids": texts, "attention_mask": torch.ones_like(texts)}
     elif isinstance(texts, (list, tuple)):
         texts = list(texts)
         if not texts or not all(isinstance(t, str) and t.strip() for t in texts):
