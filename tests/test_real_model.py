@@ -177,3 +177,29 @@ def test_english_inputs_retokenize_for_another_tokenizer(brown_lm, held):
     assert torch.equal(got.random_repeats[:, 1:21], got.random_repeats[:, 21:])
     assert all(len(set(r[1:21].tolist())) == 20 for r in got.random_repeats)
     assert np.all(got.windows[:, 0].numpy() == other.eos_token_id)
+
+
+def test_the_chapters_gpt2_cells_run_on_a_random_gpt2(brown_lm, held):
+    """What chapters 3 and 5 run on the model real_language_model gives, on a tiny random GPT-2
+    that reads its own tokenizer (as GPT-2 small would in Colab): the atlas, the catalogue, the
+    induction rule and the circuit search. A random model names no induction head."""
+    from deviating.analysis.circuit_search import induction_circuit
+    from deviating.roles.induction import induction_heads
+    from headlab.analysis.atlas import compute_atlas
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    raw = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(pre_tokenizers.ByteLevel.alphabet())}, merges=[]))
+    raw.pre_tokenizer, raw.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    other = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="Ā")
+    lm = real_language_model(loader=lambda name, device="cpu": HeadModel(tiny_gpt2(len(other)), other, name=name))
+    assert lm.name == "gpt2" and "Hugging Face hub" in lm.note
+    got = english_inputs(lm.hm, held, brown_lm.tokenizer, n=8, half=24)
+    atlas = compute_atlas(lm.hm, got.windows, effect="write_norm")
+    assert len(atlas["heads"]) == 8 and sum(atlas["label_counts"].values()) == 8
+    rows = pattern_rows(lm.hm, got, n=8, n_resamples=200)
+    assert [r.kind for r in rows] == list(PATTERN_KINDS)
+    assert not any(r.found for r in rows if r.kind.startswith("induction"))
+    assert induction_heads(lm.hm, got.random_repeats).heads == ()
+    found = induction_circuit(lm.hm, got.text_repeats[:4])
+    assert found.induction_head[0] == 1 and found.feeding_head[0] == 0
