@@ -25,9 +25,9 @@ loss on the second copy of repeated validation text fell from 3.9 to 0.6 nats be
 ``python -m deviating train NAME --threads 1``. Shipped: ``brown-attn-2l`` and ``-s1`` to ``-s4``
 (phase change at steps 1900, 1300, 1300, 1500 and 1100; the second copy of repeated validation text at
 0.24, 0.23, 0.24, 0.22 and 0.21 nats against 3.85-3.87 for the first; 15-21 minutes each on one
-shared thread). ``brown-gpt`` and ``-s1``: validation loss 3.58 and 3.57 nats (unigram 6.02, bigram
-4.31), phase change at step 1400 for both, the second copy at 0.28 and 0.26 nats against 3.62 and
-3.64 for the first; 1577 and 1586 CPU-seconds.
+shared thread). ``brown-gpt``, ``-s1`` and ``-s2``: validation loss 3.58, 3.57 and 3.56 nats (unigram 6.02,
+bigram 4.31), phase change at steps 1400, 1400 and 1600, the second copy at 0.28, 0.26 and 0.25
+nats against 3.62, 3.64 and 3.60 for the first; 1577, 1586 and 1596 CPU-seconds.
 """
 
 from __future__ import annotations
