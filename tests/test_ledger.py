@@ -123,6 +123,8 @@ def test_model_key_and_disagreements_on_known_cases() -> None:
     assert model_key("organism-small-s0..2 (three seeds)") == "organism-small"
     assert model_key("the organism, 3 seeds; attn-only-2l") == "organism"  # the first model named
     assert model_key("2-layer GPTs on the synthetic language") == "other"
+    assert model_key("brown-attn-2l, 5 training seeds") == "brown-attn-2l"  # not attn-only-2l
+    assert model_key("brown-gpt, 3 training seeds") == "brown-gpt"  # not GPT-2
     ledger = {c: [] for c in CLAIMS}
     ledger["C3"] = [{"chapter": "ch03", **vars(Verdict("C3", "minilm", "prev 0.9", "holds"))},
                     {"chapter": "ch09", **vars(Verdict("C3", "MiniLM", "prev 0.3", "inconclusive"))},

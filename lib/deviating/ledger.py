@@ -353,7 +353,7 @@ def chapter_link(chapter: str, toc: str = "") -> str:
 
 # The models the book measures, most specific first: what a row's free-text "model" is about.
 _MODEL_NAMES = ("organism-small", "attn-only-1l", "attn-only-2l", "tiny-attn-2l", "two-relations", "heads-",
-                "organism", "minilm", "gpt-2", "gpt2", "pythia", "bert", "llama")
+                "brown-attn-2l", "brown-gpt", "organism", "minilm", "gpt-2", "gpt2", "pythia", "bert", "llama")
 
 
 def model_key(model: str) -> str:
