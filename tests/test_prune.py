@@ -134,7 +134,7 @@ def test_first_failure_on_stored_curves():
 import numpy as np  # noqa: E402
 
 from deviating.analysis.failure import (WindowTable, failure_bootstrap, failure_gap, first_failure_interval, last_passing,  # noqa: E402
-                                      first_failures, never)
+                                      first_failures, never, pool_tables)
 
 
 def test_first_failures_read_the_tolerance_strictly_and_censor_at_one_past_the_end():
@@ -203,3 +203,33 @@ def test_failure_bootstrap_refuses_what_it_cannot_compare():
     fb = failure_bootstrap(tables, {"loss": 0.05, "tail": 0.05}, n_resamples=100)
     with pytest.raises(ValueError, match="unknown measure"):
         failure_gap(fb, "loss", ["rare"])
+
+
+def test_pooled_tables_weigh_every_item_and_refuse_other_curves():
+    a = WindowTable((0, 2), [[2, 0], [1, 0]], [2, 0], True)  # two items, both in window 0
+    b = WindowTable((0, 2), [[0, 1], [0, 0]], [0, 1], True)  # one item, in window 1
+    p = pool_tables([a, b])
+    assert p.weights.tolist() == [2, 1] and np.allclose(p.means(), [1.0, 1 / 3])  # 3 of 3 right, then 1 of 3
+    with pytest.raises(ValueError, match="at least one"):
+        pool_tables([])
+    with pytest.raises(ValueError, match="other counts or items"):
+        pool_tables([a, WindowTable((0, 4), [[1, 1], [1, 1]], [1, 1], True)])
+    with pytest.raises(ValueError, match="higher_is_better"):
+        pool_tables([a, WindowTable((0, 2), [[1, 1], [1, 1]], [1, 1], False)])
+
+
+def test_a_pooled_tail_is_not_the_earliest_of_its_parts():
+    """Three tails, and the smallest flips one item at 2 heads: the earliest of the three fails first
+    (a minimum of noisy numbers is early), the pooled tail only when the large ones fail too."""
+    counts, n = (0, 2, 4, 6), 10
+    loss = WindowTable(counts, np.tile([[2.0], [2.0], [2.06], [2.2]], n), np.ones(n), False)  # fails at 4
+    big = np.tile([[5.0], [5.0], [5.0], [3.0]], n)  # 50 items, lose 20 at 6 heads
+    small = np.ones((4, n))
+    small[1:, 0] = 0  # one of 10 items flips at 2 heads: a 10-point drop
+    tails = {"a": WindowTable(counts, big, np.full(n, 5.0), True),
+             "b": WindowTable(counts, big, np.full(n, 5.0), True),
+             "rare": WindowTable(counts, small, np.ones(n), True)}
+    tables = {"loss": loss, **tails, "pooled": pool_tables(tails.values())}
+    fb = failure_bootstrap(tables, {k: 0.05 for k in tables}, n_resamples=200)
+    assert failure_gap(fb, "loss", ["a", "b", "rare"]).value == 2.0  # the minimum: "the tail fails first"
+    assert fb.point["pooled"] == 6 and failure_gap(fb, "loss", ["pooled"]).value == -2.0  # pooled: after the loss

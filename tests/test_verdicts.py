@@ -101,6 +101,21 @@ def test_an_across_seed_interval_that_spans_the_null_cannot_hold():
     assert judge(row(*seeds[:2], ("zero ablation", 0.1, -0.1, 0.3, 128, 2), headline=head)).kind == "inconclusive"
 
 
+def test_an_across_seed_interval_on_the_wrong_side_of_the_null_fails():
+    # C10 with the pooled tail: gaps of -2, -4, -4 heads, each seed's interval touching 0
+    seeds = [("mean order", e, e - 4, 0.0 if e < -2 else 2.0, 96, s) for s, e in zip((0, 1, 2), (-2.0, -4.0, -4.0))]
+    r = ClaimRow("C10", "organism", "heads removed by which the pooled tail fails before the mean loss", 0.0,
+                 "tail and loss fail together", "greater", tuple(Measurement(*m) for m in seeds),
+                 headline=Measurement.from_estimate(over_seeds([-2.0, -4.0, -4.0]), "over seeds"))
+    assert not all(m.status(0.0, "greater") == "contradicts" for m in r.measurements)  # no seed alone says so
+    j = judge(r)
+    assert r.headline.high < 0 and j.kind == "does not hold here"
+    assert "contradicted across seeds" in j.reason
+    # the same spread straddling the null stays open
+    mixed = [("mean order", e, e - 4, e + 4, 96, s) for s, e in zip((0, 1, 2), (-2.0, 2.0, 0.0))]
+    assert judge(row(*mixed, headline=Measurement("over seeds", 0.0, -5.0, 5.0, 3))).kind == "inconclusive"
+
+
 def test_a_condition_that_survives_only_without_the_correction_does_not_count():
     # p = 0.02 on one condition: below 0.025 alone, not after Holm over ten conditions
     z = stats_norm.isf(0.02)
@@ -156,6 +171,14 @@ def test_a_required_condition_decides():
     assert judge(row(*holds, required=("mean order",))).kind == "holds"
     with pytest.raises(ValueError, match="was not measured"):
         row(*ms, required=("median order",))
+
+
+def test_a_contradicted_required_condition_speaks_before_an_open_one():
+    # C13: "hijacks" is open, "unseen by the mean" is contradicted; the claim as worded does not hold
+    ms = [("hijack", 0.05, -0.02, 0.12, 256), ("unseen", -0.2, -0.25, -0.15, 256), ("other", 0.3, 0.1, 0.5, 256)]
+    j = judge(row(*ms, required=("hijack", "unseen")))
+    assert j.kind == "does not hold here" and "unseen" in j.reason
+    assert judge(row(*ms, required=("hijack",))).kind == "inconclusive"  # the open one alone: open
 
 
 def test_all_conditions_failing_or_mixed_failure():
@@ -239,3 +262,22 @@ def test_count_verdicts_and_rule_text():
 def test_measurement_from_estimate():
     m = Measurement.from_estimate(Estimate(0.1, 0.05, 0.2, 40), "held out", seed=1)
     assert (m.effect, m.low, m.high, m.n, m.seed, m.condition) == (0.1, 0.05, 0.2, 40, 1, "held out")
+
+
+def test_the_worked_example_is_the_stored_row():
+    """The rule's worked example (chapter 7's C10 on the organism) quotes the numbers the chapter stored."""
+    from importlib.resources import files
+
+    rows = json.loads((files("deviating") / "results" / "claims" / "ch07.json").read_text())
+    rows = rows["rows"] if isinstance(rows, dict) else rows
+    stored = next(r for r in rows if r["claim"] == "C10" and r["model"].startswith("organism"))
+    r = from_json(stored)
+    named = r.by_condition[r.required[0]]
+    assert r.required == ("mean order, zero ablation, tolerance 0.05",)
+    assert [(m.seed, m.effect, m.low, m.high) for m in named] == [(0, -2, -6, 2), (1, -4, -6, 0), (2, -4, -8, 0)]
+    across = over_seeds([m.effect for m in named])
+    assert (round(across.value, 1), round(across.low, 1), round(across.high, 1)) == (-3.3, -6.2, -0.5)
+    j = judge(r)
+    assert j.kind == "does not hold here" and j.held == 0 and len(j.fails_under) == 3
+    text = rule_text()
+    assert "-3.3 [-6.2, -0.5]" in text and "two more fail" in text

@@ -30,8 +30,9 @@ with, and the direction the claim predicts. :func:`judge` turns those numbers in
    (1 − level)/2 = 0.025 on the side the claim predicts.
 4. **One band table.** Each kind of quantity (nats, accuracy, share, cosine, rank, count, ratio)
    has one no-effect band around the null (``deviating.bands.BANDS``). A condition *fails* when its
-   interval (across seeds, or the item-level one) lies inside the band, or when every seed's
-   interval contradicts the claim (on the other side of the null, or inside the band).
+   interval (across seeds, or the item-level one) lies inside the band, when the across-seed
+   interval lies on the other side of the null, or when every seed's interval contradicts the
+   claim (on the other side of the null, or inside the band).
 5. **Held in each network.** A condition that does not hold across seeds, but whose every seed's
    item-level interval supports the claim after Holm's correction over all the row's
    measurements, is *held in each network trained*: a statement about those networks, not about
@@ -42,14 +43,17 @@ The verdict: *holds* when every condition holds; *holds with conditions* when k 
 some condition is; *does not hold here* when every condition fails; else *inconclusive*. A
 condition the claim itself names is *required*: when it does not hold, the verdict is that
 condition's own (*does not hold here*, *held in each network trained* or *inconclusive*),
-whatever the other conditions show.
+whatever the other conditions show; of several required conditions that do not hold, one that
+fails decides first (a part of the claim that is contradicted cannot be left open by another).
 
-**Worked example.** Chapter 9's C5 on three seeds of ``attn-only-2l``: under zero ablation the
-share of the induction score lost is 0.51, 0.21 and 0.23 on seeds 0–2, each item-level interval
-far above 0. The t test over the three seeds gives a one-sided p of 0.041; over the six
-conditions (three ablations, two quantities) the smallest p is 0.016, which Holm's correction
-multiplies by 6 (0.096): no condition reaches 0.025, so the claim is *held in each network
-trained* (every seed's interval still excludes 0 after the correction), not *holds*.
+**Worked example.** Chapter 7's C10 on the organism's three seeds: "pruning by average
+importance fails the tail first". The claim names its condition: the mean order under zero
+ablation, at the tolerance fixed before the run (0.05). There the pooled tail fails -2, -4 and -4
+heads before the loss on seeds 0-2 (that is, after it), with item-level intervals [-6, 2],
+[-6, 0] and [-8, 0]: each touches 0, so no seed alone contradicts the claim. Over the seeds the
+t interval is -3.3 [-6.2, -0.5], on the other side of the null: the condition *fails*,
+contradicted across seeds. Being the named condition, it decides: *does not hold here*, whatever
+the other six conditions show (none holds after Holm's correction; two more fail).
 """
 
 from __future__ import annotations
@@ -82,7 +86,7 @@ class Judgement:
     Attributes:
         kind: one of ``KINDS``.
         holds_under: conditions that hold (across seeds, after Holm's correction).
-        fails_under: conditions that fail (inside the band, or contradicted on every seed).
+        fails_under: conditions that fail (inside the band, contradicted across seeds, or on every seed).
         open_under: the other conditions.
         reason: one sentence generated from the numbers.
         each_under: conditions held in each network trained but not across seeds.
@@ -153,12 +157,14 @@ def _evidence(row: ClaimRow) -> list[dict]:
             effect, low, high, n, p = m.effect, m.low, m.high, m.n, ps[0]
             per = f"{m.n} {row.items}" + ("" if m.seed is None else f", seed {m.seed} only")
         inside = lo_band <= low and high <= hi_band
+        # the across-seed interval on the other side of the null: contradicted for training
+        against = trained and len(ms) >= 2 and (high < row.null if row.direction == "greater" else low > row.null)
         if len({m.effect for m in ms}) == 1 and len(ms) > 1:  # identical seeds: one measurement, read its items
             inside = all(s == "contradicts" for s in states) and all(lo_band <= m.low and m.high <= hi_band
                                                                      for m in ms)
         out.append({"condition": c, "unit": row.unit_for(c), "band": [lo_band, hi_band], "effect": effect,
                     "low": low, "high": high, "n": n, "per": per, "p": p, "states": states,
-                    "across": trained and len(ms) >= 2, "inside": inside})
+                    "across": trained and len(ms) >= 2, "inside": inside, "against": against})
     for e, adj in zip(out, holm([e["p"] for e in out])):
         e["p_holm"] = float(adj)
     adj_items = iter(holm(item_p))
@@ -168,7 +174,7 @@ def _evidence(row: ClaimRow) -> list[dict]:
             e["status"] = "holds"
         elif not trained and e["p_holm"] < alpha and not e["inside"] and e["states"] == ["supports"]:
             e["status"] = "holds"
-        elif e["inside"] or all(s == "contradicts" for s in e["states"]):
+        elif e["inside"] or e["against"] or all(s == "contradicts" for s in e["states"]):
             e["status"] = "fails"
         elif e["each"]:
             e["status"] = "each"
@@ -178,8 +184,8 @@ def _evidence(row: ClaimRow) -> list[dict]:
 
 
 def _why(e: dict) -> str:
-    detail = {"fails": "inside the band or contradicted" if e["inside"] else "contradicted on every seed"
-              if e["across"] else "contradicted",
+    detail = {"fails": "inside the band" if e["inside"] else "contradicted across seeds" if e["against"]
+              else "contradicted on every seed" if e["across"] else "contradicted",
               "each": f"on each seed, not across them (Holm p = {e['p_holm']:.2g})",
               "open": f"Holm p = {e['p_holm']:.2g}", "holds": f"Holm p = {e['p_holm']:.2g}"}[e["status"]]
     return f"{e['condition']} ({detail})"
@@ -201,7 +207,9 @@ def judge(row: ClaimRow) -> Judgement:
     unit = f"across {len(row.seeds)} seeds" if row.seeds else f"on {row.headline.n} {row.items}"
     count = f"holds in {k} of {m} conditions after Holm's correction, {unit}"
     null = f"{row.null_label} ({row.null:g})"
-    required_bad = [c for c in row.required if by[c]["status"] != "holds"]
+    rank = {"fails": 0, "each": 1, "open": 2}  # a contradicted named condition speaks first
+    required_bad = sorted((c for c in row.required if by[c]["status"] != "holds"),
+                          key=lambda c: rank[by[c]["status"]])
     if required_bad:
         e = by[required_bad[0]]
         kind = {"fails": "does not hold here", "each": "held in each network trained"}.get(e["status"],
@@ -217,11 +225,13 @@ def judge(row: ClaimRow) -> Judgement:
         reason = (f"{count}; held on every seed under {', '.join(each)}, but the seeds do not show it "
                   "for training")
     elif len(fails) == m:
-        kind, reason = "does not hold here", f"every condition fails against the {null}: {count}"
+        kind = "does not hold here"
+        reason = f"every condition fails against the {null}: {count}: {'; '.join(_why(by[c]) for c in fails)}"
     else:
         kind = "inconclusive"
         reason = f"{count}: {'; '.join(_why(by[c]) for c in open_ + fails)}"
-    shown = tuple({k2: v for k2, v in e.items() if k2 not in ("states", "across", "inside", "each")} for e in ev)
+    shown = tuple({k2: v for k2, v in e.items() if k2 not in ("states", "across", "inside", "against", "each")}
+                  for e in ev)
     return Judgement(kind, holds, fails, open_, reason, each, k, m, shown)
 
 

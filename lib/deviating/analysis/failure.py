@@ -25,7 +25,7 @@ import numpy as np
 
 from headlab.stats.results import Estimate
 
-__all__ = ["WindowTable", "never", "first_failures", "last_passing", "FailureBootstrap", "failure_bootstrap",
+__all__ = ["WindowTable", "pool_tables", "never", "first_failures", "last_passing", "FailureBootstrap", "failure_bootstrap",
            "failure_gap", "first_failure_interval"]
 
 
@@ -82,6 +82,25 @@ class WindowTable:
         total = self.weights[index].sum(1)  # (n_resamples,)
         with np.errstate(invalid="ignore", divide="ignore"):
             return self.sums[:, index].sum(-1).T / total[:, None]
+
+
+def pool_tables(tables: Sequence[WindowTable]) -> WindowTable:
+    """One measure made of several read on the same items: their sums and weights added, so
+    that its mean at each count is over every unit of every part (three tails pooled into one
+    tail, each item weighing as many units as it holds)."""
+    tables = list(tables)
+    if not tables:
+        raise ValueError("give at least one table to pool")
+    first = tables[0]
+    for k, t in enumerate(tables[1:], 1):
+        if t.counts != first.counts or t.n_items != first.n_items:
+            raise ValueError(f"table {k} has other counts or items than table 0 ({t.counts}, {t.n_items} items "
+                             f"against {first.counts}, {first.n_items}): pool measures of one curve")
+        if t.higher_is_better != first.higher_is_better:
+            raise ValueError(f"table {k} and table 0 disagree on higher_is_better: pool measures of one kind "
+                             "(accuracies with accuracies)")
+    return WindowTable(first.counts, sum(t.sums for t in tables), sum(t.weights for t in tables),
+                       first.higher_is_better)
 
 
 def first_failures(means: np.ndarray, counts: Sequence[int], tolerance: float, higher_is_better: bool) -> np.ndarray:

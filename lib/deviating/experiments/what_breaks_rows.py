@@ -13,7 +13,8 @@ from typing import Sequence
 import numpy as np
 
 from headlab import stats
-from deviating.analysis.failure import WindowTable, failure_bootstrap, failure_gap
+from deviating.analysis.failure import WindowTable, failure_bootstrap, failure_gap, pool_tables
+from deviating.bands import BANDS
 from headlab.stats.results import Estimate
 from deviating.verdicts import ClaimRow, Measurement
 from deviating.experiments.pruning import curve_tables
@@ -21,11 +22,14 @@ from deviating.analysis.failure import first_failure_interval
 from deviating.analysis.inspection import auc_difference
 from deviating.analysis.conditional_roles import SEPARATED
 
-__all__ = ["TAILS", "TOLERANCES", "PRIMARY", "seed_of", "organism_gaps", "c10_organism_row", "minilm_tables",
+__all__ = ["TAILS", "TAIL", "MINILM_TAIL", "TOLERANCES", "PRIMARY", "seed_of", "organism_gaps", "c10_organism_row", "minilm_tables",
            "minilm_gap", "c10_minilm_row", "c19_minilm_row", "window_difference", "c12_averaging_row",
            "c12_students_row", "c13_measurements", "c13_row", "c4_row"]
 
 TAILS = ("agreement, attractor", "pronoun, distractor", "rare-word copies")  # subsets defined by a rare condition
+# C10's tail is the three pooled, every item of each (a fixed definition). The earliest of three
+# small, noisy tails was the quantity before; it fails early by chance alone, as a minimum does.
+TAIL = "tail items, pooled"
 TOLERANCES = (0.02, 0.05, 0.10)  # nats on the loss and accuracy points (as a fraction) on the tails, together
 PRIMARY = 0.05  # the chapter's tolerance, fixed before the run
 ORDERS = {"mean order": "mean (one-shot)", "worst-case order": "worst case (one-shot)",
@@ -44,15 +48,29 @@ def _tables(record: dict, model: str, curve: str) -> dict[str, WindowTable]:
     return curve_tables(m, curve, higher, record["settings"]["counts"])
 
 
-def organism_gaps(record: dict, curve: str, tolerance: float, *, n_resamples: int = 2000) -> dict[str, Estimate]:
+def tail_tables(record: dict, model: str, curve: str) -> dict[str, WindowTable]:
+    """One organism's stored curve as the loss, each of :data:`TAILS`, and :data:`TAIL` (the
+    three pooled: their items right over their items, window by window)."""
+    tables = _tables(record, model, curve)
+    out = {"loss": tables["loss"], **{t: tables[t] for t in TAILS}}
+    out[TAIL] = pool_tables([tables[t] for t in TAILS])
+    return out
+
+
+def organism_gaps(record: dict, curve: str, tolerance: float, *, n_resamples: int = 2000,
+                  tail: str = TAIL) -> dict[str, Estimate]:
     """Per organism model: the failure gap (:func:`deviating.analysis.failure.failure_gap`: the
-    loss's first failure minus the earliest of :data:`TAILS`) of one stored curve at one
-    tolerance (the same number for nats and accuracy points), resampling windows."""
+    loss's first failure minus the tail's) of one stored curve at one tolerance (the same number
+    for nats and accuracy points), resampling windows. ``tail``: :data:`TAIL` (the judged one)
+    or one of :data:`TAILS`."""
     out = {}
     for model in record["models"]:
-        tables = _tables(record, model, curve)
+        tables = tail_tables(record, model, curve)
+        if tail not in tables:
+            raise ValueError(f"unknown tail {tail!r}; give {TAIL!r} or one of {TAILS}")
+        tables = {"loss": tables["loss"], tail: tables[tail]}
         fb = failure_bootstrap(tables, {k: tolerance for k in tables}, n_resamples=n_resamples, seed=0)
-        out[model] = failure_gap(fb, "loss", TAILS)
+        out[model] = failure_gap(fb, "loss", (tail,))
     return out
 
 
@@ -70,8 +88,8 @@ def _conditions(named: list[tuple[str, dict[str, Estimate]]], seeds) -> list[Mea
 
 
 def c10_organism_row(record: dict, *, n_resamples: int = 2000) -> ClaimRow:
-    """C10 on the organism seeds: heads removed by which a tail subset (:data:`TAILS`) fails
-    before the mean loss does (null 0; the claim predicts > 0). Conditions: the mean order
+    """C10 on the organism seeds: heads removed by which the tail (:data:`TAIL`, the items of
+    :data:`TAILS` pooled) fails before the mean loss does (null 0; the claim predicts > 0). Conditions: the mean order
     under zero ablation at each of :data:`TOLERANCES`, and at :data:`PRIMARY` the mean order
     under mean and resample ablation and the worst-case and iterative orders. Required: the
     mean order, zero ablation, at the primary tolerance (the claim is about ranking by
@@ -90,15 +108,18 @@ def c10_organism_row(record: dict, *, n_resamples: int = 2000) -> ClaimRow:
     models = ", ".join(record["models"])
     n = record["settings"]["prune_eval_windows"]
     return ClaimRow("C10", f"organism ({models}), {n} held-out windows",
-                    "heads removed by which a tail subset fails before the mean loss",
+                    "heads removed by which the pooled tail fails before the mean loss",
                     0.0, "tail and loss fail together", "greater", tuple(ms),
                     headline=_headline(ms, primary), required=(primary,),
-                    note="intervals resample windows; a measure that never fails counts one past the last count")
+                    note="the tail: agreement with an attractor, pronouns with a distractor and rare-word copies, "
+                         "pooled (not the earliest of the three, which fails early by chance); intervals resample "
+                         "windows; a measure that never fails counts one past the last count")
 
 
 def minilm_tables(minilm: dict, curve: str, subsets: Sequence[str]) -> dict[str, WindowTable]:
-    """MiniLM's stored curve as one :class:`WindowTable` per subset: ``"all held-out"`` and each
-    construction of ``subsets`` (the construction's sentences weigh 1, the others 0)."""
+    """MiniLM's stored curve as one :class:`WindowTable` per subset: ``"all held-out"``, each
+    construction of ``subsets`` (the construction's sentences weigh 1, the others 0) and, with
+    two subsets or more, :data:`MINILM_TAIL` (their sentences together)."""
     values = np.asarray(minilm["curves"][curve]["per_sentence"], dtype=float).T  # (count, sentence)
     kinds = np.asarray(minilm["held_out_constructions"])
     counts = tuple(minilm["counts"])
@@ -108,23 +129,27 @@ def minilm_tables(minilm: dict, curve: str, subsets: Sequence[str]) -> dict[str,
         if not w.any():
             raise ValueError(f"no held-out sentence of construction {s!r}; held out: {sorted(set(kinds.tolist()))}")
         out[s] = WindowTable(counts, values * w, w, False)
+    if len(subsets) > 1:
+        out[MINILM_TAIL] = pool_tables([out[s] for s in subsets])
     return out
 
 
 MINILM_TAILS = ("long_distance", "obj_rel", "pronoun")
+MINILM_TAIL = "tail constructions, pooled"
 
 
 def minilm_gap(minilm: dict, curve: str, tolerance: float, *, n_resamples: int = 2000) -> Estimate:
-    """MiniLM's failure gap: the first failure of the held-out average minus the earliest of the
-    tail constructions' (:data:`MINILM_TAILS`), resampling sentences."""
+    """MiniLM's failure gap: the first failure of the held-out average minus that of the tail
+    constructions' sentences pooled (:data:`MINILM_TAIL`), resampling sentences."""
     tables = minilm_tables(minilm, curve, MINILM_TAILS)
+    tables = {k: tables[k] for k in ("all held-out", MINILM_TAIL)}
     fb = failure_bootstrap(tables, {k: tolerance for k in tables}, n_resamples=n_resamples, seed=0)
-    return failure_gap(fb, "all held-out", MINILM_TAILS)
+    return failure_gap(fb, "all held-out", (MINILM_TAIL,))
 
 
 def c10_minilm_row(minilm: dict, tolerances=TOLERANCES, *, n_resamples: int = 2000) -> ClaimRow:
-    """C10 on MiniLM: heads removed by which a tail construction's mean ``1 - cos`` passes the
-    tolerance before the held-out average's does. Conditions: the mean order under zero
+    """C10 on MiniLM: heads removed by which the tail constructions' sentences, pooled, pass the
+    tolerance in mean ``1 - cos`` before the held-out average does. Conditions: the mean order under zero
     ablation at each tolerance; at :data:`PRIMARY` the mean order under the other ablations
     stored and the worst-case order. Required: the mean order, zero ablation, primary tolerance."""
     ms = [Measurement.from_estimate(minilm_gap(minilm, "mean (one-shot)", t, n_resamples=n_resamples),
@@ -138,10 +163,12 @@ def c10_minilm_row(minilm: dict, tolerances=TOLERANCES, *, n_resamples: int = 20
                                         f"worst-case order, zero ablation, tolerance {PRIMARY:g}"))
     primary = f"mean order, zero ablation, tolerance {PRIMARY:g}"
     return ClaimRow("C10", f"MiniLM, English set, {len(minilm['held_out'])} held-out sentences",
-                    "heads removed by which a tail construction moves past the tolerance before the average",
+                    "heads removed by which the pooled tail constructions move past the tolerance before the "
+                    "average",
                     0.0, "tail and average fail together", "greater", tuple(ms), headline=_headline(ms, primary),
                     required=(primary,),
-                    note="the metric is how far the sentence embedding moves (1 - cos), not a task")
+                    note="the metric is how far the sentence embedding moves (1 - cos), not a task; the tail: "
+                         f"the {', '.join(MINILM_TAILS)} sentences pooled")
 
 
 def c19_minilm_row(minilm: dict, *, share: float = 0.2, n_resamples: int = 2000) -> ClaimRow:
@@ -245,12 +272,16 @@ def c12_students_row(distillation: dict) -> ClaimRow:
 
 
 def c13_measurements(kind: dict) -> dict[str, Estimate]:
-    """The three C13 quantities of one kind of prediction on one model (a stored record of
+    """The four C13 quantities of one kind of prediction on one model (a stored record of
     :func:`deviating.experiments.adversarial.adversarial_part`): the flip rate of the search minus
     the best random trigger of the same budget (paired over items, windows resampled); the
     captured head's weight on the trigger under the search minus under single random triggers,
-    on the half of the items the head was not chosen on; and the AUC of the per-head inspector
-    of the weight before the sentence minus that of the layer-mean inspector."""
+    on the half of the items the head was not chosen on; the AUC of the per-head inspector of the
+    weight before the sentence minus that of the layer-mean inspector; and how far the
+    layer-mean inspector's AUC stays below the edge of chance's no-effect band,
+    ``0.5 + BANDS["accuracy"] - AUC`` ("unseen by mean attention": positive when the mean
+    cannot tell a hijacked input from a clean one; the band's edge is the null, because the
+    claim is itself one of no effect)."""
 
     windows = np.asarray(kind["windows"])
     flips = stats.paired_difference(np.asarray(kind["success"], float), np.asarray(kind["random_success"], float),
@@ -261,17 +292,23 @@ def c13_measurements(kind: dict) -> dict[str, Estimate]:
                                       windows[held], n_resamples=2999)
     ph, mn = kind["inspectors"]["before, per_head"], kind["inspectors"]["before, mean"]
     auc = auc_difference(ph["clean"], ph["search"], mn["clean"], mn["search"], kind["success"])
-    return {"flips": flips, "capture": capture, "auc": auc}
+    blind = np.zeros(len(mn["clean"]))  # scores no input apart: AUC 0.5 on every resample
+    seen = auc_difference(mn["clean"], mn["search"], blind, blind, kind["success"])  # the mean's AUC - 0.5
+    edge = BANDS["accuracy"]
+    unseen = Estimate(edge - seen.value, edge - seen.high, edge - seen.low, seen.n, seen.level, seen.method)
+    return {"flips": flips, "capture": capture, "auc": auc, "unseen": unseen}
 
 
 def c13_row(record: dict) -> ClaimRow:
-    """C13 on the organism seeds. Per kind (agreement, copy) and seed, the three quantities of
-    :func:`c13_measurements`, each with null 0 and the claim predicting > 0. Required: the three
+    """C13 on the organism seeds. Per kind (agreement, copy) and seed, the four quantities of
+    :func:`c13_measurements`, each with null 0 and the claim predicting > 0. Required: the four
     agreement conditions (the subject head, the strongest specialist, is the "strong head"; the
-    copy predictions rest on weak heads in this organism)."""
+    copy predictions rest on weak heads in this organism). "Unseen by mean attention" is one of
+    them: the claim names it."""
     names = {"flips": "flips, search minus random (same budget)",
              "capture": "captured head's weight on the trigger, search minus random",
-             "auc": "AUC, per-head inspector minus layer mean"}
+             "auc": "AUC, per-head inspector minus layer mean",
+             "unseen": f"unseen by the layer mean: {0.5 + BANDS['accuracy']:g} minus its AUC"}
     ms = []
     for model, kinds in record["models"].items():
         for kind in ("agreement", "copy"):
