@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from deviating.analysis.circuit_search import induction_circuit, pattern_change
+from deviating.analysis.circuit_search import induction_circuit, pattern_change, read_by_later_layers
 from headlab.analysis.circuits import (
     HeadWeights, circuit_ranks, circuit_singular_values, composition, composition_score, composition_scores,
     head_weights, random_composition_baseline,
@@ -284,3 +284,19 @@ def test_pattern_change_ignores_padding() -> None:
     alone = pattern_change(hm, {"input_ids": ids[1:, :5], "attention_mask": mask[1:, :5]}, [(0, 1)])
     torch.testing.assert_close(padded[1], alone[0], atol=1e-5, rtol=1e-4)
     assert float(padded[:, 1].sum()) > 0  # a random layer 1 does read layer 0
+
+
+def test_later_layers_read_the_previous_token_head_more_than_its_neighbour() -> None:
+    """In the planted model the induction head reads 0.0 and not 0.1: removing 0.0 moves layer 1,
+    removing 0.1 moves nothing. So 0.0's own change is the planted one and its neighbour's is 0."""
+    hm = planted_model(d_vocab=20, n_ctx=32)
+    ids = _planted_inputs(20, 12)
+    own, rest = read_by_later_layers(hm, ids, [PREVIOUS_TOKEN_HEAD, (0, 1)])
+    by_hand = pattern_change(hm, ids, [PREVIOUS_TOKEN_HEAD])[:, 1:].mean((1, 2))
+    torch.testing.assert_close(own[0], by_hand)
+    assert float(own[0].min()) > 0.05 and float(rest[0].abs().max()) < 1e-6  # 0.1 is read by nothing
+    torch.testing.assert_close(rest[1], own[0])  # and 0.1's neighbour is 0.0
+    with pytest.raises(ValueError, match="no later layer"):
+        read_by_later_layers(hm, ids, [(1, 0)])
+    with pytest.raises(ValueError, match="at least one"):
+        read_by_later_layers(hm, ids, [])

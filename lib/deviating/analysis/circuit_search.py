@@ -2,7 +2,8 @@
 
 Chapter 5 finds the induction head of a model and the earlier head it depends on by removing each
 earlier head in turn (:func:`induction_circuit`); chapters 3 and 4 ask whether a head's attention
-moves when another is removed (:func:`pattern_change`). Both use only :mod:`headlab`'s public API.
+moves when another is removed (:func:`pattern_change`), and whether the later layers read a head
+more than its neighbours (:func:`read_by_later_layers`). Both use only :mod:`headlab`'s public API.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head
 from headlab.heads.model import HeadModel
 
-__all__ = ["InductionCircuit", "induction_circuit", "pattern_change", "clean_patterns"]
+__all__ = ["InductionCircuit", "induction_circuit", "pattern_change", "clean_patterns", "read_by_later_layers"]
 
 
 # ---------------------------------------------------------------------- finding the circuit
@@ -161,3 +162,34 @@ def clean_patterns(hm: HeadModel, inputs):
     ``pattern``), for :func:`pattern_change`'s ``clean``."""
     with torch.no_grad():
         return hm.run_with_cache(hm.tokenize(inputs), names=("pattern",))[1]
+
+
+def read_by_later_layers(hm: HeadModel, inputs, heads: Sequence[Head], *, ablation: Ablation | None = None,
+                         clean=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """How far the later layers' attention moves when each of ``heads`` is ablated alone, against
+    its layer's other heads: ``(own, neighbours)``, each ``(len(heads), n_inputs)``.
+
+    ``own[i]`` is, per input, the mean over every head of the layers above ``heads[i]`` of its
+    :func:`pattern_change` when ``heads[i]`` alone is removed; ``neighbours[i]`` is the same
+    averaged over the other heads of that layer, each removed alone. ``own - neighbours > 0``: the
+    later layers read this head more than its neighbours. ``clean``: as in :func:`pattern_change`.
+
+    Raises:
+        ValueError: for no heads, or a head in the last layer (no later layer reads it).
+    """
+    heads = [tuple(h) for h in heads]
+    if not heads:
+        raise ValueError("give at least one (layer, head)")
+    last = [h for h in heads if not 0 <= h[0] < hm.n_layers - 1 or not 0 <= h[1] < hm.n_heads]
+    if last:
+        raise ValueError(f"head {last[0]} is not below the last layer of a {hm.n_layers} x {hm.n_heads} model: "
+                         "no later layer can read it")
+    if clean is None:
+        clean = clean_patterns(hm, inputs)
+    moved = {}
+    for layer in sorted({l for l, _ in heads}):  # every head of the layer, removed alone
+        moved[layer] = torch.stack([pattern_change(hm, inputs, [(layer, h)], ablation=ablation, clean=clean)
+                                    [:, layer + 1:].mean((1, 2)) for h in range(hm.n_heads)])
+    own = torch.stack([moved[l][h] for l, h in heads])
+    rest = torch.stack([torch.cat([moved[l][:h], moved[l][h + 1:]]).mean(0) for l, h in heads])
+    return own, rest
