@@ -196,33 +196,6 @@ def test_the_students_row_compares_targets_over_seeds():
         c12_students_row({"teacher": "t", "runs": d["runs"][:1]})
 
 
-def test_what_breaks_c4_row_judges_separated_constructions_against_the_stronger_baseline():
-    from types import SimpleNamespace
-
-    from deviating.experiments.what_breaks_rows import c4_row
-    from headlab.stats.results import Estimate
-    from deviating.verdicts import judge
-
-    def head(value, low, high, strongest):
-        return SimpleNamespace(lead=Estimate(value, low, high, 20), strongest=strongest)
-
-    def roles(obj_rel_low, pp=0.3):
-        return SimpleNamespace(by_construction={
-            "simple": head(0.0, 0.0, 0.0, "nearest noun"),  # adjacent: never a condition of the row
-            "pp": head(pp, pp - 0.2, pp + 0.2, "best fixed offset"),
-            "obj_rel": head(0.2, obj_rel_low, 0.4, "nearest noun")})
-
-    row = c4_row({0: roles(0.1), 1: roles(-0.1, pp=0.32)}, 64)  # seeds differ: a t test over them
-    assert [(m.condition, m.seed) for m in row.measurements] == [("pp", 0), ("obj_rel", 0), ("pp", 1), ("obj_rel", 1)]
-    assert "best fixed offset or nearest noun" in row.null_label and "separate subject and verb" in row.model
-    verdict = judge(row)
-    assert verdict.holds_under == ("pp",) and "obj_rel" in verdict.open_under
-    with pytest.raises(ValueError, match="no seeds"):
-        c4_row({}, 64)
-    with pytest.raises(ValueError, match="no measured construction"):
-        c4_row({0: SimpleNamespace(by_construction={"simple": head(0.0, 0.0, 0.0, "x")})}, 64)
-
-
 # ---------------------------------------------------------------------------- chapter 7: students
 
 
