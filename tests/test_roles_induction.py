@@ -110,6 +110,7 @@ def test_dependence_on_the_planted_previous_token_head(planted, tokens):
     half = induction_dependence(planted, tokens, [PREVIOUS_TOKEN_HEAD], [INDUCTION_HEAD], items=[0, 2, 4],
                                 n_resamples=500)
     assert half[INDUCTION_HEAD].clean.n == 3
+    assert "percentile" in half[INDUCTION_HEAD].relative.method  # no BCa on 3 inputs
 
 
 def test_bad_input_is_refused_with_the_value(planted, tokens):

@@ -280,16 +280,18 @@ def _relative_drop(clean: np.ndarray, ablated: np.ndarray, level: float, n_resam
         return 1.0 - np.mean(a, axis=axis) / np.mean(c, axis=axis)
 
     value = float(statistic(clean, ablated))
+    kind = "BCa" if len(clean) >= stats.BCA_MIN_UNITS else "percentile"  # no BCa on a handful of inputs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = sps.bootstrap((clean, ablated), statistic, paired=True, vectorized=True, confidence_level=level,
-                            n_resamples=n_resamples, method="BCa", rng=np.random.default_rng(seed))
+                            n_resamples=n_resamples, method=kind, rng=np.random.default_rng(seed))
     low, high = (float(v) for v in res.confidence_interval)
-    method = "paired BCa bootstrap of the ratio of means"
     if not (np.isfinite(low) and np.isfinite(high)):
         low, high = (float(v) for v in np.quantile(res.bootstrap_distribution, [(1 - level) / 2, (1 + level) / 2]))
-        method = "paired percentile bootstrap of the ratio of means"
-    return Estimate(value, min(low, value), max(high, value), len(clean), level, f"{method} over {len(clean)} inputs")
+        kind = "percentile"
+    # the interval as it is: a point outside its own interval says the ratio is biased on these inputs
+    return Estimate(value, low, high, len(clean), level,
+                    f"paired {kind} bootstrap of the ratio of means over {len(clean)} inputs")
 
 
 def induction_dependence(hm, inputs, removed: Sequence[Head], heads: Sequence[Head], *,

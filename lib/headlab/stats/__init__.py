@@ -24,7 +24,8 @@ from headlab.stats.inequality import (
     gini_references,
 )
 from headlab.stats.rank import spearman
-from headlab.stats.intervals import BOOTSTRAP_METHODS, bootstrap_mean, exact, over_seeds, paired_difference, proportion
+from headlab.stats.intervals import (BCA_MIN_UNITS, BOOTSTRAP_METHODS, bootstrap_mean, exact, over_seeds,
+                                     paired_difference, proportion)
 from headlab.stats.results import Estimate, TestResult
 from headlab.stats.selection import (
     UNSTABLE,
@@ -43,7 +44,7 @@ from headlab.stats.selection import (
 
 __all__ = [
     "Estimate", "TestResult",
-    "bootstrap_mean", "paired_difference", "over_seeds", "proportion", "exact", "BOOTSTRAP_METHODS",
+    "bootstrap_mean", "paired_difference", "over_seeds", "proportion", "exact", "BOOTSTRAP_METHODS", "BCA_MIN_UNITS",
     "mcnemar", "binomial_test", "fisher", "permutation_test", "empirical_pvalue", "ALTERNATIVES",
     "Split", "split_items", "Selection", "select_and_measure", "holm", "benjamini_hochberg",
     "null_threshold", "Stability", "stability", "UNSTABLE", "Ranks", "rank_intervals",

@@ -15,7 +15,8 @@ from scipy import stats as sps
 
 from headlab.stats.results import Estimate, check_counts
 
-__all__ = ["bootstrap_mean", "paired_difference", "over_seeds", "proportion", "exact", "BOOTSTRAP_METHODS"]
+__all__ = ["bootstrap_mean", "paired_difference", "over_seeds", "proportion", "exact", "BOOTSTRAP_METHODS",
+           "BCA_MIN_UNITS"]
 
 BOOTSTRAP_METHODS = ("BCa", "percentile", "basic")
 
