@@ -248,3 +248,26 @@ def test_the_ledger_page_lists_the_removed_rows() -> None:
     shown = "".join(o.get("data", {}).get("text/markdown", "") for c in nb.cells if c.cell_type == "code"
                     for o in c.get("outputs", []))
     assert all(r["why"] in shown for r in REMOVED)
+
+
+def test_a_verdict_decided_by_a_named_condition_says_which():
+    from deviating.claims_here import one_line_reason
+    from deviating.ledger import named_condition_failing, reasoning_text
+    from deviating.verdicts import ClaimRow, Measurement, verdict
+
+    ms = (Measurement("subject head", -0.25, -0.3, -0.2, 69, 1), Measurement("subject head", -0.19, -0.22, -0.15, 69, 2),
+          Measurement("copy head", 0.65, 0.55, 0.72, 50, 1), Measurement("copy head", 0.58, 0.48, 0.64, 50, 2))
+    named = ClaimRow("C14", "organism", "a role's margin over its baseline", 0.0, "baseline", "greater", ms,
+                     headline=Measurement("over seeds", -0.22, -0.6, 0.2, 2), required=("subject head", "copy head"))
+    j = verdict(named)
+    assert j.kind == "does not hold here"
+    assert named_condition_failing(j).startswith("subject head (contradicted")
+    assert reasoning_text(j).startswith("the condition the claim names does not hold: subject head")
+    assert one_line_reason(named, j).startswith("decided by the condition the claim names, subject head;")
+    free = ClaimRow("C14", "organism", "a role's margin over its baseline", 0.0, "baseline", "greater", ms,
+                    headline=Measurement("over seeds", -0.22, -0.6, 0.2, 2))  # nothing required: no such clause
+    assert named_condition_failing(verdict(free)) == "" and "names" not in reasoning_text(verdict(free))
+    assert "across seeds" in one_line_reason(free, verdict(free))
+    minilm = ClaimRow("C10", "MiniLM, 87 held-out sentences", "heads removed", 0.0, "together", "greater",
+                      (Measurement("mean order", 0.0, -2.0, 4.0, 87),))
+    assert "0 of 1 conditions hold on 87 sentences" in one_line_reason(minilm, verdict(minilm))  # no seeds here

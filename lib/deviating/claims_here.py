@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deviating.ledger import CLAIMS, badge
+from deviating.ledger import CLAIMS, badge, named_condition_failing
 from deviating.verdicts import ClaimRow, Judgement, verdict
 
 __all__ = ["claims_here", "one_line_reason"]
@@ -18,10 +18,16 @@ LEDGER = "{doc}`ledger </chapters/10_ledger/10_ledger>`"
 
 
 def one_line_reason(row: ClaimRow, j: Judgement) -> str:
-    """The rule's reason in a few words: a refusal's cause, or how many conditions hold."""
+    """The rule's reason in a few words: a refusal's cause, or how many conditions hold (across
+    seeds, or on the items of a model the book did not train), and the named condition that
+    decided the verdict, if one did."""
     if j.kind == "cannot be judged":  # the refusal, without its advice
         return "refused: " + j.reason.split(f"{row.model}: ", 1)[-1].split(";")[0]
-    text = f"{j.held} of {j.tested} conditions hold across seeds"
+    unit = "across seeds" if row.seeds else f"on {row.headline.n} {row.items}"  # a pretrained model: its items
+    text = f"{j.held} of {j.tested} conditions hold {unit}"
+    named = named_condition_failing(j)
+    if named:
+        text = f"decided by the condition the claim names, {named.split(' (')[0]}; {text}"
     if 0 < j.held < j.tested and j.held <= 2:
         text += ": " + "; ".join(j.holds_under)
     if j.each_under:

@@ -31,7 +31,8 @@ from deviating.verdicts import KINDS, ClaimRow, Judgement, from_json, to_json, v
 
 __all__ = ["CLAIMS", "VERDICTS", "Verdict", "report", "markdown_table", "load_all", "summary", "measured_text",
            "claims_dir", "book_root", "SCHEMA", "badge", "verdict_counts", "counts_markdown", "ledger_markdown",
-           "chapter_link", "model_key", "disagreements", "reasoning_text", "reasoning_markdown"]
+           "chapter_link", "model_key", "disagreements", "reasoning_text", "named_condition_failing",
+           "reasoning_markdown"]
 
 SCHEMA = schema_of("claims")  # <claims dir>/<chapter>.json: {"schema", "chapter", "rows"}
 WRITE_ENV = "HEADLAB_WRITE_CLAIMS"  # set by the book build: report() writes the chapter's rows
@@ -150,12 +151,26 @@ def summary(entry: dict) -> dict:
             "judgement": judgement}
 
 
+_NAMED = "the condition the claim names does not hold: "
+
+
+def named_condition_failing(judgement: Judgement) -> str:
+    """The required condition that decided the verdict, with why (``"seed 0's subject head
+    (contradicted on every seed)"``), or ``""`` when no required condition decided it."""
+    if not judgement.reason.startswith(_NAMED):
+        return ""
+    return judgement.reason[len(_NAMED):].split("; holds in ", 1)[0]
+
+
 def reasoning_text(judgement: Judgement) -> str:
     """Why a row got its verdict, in one line: conditions held out of tested (after Holm's correction)
     and the conditions that hold; for a refused row, the refusal."""
     if judgement.kind == "cannot be judged":
         return judgement.reason
     text = f"{judgement.held} of {judgement.tested} conditions hold (Holm)"
+    named = named_condition_failing(judgement)
+    if named:
+        text = f"the condition the claim names does not hold: {named}; {text}"
     if judgement.holds_under and judgement.held < judgement.tested:
         text += f": {', '.join(judgement.holds_under)}"
     if judgement.each_under:
