@@ -252,8 +252,8 @@ def test_the_ledger_page_lists_the_removed_rows() -> None:
 
 def test_a_verdict_decided_by_a_named_condition_says_which():
     from deviating.claims_here import one_line_reason
-    from deviating.ledger import named_condition_failing, reasoning_text
-    from deviating.verdicts import ClaimRow, Measurement, verdict
+    from deviating.ledger import reasoning_text
+    from deviating.verdicts import ClaimRow, Measurement, named_condition_failing, verdict
 
     ms = (Measurement("subject head", -0.25, -0.3, -0.2, 69, 1), Measurement("subject head", -0.19, -0.22, -0.15, 69, 2),
           Measurement("copy head", 0.65, 0.55, 0.72, 50, 1), Measurement("copy head", 0.58, 0.48, 0.64, 50, 2))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deviating.ledger import CLAIMS, badge, named_condition_failing
-from deviating.verdicts import ClaimRow, Judgement, verdict
+from deviating.ledger import CLAIMS, badge
+from deviating.verdicts import ClaimRow, Judgement, named_condition_failing, verdict
 
 __all__ = ["claims_here", "one_line_reason"]
 

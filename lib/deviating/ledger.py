@@ -27,12 +27,11 @@ from pathlib import Path
 
 from headlab.schema import check_schema, schema_of
 from deviating.removed import removed_entry
-from deviating.verdicts import KINDS, ClaimRow, Judgement, from_json, to_json, verdict
+from deviating.verdicts import KINDS, ClaimRow, Judgement, from_json, named_condition_failing, to_json, verdict
 
 __all__ = ["CLAIMS", "VERDICTS", "Verdict", "report", "markdown_table", "load_all", "summary", "measured_text",
            "claims_dir", "book_root", "SCHEMA", "badge", "verdict_counts", "counts_markdown", "ledger_markdown",
-           "chapter_link", "model_key", "disagreements", "reasoning_text", "named_condition_failing",
-           "reasoning_markdown"]
+           "chapter_link", "model_key", "disagreements", "reasoning_text", "reasoning_markdown"]
 
 SCHEMA = schema_of("claims")  # <claims dir>/<chapter>.json: {"schema", "chapter", "rows"}
 WRITE_ENV = "HEADLAB_WRITE_CLAIMS"  # set by the book build: report() writes the chapter's rows
@@ -149,17 +148,6 @@ def summary(entry: dict) -> dict:
     return {"claim": row.claim, "chapter": entry.get("chapter"), "models": row.model, "measured": measured_text(row),
             "verdict": judgement.kind, "note": note, "typed": False, "row": row, "reason": judgement.reason,
             "judgement": judgement}
-
-
-_NAMED = "the condition the claim names does not hold: "
-
-
-def named_condition_failing(judgement: Judgement) -> str:
-    """The required condition that decided the verdict, with why (``"seed 0's subject head
-    (contradicted on every seed)"``), or ``""`` when no required condition decided it."""
-    if not judgement.reason.startswith(_NAMED):
-        return ""
-    return judgement.reason[len(_NAMED):].split("; holds in ", 1)[0]
 
 
 def reasoning_text(judgement: Judgement) -> str:

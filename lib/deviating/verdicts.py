@@ -70,7 +70,7 @@ from deviating.bands import across_seeds, interval_pvalue
 from deviating.claim_rows import DIRECTIONS, ClaimRow, Measurement, Refused
 
 __all__ = ["KINDS", "SCHEMA", "SCHEMA_VERSION", "DIRECTIONS", "Measurement", "ClaimRow", "Judgement", "Refused",
-           "judge", "verdict", "rule_text", "count_verdicts", "to_json", "from_json"]
+           "judge", "verdict", "named_condition_failing", "rule_text", "count_verdicts", "to_json", "from_json"]
 
 KINDS = ("holds", "holds with conditions", "held in each network trained", "inconclusive", "does not hold here",
          "cannot be judged")
@@ -183,6 +183,9 @@ def _evidence(row: ClaimRow) -> list[dict]:
     return out
 
 
+_NAMED = "the condition the claim names does not hold: "  # how judge() opens such a reason
+
+
 def _why(e: dict) -> str:
     detail = {"fails": "inside the band" if e["inside"] else "contradicted across seeds" if e["against"]
               else "contradicted on every seed" if e["across"] else "contradicted",
@@ -214,7 +217,7 @@ def judge(row: ClaimRow) -> Judgement:
         e = by[required_bad[0]]
         kind = {"fails": "does not hold here", "each": "held in each network trained"}.get(e["status"],
                                                                                           "inconclusive")
-        reason = f"the condition the claim names does not hold: {_why(e)}; {count}"
+        reason = f"{_NAMED}{_why(e)}; {count}"
     elif k == m:
         kind, reason = "holds", f"{count}, against the {null}"
     elif k:
@@ -233,6 +236,14 @@ def judge(row: ClaimRow) -> Judgement:
     shown = tuple({k2: v for k2, v in e.items() if k2 not in ("states", "across", "inside", "against", "each")}
                   for e in ev)
     return Judgement(kind, holds, fails, open_, reason, each, k, m, shown)
+
+
+def named_condition_failing(judgement: Judgement) -> str:
+    """The required condition that decided the verdict, with why (``"seed 0's subject head
+    (contradicted on every seed)"``), or ``""`` when no required condition decided it."""
+    if not judgement.reason.startswith(_NAMED):
+        return ""
+    return judgement.reason[len(_NAMED):].split("; holds in ", 1)[0]
 
 
 def verdict(row: ClaimRow) -> Judgement:
