@@ -47,7 +47,7 @@ import torch  # noqa: E402
 
 import headlab  # noqa: E402
 from deviating.training.recipes import RECIPES  # noqa: E402
-from deviating.analysis.importance import pair_effects, subset_effects  # noqa: E402
+from headlab.analysis.importance import pair_effects, subset_effects  # noqa: E402
 from headlab.analysis.sweep import chunk_plan, loop_sweep, sweep  # noqa: E402
 from headlab.cli import DEFAULT_TEXTS  # noqa: E402
 from headlab.viz.widgets import LiveAblation  # noqa: E402

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from deviating.analysis.importance import (Importance, PairEffects, backup_heads, gradient_importance,
+from headlab.analysis.importance import (Importance, PairEffects, backup_heads, gradient_importance,
                                 head_importance, lorenz_curve, pair_effects, rank_disagreements,
                                 subset_effects, top_k_share)
 from headlab.heads.ablation import Ablation

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from deviating.analysis.importance import head_importance
+from headlab.analysis.importance import head_importance
 from headlab.analysis.sweep import sweep
-from deviating.analysis.prune import EvalSet, PruningCurve, iterative_order, order_by, pruning_curve, random_order
+from headlab.analysis.prune import EvalSet, PruningCurve, iterative_order, order_by, pruning_curve, random_order
 from tiny_models import make_model, random_batch
 
 
@@ -86,7 +86,7 @@ def test_bad_orders():
 
 def test_shared_curve_matches_one_set_at_a_time():
     """One forward per count for all metrics gives the same values as pruning_curve per set."""
-    from deviating.analysis.prune import pruning_curve_shared, window_loss
+    from headlab.analysis.prune import pruning_curve_shared, window_loss
 
     hm = make_model("gpt2")
     batch = random_batch(hm, n=4, seq=6)
@@ -119,7 +119,7 @@ def test_shared_curve_matches_one_set_at_a_time():
 
 
 def test_first_failure_on_stored_curves():
-    from deviating.analysis.prune import first_failure
+    from headlab.analysis.prune import first_failure
 
     counts = [0, 2, 4, 8]
     assert first_failure([0.9, 0.88, 0.80, 0.5], counts, 0.05, higher_is_better=True) == 4  # accuracy falls

@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from deviating.analysis.importance import pair_effects, subset_effects
+from headlab.analysis.importance import pair_effects, subset_effects
 from headlab.analysis.sweep import (SCHEMA, SweepResult, chunk_plan, groups_per_pass, loop_sweep, sweep,
                                     tile_budget)
 from headlab.heads.ablation import Ablation

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from deviating.analysis.importance import head_importance
-from deviating.analysis.prune import EvalSet, order_by, pruning_curve, random_order
+from headlab.analysis.importance import head_importance
+from headlab.analysis.prune import EvalSet, order_by, pruning_curve, random_order
 from deviating.data.language import load_english
 from headlab.heads.ablation import Ablation
 from headlab.metrics import Metric
