@@ -32,7 +32,7 @@ import torch
 from deviating.data.brown_relations import BrownRelations, file_split
 from deviating.data.brown_tags import RELATIONS
 from deviating.data.brown_windows import BrownEval
-from deviating.report.writing import markdown_table
+from headlab.report.writing import markdown_table
 from headlab.roles.induction import INDUCTION_LIFT
 from headlab.roles.syntactic import relations_outcomes
 from headlab.analysis.detect import head_scores
