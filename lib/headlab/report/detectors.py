@@ -127,8 +127,7 @@ def own_text_repeats(hm, texts=None, seed: int = 0, data: ReportData | None = No
         raise ValueError(f"no own text for {hm.name}: give its texts to repeat, or ReportData(own_text=...)")
     batch = {k: v.cpu() for k, v in hm.tokenize(texts).items()}
     special = set(getattr(hm.tokenizer, "all_special_ids", None) or [])
-    config = getattr(hm.model, "config", None)
-    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_ctx", None)
+    limit = hm.max_positions  # the adapter's limit (None: none known)
     rows, starts, cut = [], [], False
     for ids, mask in zip(batch["input_ids"], batch["attention_mask"].bool()):
         toks = ids[mask].tolist()
