@@ -9,7 +9,7 @@ its own repeated sentences). So the checklist applies the one definition of an
 induction head (:func:`headlab.roles.induction.induction_heads`) to both kinds of text:
 
 * :func:`random_repeats`: ``n`` sequences of ``length`` distinct random tokens repeated once
-  (:func:`headlab.report.inputs.repeated_sequences`);
+  (:func:`headlab.analysis.atlas.repeated_random_tokens`);
 * :func:`own_text_repeats`: the model's own kind of text. A plug-in of the model's own data
   (:class:`headlab.report.ReportData`, ``own_text``) gives it, with the key an induction
   head should read at each query (the book's organisms: the evaluation batch of their span task,
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
+from headlab.analysis.atlas import repeated_random_tokens
 from headlab.report.data import ReportData, check_data
-from headlab.report.inputs import repeated_sequences
 
 __all__ = ["TargetSet", "random_repeats", "own_text_repeats", "previous_occurrence_targets"]
 
@@ -105,7 +105,7 @@ def previous_occurrence_targets(ids: torch.Tensor, real: torch.Tensor, first_que
 def random_repeats(hm, n: int, length: int, seed: int) -> TargetSet:
     """Induction targets on ``n`` repeated random sequences (the classic test), drawn with ``seed``."""
 
-    batch = {k: v.cpu() for k, v in repeated_sequences(hm, n, length, seed).items()}
+    batch = {k: v.cpu() for k, v in repeated_random_tokens(hm, n, length, seed).items()}
     ids, real = batch["input_ids"], batch["attention_mask"].bool()
     targets = previous_occurrence_targets(ids, real, torch.zeros(len(ids), dtype=torch.long))
     return TargetSet(batch, targets, f"{len(ids)} sequences of random tokens, each repeated once (seed {seed})",

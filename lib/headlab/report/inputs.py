@@ -1,18 +1,16 @@
-"""The checklist's inputs: the texts it measures on and the repeated sequences of its circuit check."""
+"""The checklist's inputs: the texts it measures on, checked before any measurement."""
 
 from __future__ import annotations
 
 import re
 
 import numpy as np
-import torch
 
-from headlab.analysis.atlas import check_lengths, default_texts, repeated_random_tokens
-from headlab.analysis.texts import repeated_tokens
+from headlab.analysis.atlas import check_lengths, default_texts
 from headlab.report.data import ReportData, check_data
 from headlab.report.thresholds import N_TEXTS
 
-__all__ = ["report_inputs", "repeated_sequences", "check_word_lengths", "LONGEST_WORD"]
+__all__ = ["report_inputs", "check_word_lengths", "LONGEST_WORD"]
 
 
 def _spread(n: int, k: int) -> list[int]:
@@ -92,21 +90,3 @@ def report_inputs(hm, texts=None, n_texts: int | None = None, seed: int = 0,
     ids = inputs["input_ids"]
     shown = [hm.tokenizer.decode(row) if hm.tokenizer is not None else " ".join(map(str, row.tolist())) for row in ids]
     return inputs, source, shown
-
-
-def repeated_sequences(hm, n: int, length: int, seed: int) -> dict:
-    """Repeated random sequences (:func:`headlab.analysis.atlas.repeated_random_tokens`).
-
-    Tokenizers that cannot encode an arbitrary string (a word-level vocabulary with no unknown
-    token, as the attention-only organisms have) make the atlas's helper fail; for them the same
-    sequences are built from token ids: ``<bos>`` (if any), ``length`` distinct ordinary tokens, the same again.
-    """
-    try:
-        return repeated_random_tokens(hm, n=n, length=length, seed=seed)
-    except Exception:  # noqa: BLE001 - the tokenizers library raises a bare Exception
-        tok = hm.tokenizer
-        special = set(getattr(tok, "all_special_ids", []) or [])
-        pool = torch.tensor([i for i in range(len(tok)) if i not in special])
-        bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-        ids = repeated_tokens(pool, n, min(length, len(pool)), torch.Generator().manual_seed(seed), prefix=bos)
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
