@@ -274,9 +274,8 @@ def _(env):
 
 rows("api: heads", "batches batch_size", [0, -1, 1.5, True, "2"],
      lambda env, v: list(env[ORGANISM].batches(env.PROBES[ORGANISM], v)), (ValueError, TypeError), lambda v: esc(repr(v)))
-rows("api: heads", "metric kind", ["los", "cosine", "retrieval"],
-     lambda env, v: env[ORGANISM].metric(run(env[ORGANISM], ["the dog ."]), env[ORGANISM].tokenize(["the dog ."]), kind=v),
-     ValueError, lambda v: esc(repr(v)))
+rows("api: metrics", "metric kind", ["los", "cosine", "retrieval"],
+     lambda env, v: Metric(v).bound(env[ORGANISM]), ValueError, lambda v: esc(repr(v)))
 rows("api: heads", "replacements mode", ["avg", None], lambda env, v: env[ORGANISM].replacements(v, [0]),
      (ValueError, TypeError), lambda v: esc(repr(v)))
 rows("api: heads", "replacements layers", [[1.5], [9]],

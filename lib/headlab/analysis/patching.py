@@ -23,19 +23,11 @@ from headlab.analysis.sweep import chunk_plan, groups_per_pass, tile_budget
 from headlab.heads.gate import GateEdit
 from headlab.heads.model import HeadModel
 from headlab.heads.replay import CleanRecord, tiled_from_gate
-from headlab.metrics import LogitMetric, Metric
+from headlab.metrics import Metric
 
 __all__ = ["activation_patch", "path_patch", "path_patched_z", "COMPONENTS"]
 
 COMPONENTS = ("z", "pattern", "resid")
-
-
-def _metric(hm: HeadModel, metric, clean_logits: torch.Tensor | None) -> Metric:
-    kind = metric.kind if isinstance(metric, Metric) else metric
-    named = kind if isinstance(kind, str) else None
-    if isinstance(kind, LogitMetric) or named in ("kl", "loss"):
-        hm.readout()  # raises for an encoder, naming the model
-    return Metric.of(LogitMetric("kl", clean=clean_logits) if named == "kl" else metric)
 
 
 def _pair(hm: HeadModel, clean, corrupted) -> tuple[dict, dict]:
@@ -49,10 +41,11 @@ def _pair(hm: HeadModel, clean, corrupted) -> tuple[dict, dict]:
 
 def _scorer(hm: HeadModel, metric, a: dict, b: dict, base: dict):
     """``(evaluate, ends)``: the metric on the base batch, and its values on the clean and the corrupted run."""
+    metric = Metric.of(metric).bound(hm)
+    # "kl" compares every run with the clean run; an encoder's metrics with the base run's embedding
+    _, evaluate = metric.evaluator(hm, base, reference_batch=a if metric.kind == "kl" else base)
     with torch.no_grad():
-        outputs = (hm.forward(a), hm.forward(b))
-    _, evaluate = _metric(hm, metric, outputs[0] if hm.causal else None).evaluator(hm, base)
-    return evaluate, [evaluate(out, 1) for out in outputs]
+        return evaluate, [evaluate(hm.forward(x), 1) for x in (a, b)]
 
 
 def _normalised(values: torch.Tensor, ends: list[torch.Tensor]) -> torch.Tensor:

@@ -271,7 +271,7 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
     if per_pass is not None and (isinstance(per_pass, bool) or not isinstance(per_pass, int) or per_pass < 1):
         raise ValueError(f"per_pass must be a positive int (groups per forward pass), got {per_pass!r}")
     layers = sorted({l for g in groups for l, _ in g})
-    replacement = ablation.replacements(hm, layers, base_batch=n)
+    replacement = hm.replacements(ablation, layers, base_batch=n)
     itemsize = next(hm.model.parameters()).element_size()
     stream_bytes = hm.n_layers * n * pos * hm.d_model * itemsize  # every block's clean output
     record = CleanRecord(hm, n * pos, keep=stream_bytes <= _memory(hm.device, _CPU_RECORD_BYTES))
@@ -325,7 +325,7 @@ def loop_sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablatio
     n = batch["input_ids"].shape[0]
     groups = _normalise_groups(hm, groups)
     layers = sorted({l for g in groups for l, _ in g})
-    replacement = ablation.replacements(hm, layers, base_batch=n)
+    replacement = hm.replacements(ablation, layers, base_batch=n)
     name, evaluate = metric.evaluator(hm, batch)
     with torch.no_grad():
         clean = _values(evaluate, hm.forward(batch), 1, n, metric)

@@ -42,8 +42,6 @@ from headlab.heads.head import Head, parse_head
 from headlab.heads.inputs import check_batch, check_layer, check_texts, check_words
 from headlab.heads.offload import execution_device, resident
 from headlab.models import witness
-from headlab.metrics import (METRIC_KINDS, cosine_distance, default_kind, mean_pool, next_token_loss,
-                             retrieval_loss)
 
 # ABLATION_MODES and AblationNotApplied live in headlab.heads.gate; importable from here too,
 # beside the HeadModel whose ablate() takes and raises them.
@@ -262,34 +260,6 @@ class HeadModel(CaptureMethods, GateMethods):
         return self.arch.run(self.model, batch["input_ids"], batch["attention_mask"])
 
     __call__ = forward
-
-    def metric(self, output: torch.Tensor, batch: dict, clean: torch.Tensor | None = None,
-               kind: str | None = None, loss_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """The default per-input metric (see :mod:`headlab.metrics`).
-
-        Causal LMs: ``kind="loss"`` (next-token loss). Encoders: ``kind="cosine"`` (1 - cos to
-        the ``clean`` pooled embedding) or ``"retrieval"``; with ``clean=None`` an encoder's
-        metric is its pooled embedding itself. ``kind=None``: :func:`headlab.metrics.default_kind`.
-        """
-        kind = kind or default_kind(self.causal)
-        if kind not in METRIC_KINDS:
-            raise ValueError(f"unknown metric kind {kind!r}: use 'loss' (causal LMs), 'cosine' or 'retrieval' "
-                             "(encoders)")
-        if kind == "loss":
-            if not self.causal:
-                raise ValueError(f"{self.name} is an encoder with no language-model head: use "
-                                 "kind='cosine' or kind='retrieval'")
-            return next_token_loss(output, batch["input_ids"], batch["attention_mask"], loss_mask)
-        if self.causal:
-            raise ValueError(f"metric kind {kind!r} is for encoders; {self.name} is a causal LM (use 'loss')")
-        pooled = mean_pool(output, batch["attention_mask"])
-        if clean is None:
-            return pooled
-        if kind == "cosine":
-            return cosine_distance(pooled, clean.repeat(len(pooled) // len(clean), 1))
-        if kind == "retrieval":
-            return retrieval_loss(pooled, clean)
-        raise ValueError(f"unknown metric kind {kind!r}: use 'loss' (causal LMs), 'cosine' or 'retrieval' (encoders)")
 
     # ----------------------------------------------------------------- weights
     def _layer(self, layer: int) -> int:
