@@ -640,7 +640,8 @@ def test_importing_the_library_does_nothing():
             "assert sys.meta_path == hooks, 'import headlab changed sys.meta_path'\n"
             "assert random.getstate() == state, 'import headlab seeded random'\n"
             "assert torch.initial_seed() == seed, 'import headlab seeded torch'\n"
-            "assert dict(matplotlib.rcParams) == params, 'import headlab changed matplotlib settings'\n")
+            "assert dict(matplotlib.rcParams) == params, 'import headlab changed matplotlib settings'\n"
+            "assert not hasattr(torch.ops.headlab, 'witness'), 'import headlab registered a torch op'\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout == "", f"import headlab printed: {proc.stdout[:300]!r}"
