@@ -19,10 +19,9 @@ import math
 
 import torch
 
-from headlab.analysis.sweep import chunk_plan, groups_per_pass, tile_budget
 from headlab.heads.gate import GateEdit
 from headlab.heads.model import HeadModel
-from headlab.heads.replay import CleanRecord, tiled_from_gate
+from headlab.heads.replay import CleanRecord, chunk_plan, groups_per_pass, tile_budget, tiled_from_gate
 from headlab.metrics import Metric
 
 __all__ = ["activation_patch", "path_patch", "path_patched_z", "COMPONENTS"]
