@@ -19,13 +19,17 @@ The reading hooks (the record, the tiling at ``W_O`` and the merge after its blo
 dispatcher (:meth:`Dispatcher.hook`: counted in ``hooks_installed``, routed by the calling thread,
 nothing stored on the model). Two things cannot be hooks: a block that must not run, and a block
 whose keyword arguments must be tiled (torch's process-wide pre-hooks see no keyword arguments).
-For those, and only inside the block of the context, the block's instance ``forward`` is replaced;
-the original (a class's or an instance's own) is put back whatever happens.
+For those, and only inside the block of the context, the block's instance ``forward`` is replaced
+by a router that runs the replacement for the calling thread alone (a sweep in one thread and a
+plain forward, or another sweep, in another see each their own blocks); the original (a class's or
+an instance's own) is put back whatever happens, once no thread replaces it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
+import weakref
 from typing import Any, Callable, Iterator
 
 import torch
@@ -52,18 +56,52 @@ def map_tensors(x, fn: Callable[[torch.Tensor], Any]):
     return x
 
 
+class _Router:
+    """A block's ``forward`` while some thread replays or tiles it: each thread runs its own
+    replacement (the innermost it installed), every other thread the block's original forward."""
+
+    def __init__(self, original: Callable, own: Any):
+        self.original, self.own = original, own
+        self.by_thread: dict[int, list[Callable]] = {}
+        self.users = 0
+
+    def __call__(self, *args, **kwargs):
+        stack = self.by_thread.get(threading.get_ident())
+        return (stack[-1] if stack else self.original)(*args, **kwargs)
+
+
+_ROUTERS: "weakref.WeakKeyDictionary[torch.nn.Module, _Router]" = weakref.WeakKeyDictionary()
+_ROUTERS_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def _instance_forward(block: torch.nn.Module, make: Callable[[Callable], Callable]) -> Iterator[None]:
-    """Inside the block, ``block.forward`` is ``make(original forward)``; afterwards the block's own
-    instance ``forward`` (if it had one) or its class's is back."""
-    own = block.__dict__.get("forward", _MISSING)
-    block.forward = make(block.forward)
+    """Inside the block, ``block.forward`` is ``make(original forward)`` for the calling thread only
+    (another thread's forward of the same block runs as before); afterwards, once no thread
+    replaces it any more, the block's own instance ``forward`` (if it had one) or its class's is back."""
+    tid = threading.get_ident()
+    with _ROUTERS_LOCK:
+        router = _ROUTERS.get(block)
+        if router is None:
+            router = _Router(block.forward, block.__dict__.get("forward", _MISSING))
+            block.forward = router
+            _ROUTERS[block] = router
+        router.users += 1
+        router.by_thread.setdefault(tid, []).append(make(router.original))
     try:
         yield
     finally:
-        del block.forward
-        if own is not _MISSING:
-            block.forward = own
+        with _ROUTERS_LOCK:
+            stack = router.by_thread[tid]
+            stack.pop()
+            if not stack:
+                del router.by_thread[tid]
+            router.users -= 1
+            if router.users == 0:
+                del _ROUTERS[block]
+                del block.forward
+                if router.own is not _MISSING:
+                    block.forward = router.own
 
 
 class CleanRecord:
