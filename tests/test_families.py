@@ -5,7 +5,7 @@ of 61). Each family is one entry in ``headlab/heads/adapters.py``; these tests h
 - the gate == zeroing the head's columns of ``W_O``;
 - captured patterns == the model's own ``output_attentions`` under eager attention, with the
   sliding window and the attention-logit soft-cap in force (the tiny configs make both bind);
-- activation patching == a plain-PyTorch reference (a hook on ``o_proj`` writing the other run's slice);
+- activation patching and attribution patching == plain-PyTorch references (hooks on ``o_proj``);
 - the readout: the logit lens ends at the model's logits (soft-cap included), direct logit
   attribution's shares sum to the logit before the cap, the post-attention norm frozen;
 - a clear error where a method cannot apply (path patching's recomputation; the fused kernel under
@@ -26,6 +26,7 @@ from headlab.analysis.patching import activation_patch, path_patch  # noqa: E402
 from headlab.analysis.streaming import streamed  # noqa: E402
 from headlab.heads.model import HeadModel  # noqa: E402
 from headlab.metrics import LogitMetric, Metric  # noqa: E402
+from tiny_models import reference_attribution, reference_patch  # noqa: E402
 
 SMALL = dict(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32, head_dim=8,
              intermediate_size=64, vocab_size=61, max_position_embeddings=32, pad_token_id=0, bos_token_id=0,
@@ -118,39 +119,25 @@ def test_capture_is_the_models_own_eager_pattern(family):
         assert (other - cache.pattern(1)).abs().max() > 1e-2
 
 
-def _reference_patch(hm: HeadModel, base: dict, source: dict, layer: int, head: int, metric) -> torch.Tensor:
-    """The head's slice of o_proj's input replaced by the source run's, with a plain forward pre-hook."""
-    proj = hm.arch.out_proj(hm.blocks[layer])
-    seen = []
-    handle = proj.register_forward_pre_hook(lambda m, args: seen.append(args[0].detach()))
-    with torch.no_grad():
-        hm.model(**source, use_cache=False)
-    handle.remove()
-    cols = slice(head * hm.d_head, (head + 1) * hm.d_head)
-
-    def write(module, args):
-        z = args[0].clone()
-        z[..., cols] = seen[0][..., cols]
-        return (z,)
-
-    handle = proj.register_forward_pre_hook(write)
-    try:
-        with torch.no_grad():
-            logits = hm.model(**base, use_cache=False).logits
-    finally:
-        handle.remove()
-    return metric(logits, base)
-
-
 def test_activation_patching_equals_a_plain_pytorch_reference(family):
     _, hm = family
     clean, corrupted = batch(1), batch(2)
     score = LogitMetric("logit_diff", (3, 5))
     values = activation_patch(hm, clean, corrupted, metric=Metric(score))  # (n, layer, head)
     for layer, head in [(0, 0), (0, 3), (1, 2)]:
-        ref = _reference_patch(hm, clean, corrupted, layer, head, score)
+        ref = reference_patch(hm, clean, corrupted, layer, head, score)
         torch.testing.assert_close(values[:, layer, head], ref.float(), atol=1e-5, rtol=1e-5)
     assert values.std() > 1e-3
+
+
+def test_attribution_patching_equals_a_plain_pytorch_reference(family):
+    attribution = pytest.importorskip("headlab.analysis.attribution", reason="attribution patching not merged yet")
+    _, hm = family
+    clean, corrupted = batch(1), batch(2)
+    score = LogitMetric("logit_diff", (3, 5))
+    ours = attribution.attribution_patch(hm, clean, corrupted, metric=Metric(score))  # (n, layer, head)
+    torch.testing.assert_close(ours.float(), reference_attribution(hm, clean, corrupted, score).float(),
+                               atol=1e-4, rtol=1e-4)
 
 
 def test_the_readout_ends_at_the_logits_and_attribution_sums_to_them(family):

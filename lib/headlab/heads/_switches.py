@@ -33,6 +33,9 @@ def hf_eager(model: nn.Module):
 @contextlib.contextmanager
 def hf_fused(model: nn.Module, handler: Session):
     """Hugging Face models: the registered attention implementation, routed to ``handler``."""
+    if not hasattr(model, "set_attn_implementation"):
+        raise NotImplementedError(f"{type(model).__name__} is no Hugging Face model: give its Architecture a "
+                                  "fused_attention that routes each attention call to the session")
     old = getattr(model.config, "_attn_implementation", None) or "eager"
     register()
     try:
