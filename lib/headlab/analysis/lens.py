@@ -1,7 +1,7 @@
 """What each component writes into the logits: direct logit attribution and the logit lens.
 
 The last residual stream is a sum (embeddings, each head's ``z_h @ W_O_h``, each ``b_O``, each
-MLP's output) and the logits are ``norm(stream) @ W_U + b_U`` (:meth:`HeadModel.readout`). The
+MLP's output) and the logits are ``norm(stream) @ W_U + b_U`` (:meth:`~headlab.heads.HeadModel.readout`). The
 final norm divides by the stream's scale, so :func:`~headlab.analysis.lens.direct_logit_attribution`
 makes the standard approximation: the scale is **frozen** at its value on this run, per input and
 position (:class:`~headlab.heads.readout.LinearNorm`). The norm is then linear: a component's

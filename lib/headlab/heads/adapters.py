@@ -112,7 +112,7 @@ class Architecture:
             residual stream (Gemma-2/3 and OLMo-2), or ``None``: then a head's write is ``z @ W_O``
             only up to that norm.
         fused_attention: ``(model, session)`` -> a context inside which every attention layer
-            calls ``session.attend`` (:mod:`headlab.kernels.hf_attention`) instead of computing a
+            calls ``session.attend`` (``headlab.kernels.hf_attention``) instead of computing a
             pattern; the model is restored on exit, whatever happens.
     """
 
@@ -143,7 +143,7 @@ class Architecture:
     norm_eps: Callable[[nn.Module], float] = lambda n: n.eps if hasattr(n, "eps") else n.variance_epsilon
     logit_softcap: Callable[[object], float | None] = lambda c: None
     attn_out_norm: Callable[[nn.Module], nn.Module | None] = lambda b: None
-    fused_attention: Callable[[nn.Module, Session], ContextManager[None]] = hf_fused
+    fused_attention: Callable[[nn.Module, Session], ContextManager[None]] = lambda m, s: hf_fused(m, s)
 
 
 # ------------------------------------------------------------------------- shared pieces

@@ -76,7 +76,7 @@ def linear_norm(norm: nn.Module | None, arch: Architecture) -> LinearNorm | None
 
 @dataclass(frozen=True)
 class Readout:
-    """A causal LM's final norm and unembedding (from :meth:`HeadModel.readout`).
+    """A causal LM's final norm and unembedding (from :meth:`~headlab.heads.HeadModel.readout`).
 
     Attributes:
         norm: the final norm module (``None`` where there is none), applied afresh by :meth:`logits`.
