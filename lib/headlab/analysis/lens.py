@@ -64,7 +64,7 @@ def direct_logit_attribution(hm: HeadModel, inputs, tokens, pos: int | None = No
         pos: a position (``-1``: each input's last real token), or ``None`` for every position.
 
     The final norm's scale is frozen (module docstring): :meth:`~headlab.analysis.lens.Attribution.total`
-    equals the model's logit (difference).
+    equals the model's logit (difference), before the soft-cap where the family has one.
 
     Raises:
         ValueError: no language-model head, token ids outside the vocabulary, a position out of range.
