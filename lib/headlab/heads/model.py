@@ -41,6 +41,7 @@ from headlab.heads.gate import ABLATION_MODES, AblationNotApplied, GateMethods
 from headlab.heads.head import Head, parse_head
 from headlab.heads.inputs import check_batch, check_layer, check_texts, check_words
 from headlab.heads.offload import execution_device, resident
+from headlab.heads.readout import Readout, readout_of
 from headlab.models import witness
 
 # ABLATION_MODES and AblationNotApplied live in headlab.heads.gate; importable from here too,
@@ -337,20 +338,14 @@ class HeadModel(CaptureMethods, GateMethods):
             bias = proj.bias
             return None if bias is None else bias.detach()
 
-    def readout(self) -> tuple[nn.Module | None, torch.Tensor, torch.Tensor | None]:
-        """``(norm, W_U, b_U)``: ``logits = norm(last block's output) @ W_U + b_U`` (``norm`` or ``b_U``
-        ``None`` where there is none; ``W_U`` is ``(d_model, d_vocab)``).
+    def readout(self) -> Readout:
+        """The final norm and the unembedding, with the norm's linearisation:
+        :class:`~headlab.heads.readout.Readout` (``logits = readout.logits(last block's output)``).
 
         Raises:
             ValueError: the model has no language-model head (an encoder such as MiniLM).
         """
-        head = self.arch.unembed(self.model)
-        if head is None:
-            raise ValueError(f"{self.name} has no language-model head (an encoder, or a bare transformer): "
-                             "logits, logit metrics and logit attribution need a causal LM with its head")
-        with resident(head):
-            bias = getattr(head, "bias", None)
-            return self.arch.final_norm(self.model), head.weight.detach().T, None if bias is None else bias.detach()
+        return readout_of(self.model, self.arch, self.name)
 
     def head_results(self, layer: int, z: torch.Tensor) -> torch.Tensor:
         """Each head's write into the residual stream: ``(batch, pos, head, d_head)`` ->
