@@ -33,7 +33,7 @@ from scipy.stats import rankdata
 from headlab.analysis.sweep import SweepResult, sweep
 from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head
-from headlab.heads.model import HeadModel
+from headlab.heads.model import HeadModel, check_model
 from headlab.metrics import Metric
 
 __all__ = [
@@ -186,6 +186,7 @@ def gradient_importance(hm: HeadModel, inputs, *, metric: Metric | None = None, 
             ``batch["index"][r]``, so a per-input token table stays aligned).
         batch_size: inputs per backward pass.
     """
+    hm = check_model(hm, "gradient_importance")
     metric = Metric.of(metric)
     batch = hm.tokenize(inputs)
     n = batch["input_ids"].shape[0]

@@ -36,7 +36,7 @@ import torch
 from headlab.heads.ablation import Ablation
 from headlab.heads.gate import GateEdit
 from headlab.heads.head import Head, parse_head
-from headlab.heads.model import HeadModel
+from headlab.heads.model import HeadModel, check_model
 from headlab.heads.replay import CleanRecord, chunk_plan, groups_per_pass, record_budget, tile_budget, tiled_from_gate
 from headlab.metrics import Metric
 from headlab.progress import tqdm
@@ -167,19 +167,6 @@ def _normalise_groups(hm: HeadModel, groups) -> list[tuple[Head, ...]]:
     return out
 
 
-def _values(evaluate, output, k: int, n: int, metric: Metric) -> torch.Tensor:
-    """The metric of ``k`` tiles of ``n`` inputs, checked to be one value per row."""
-    values = evaluate(output, k)
-    if not isinstance(values, torch.Tensor) or tuple(values.shape) != (k * n,):
-        got = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__
-        raise ValueError(
-            f"the metric {metric.name or 'default'!r} returned {'shape ' if isinstance(values, torch.Tensor) else ''}"
-            f"{got} for a batch of {k * n} rows ({k} tile(s) of {n} inputs); a sweep metric must return one value "
-            f"per row, shape ({k * n},): reduce over positions inside the metric, not over inputs (e.g. "
-            "return loss.mean(dim=1), not loss.mean())")
-    return values
-
-
 def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ablation | None = None,
           metric: Metric | None = None, max_batch: int | None = None, per_pass: int | None = None,
           progress: bool = False) -> SweepResult:
@@ -204,6 +191,7 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
         ValueError: bad groups, ``max_batch`` or ``per_pass``, or a metric that does not return one
             value per input.
     """
+    hm = check_model(hm, "sweep")
     ablation, metric = Ablation.of(ablation), Metric.of(metric)
     batch = hm.tokenize(inputs)
     n, pos = batch["input_ids"].shape
@@ -224,7 +212,7 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
         if output is None:  # the clean output, from the recorded blocks where they were kept
             with record.replaying(hm.n_layers if record.keep else 0):
                 output = hm.forward(batch)
-        clean = _values(evaluate, output, 1, n, metric)
+        clean = evaluate(output, 1)
 
     cap = max(len(c) for c in chunk_plan(groups, len(groups))) if max_batch is None else max_batch // n
     if per_pass is None:
@@ -247,7 +235,7 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
             gate[:, :, first] = 1.0
             tiles = tiled_from_gate(hm, first, n, k, GateEdit(own.flatten(0, 1), replacement))
         with torch.no_grad(), hm.gated(gate.flatten(0, 1), replacement), record.replaying(below), tiles:
-            values = _values(evaluate, hm.forward(batch), k, n, metric)
+            values = evaluate(hm.forward(batch), k)
         effects[chunk] = (values.reshape(k, n) - clean).float().cpu()
         bar.update(k)
     bar.close()
@@ -270,14 +258,14 @@ def loop_sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablatio
     replacement = hm.replacements(ablation, layers, base_batch=n)
     name, evaluate = metric.evaluator(hm, batch)
     with torch.no_grad():
-        clean = _values(evaluate, hm.forward(batch), 1, n, metric)
+        clean = evaluate(hm.forward(batch), 1)
         rows = []
         for group in groups:
             gate = torch.ones(hm.n_layers, hm.n_heads, device=hm.device)
             for layer, head in group:
                 gate[layer, head] = 0.0
             with hm.gated(gate, replacement):
-                rows.append(_values(evaluate, hm.forward(batch), 1, n, metric) - clean)
+                rows.append(evaluate(hm.forward(batch), 1) - clean)
     return SweepResult(groups, torch.stack(rows).float().cpu(), clean.float().cpu(), ablation.mode, name,
                        hm.n_layers, hm.n_heads)
 

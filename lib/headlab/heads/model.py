@@ -46,7 +46,7 @@ from headlab.models import witness
 
 # ABLATION_MODES and AblationNotApplied live in headlab.heads.gate; importable from here too,
 # beside the HeadModel whose ablate() takes and raises them.
-__all__ = ["HeadModel", "ABLATION_MODES", "AblationNotApplied"]
+__all__ = ["HeadModel", "ABLATION_MODES", "AblationNotApplied", "check_model"]
 
 
 class HeadModel(CaptureMethods, GateMethods):
@@ -355,3 +355,12 @@ class HeadModel(CaptureMethods, GateMethods):
             raise ValueError(f"head_results needs z of shape (batch, pos, {self.n_heads}, {self.d_head}) (head, "
                              f"d_head), got {tuple(getattr(z, 'shape', ())) or type(z).__name__}")
         return torch.einsum("bphd,hdm->bphm", z, w)
+
+
+def check_model(hm, where: str) -> HeadModel:
+    """``hm`` if it is a :class:`HeadModel`; else a TypeError that names what was given and how to wrap it."""
+    if isinstance(hm, HeadModel):
+        return hm
+    wrap = ("wrap it first: headlab.load(model_or_name) or HeadModel(model, tokenizer)"
+            if isinstance(hm, nn.Module) else "load one with headlab.load(NAME)")
+    raise TypeError(f"{where} needs a HeadModel, got {type(hm).__name__} {str(hm)[:40]!r}: {wrap}")

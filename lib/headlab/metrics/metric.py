@@ -151,10 +151,19 @@ class Metric:
         reference = metric.reference(hm, batch if reference_batch is None else reference_batch)
         index = torch.arange(batch["input_ids"].shape[0], device=batch["input_ids"].device)
 
+        rows = len(index)
+
         def evaluate(output: torch.Tensor, k: int) -> torch.Tensor:
             tiled = {key: v.repeat(k, 1) for key, v in batch.items() if key != "index"}
             tiled["index"] = index.repeat(k)
-            return metric.score(output, tiled, reference)
+            values = metric.score(output, tiled, reference)
+            if not isinstance(values, torch.Tensor) or tuple(values.shape) != (k * rows,):
+                got = f"shape {tuple(values.shape)}" if isinstance(values, torch.Tensor) else type(values).__name__
+                raise ValueError(
+                    f"the metric {metric.name!r} returned {got} for a batch of {k * rows} rows ({k} tile(s) of "
+                    f"{rows} inputs); a metric must return one value per row, shape ({k * rows},): reduce over "
+                    "positions inside the metric, not over inputs (e.g. return loss.mean(dim=1), not loss.mean())")
+            return values
 
         return (self.name if callable(self.kind) else metric.kind), evaluate
 
