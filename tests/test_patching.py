@@ -172,7 +172,8 @@ def test_dla_components_are_what_the_model_computed():
     hm = make_model("gpt2")
     batch = random_batch(hm)
     att = direct_logit_attribution(hm, batch, (3, 5))
-    norm, W_U, _ = hm.readout()
+    readout = hm.readout()
+    norm, W_U = readout.norm, readout.W_U
     with torch.no_grad(), hm.residual_stream() as stream, hm.capture(("z",)) as cache, \
             hm.outputs_of(hm.blocks[1].mlp) as mlp:
         hm.forward(batch)
@@ -290,7 +291,8 @@ def test_patch_resid_and_residual_stream():
     with torch.no_grad(), hm.residual_stream() as stream:
         logits = hm.forward(batch)
     assert len(stream) == hm.n_layers + 1
-    norm, W_U, _ = hm.readout()
+    readout = hm.readout()
+    norm, W_U = readout.norm, readout.W_U
     torch.testing.assert_close(norm(stream[-1]) @ W_U, logits)
     with torch.no_grad(), hm.patch_resid(lambda layer, x: torch.zeros_like(x), layers=[1]):
         zeroed = hm.forward(batch)

@@ -1,13 +1,16 @@
 """What each component writes into the logits: direct logit attribution and the logit lens.
 
 The last residual stream is a sum (embeddings, each head's ``z_h @ W_O_h``, each ``b_O``, each
-MLP's output) and the logits are ``norm(stream) @ W_U + b_U``. The final norm divides by the
-stream's scale, so :func:`~headlab.analysis.lens.direct_logit_attribution` makes the standard approximation: the scale
-is **frozen** at its value on this run, per input and position (``sqrt(var(x) + eps)`` after
-centring for a LayerNorm, ``sqrt(mean(x^2) + eps)`` for an RMSNorm). The norm is then linear:
-a component's share is ``centre(c) / scale * gamma @ u`` (``u``: a token's unembedding column or
-the difference of two), and the shares and biases sum to the logit (difference) exactly.
-:func:`~headlab.analysis.lens.logit_lens` reads the stream after each layer through the final norm (applied afresh).
+MLP's output) and the logits are ``norm(stream) @ W_U + b_U`` (:meth:`~headlab.heads.HeadModel.readout`). The
+final norm divides by the stream's scale, so :func:`~headlab.analysis.lens.direct_logit_attribution`
+makes the standard approximation: the scale is **frozen** at its value on this run, per input and
+position (:class:`~headlab.heads.readout.LinearNorm`). The norm is then linear: a component's
+share is ``centre(c) / scale * gamma @ u`` (``u``: a token's unembedding column or the difference
+of two), and the shares and biases sum to the logit (difference) exactly. Where a family
+normalises the attention's output before adding it to the stream (Gemma-2/3, OLMo-2), that norm's
+scale is frozen the same way. Where it soft-caps its logits (Gemma-2), the shares sum to the logit
+*before* the cap (a tanh, not linear). :func:`~headlab.analysis.lens.logit_lens` reads the stream
+after each layer through the final norm (applied afresh) and the cap.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from headlab.heads.model import HeadModel
-from headlab.heads.offload import resident
+from headlab.heads.readout import linear_norm
 from headlab.metrics import positions
 
 __all__ = ["Attribution", "direct_logit_attribution", "logit_lens"]
@@ -61,12 +64,13 @@ def direct_logit_attribution(hm: HeadModel, inputs, tokens, pos: int | None = No
         pos: a position (``-1``: each input's last real token), or ``None`` for every position.
 
     The final norm's scale is frozen (module docstring): :meth:`~headlab.analysis.lens.Attribution.total`
-    equals the model's logit (difference).
+    equals the model's logit (difference), before the soft-cap where the family has one.
 
     Raises:
         ValueError: no language-model head, token ids outside the vocabulary, a position out of range.
     """
-    norm, W_U, b_U = hm.readout()
+    readout = hm.readout()
+    W_U, lin = readout.W_U, readout.linear
     ids = [tokens] if isinstance(tokens, int) else list(tokens) if isinstance(tokens, (tuple, list)) else [None]
     if not 1 <= len(ids) <= 2 or not all(isinstance(t, int) and 0 <= t < W_U.shape[1] for t in ids):
         raise ValueError(f"tokens must be one token id or two (a, b) in 0..{W_U.shape[1] - 1}, got {tokens!r}")
@@ -76,30 +80,29 @@ def direct_logit_attribution(hm: HeadModel, inputs, tokens, pos: int | None = No
     at = None if pos is None else positions(batch, pos)
     with torch.no_grad(), hm.capture(("z",)) as cache, hm.residual_stream() as stream:
         logits = hm.forward(batch)
+        if readout.softcap is not None:  # the shares add up to the logit before the cap
+            logits = readout.logits(stream[-1], cap=False)
     x = stream[-1].double()
-    centres = norm is not None and hm.arch.norm_centres
-    gamma, beta, scale = torch.ones_like(u), torch.zeros_like(u), torch.ones_like(x[..., 0])
-    if norm is not None:
-        eps = getattr(norm, "eps", None) or getattr(norm, "variance_epsilon")
-        with resident(norm):  # an offloaded norm's weights are on 'meta' between passes
-            gamma = norm.weight.detach().double()
-            beta = beta if getattr(norm, "bias", None) is None else norm.bias.detach().double()
-        scale = ((x - x.mean(-1, keepdim=True)) if centres else x).pow(2).mean(-1).add(eps).sqrt()  # (n, pos)
+    scale = None if lin is None else lin.scale(x)  # (n, pos): frozen
 
     def share(c: torch.Tensor) -> torch.Tensor:  # c: (n, pos, ..., d_model)
         c = c.double() if c.dim() > 1 else c.double().expand_as(x)
-        c = c - c.mean(-1, keepdim=True) if centres else c
-        s = scale.reshape(*scale.shape, *([1] * (c.dim() - 2)))  # (n, pos, 1, ...)
-        return _pick((c / s) @ (gamma * u), at)
+        return _pick((c if lin is None else lin.apply(c, scale)) @ u, at)
 
     heads, attn_bias, mlp = [], [], []
     for layer in range(hm.n_layers):
-        results = hm.head_results(layer, cache.z(layer))  # (n, pos, head, d_model)
-        b_O = hm.b_O(layer) if hm.b_O(layer) is not None else torch.zeros(hm.d_model, device=hm.device)
+        results = hm.head_results(layer, cache.z(layer)).double()  # (n, pos, head, d_model)
+        b_O = hm.b_O(layer)
+        b_O = x.new_zeros(x.shape) if b_O is None else b_O.double().expand_as(x)
+        post = linear_norm(hm.arch.attn_out_norm(hm.blocks[layer]), hm.arch)
+        if post is not None:  # the attention's output normalised before it joins the stream: freeze its scale
+            s = post.scale(results.sum(2) + b_O)
+            results, b_O = post.apply(results, s), post.apply(b_O, s) + (0 if post.beta is None else post.beta.to(x))
         heads.append(share(results))
         attn_bias.append(share(b_O))
-        mlp.append(share(stream[layer + 1].double() - stream[layer].double() - results.double().sum(2) - b_O.double()))
-    bias = float(beta @ u) + (0.0 if b_U is None else float(b_U[ids].double() @ sign))
+        mlp.append(share(stream[layer + 1].double() - stream[layer].double() - results.sum(2) - b_O))
+    beta = 0.0 if lin is None or lin.beta is None else float(lin.beta.double() @ u)
+    bias = beta + (0.0 if readout.b_U is None else float(readout.b_U[ids].double() @ sign))
     embed = share(stream[0])
     return Attribution(torch.stack(heads, -2), torch.stack(attn_bias, -1), torch.stack(mlp, -1), embed,
                        torch.full_like(embed, bias), _pick(logits.double()[..., ids] @ sign, at))
@@ -113,11 +116,9 @@ def logit_lens(hm: HeadModel, inputs, pos: int | None = None) -> torch.Tensor:
     Raises:
         ValueError: no language-model head, or a position out of range.
     """
-    norm, W_U, b_U = hm.readout()
+    readout = hm.readout()
     batch = hm.tokenize(inputs)
     at = None if pos is None else positions(batch, pos)
     with torch.no_grad(), hm.residual_stream() as stream:
         hm.forward(batch)
-        resid = torch.stack([_pick(s, at) for s in stream[1:]])  # (n_layers, n, [pos,] d_model)
-        out = (resid if norm is None else norm(resid)) @ W_U.to(resid.dtype)
-    return out if b_U is None else out + b_U
+        return readout.logits(torch.stack([_pick(s, at) for s in stream[1:]]))  # (n_layers, n, [pos,] d_vocab)
