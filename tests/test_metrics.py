@@ -92,3 +92,11 @@ def test_a_table_shorter_than_the_inputs_and_an_all_padding_row_are_refused():
     padded["attention_mask"][1] = 0
     with pytest.raises(ValueError, match=r"rows \[1\] hold only padding"):
         positions(padded, -1)
+
+
+def test_the_retrieval_loss_of_one_input_is_refused():
+    encoder = make_model("bert")
+    one = random_batch(encoder, n=1, seq=5)
+    metric = Metric("retrieval").bound(encoder)
+    with torch.no_grad(), pytest.raises(ValueError, match="at least 2 inputs"):
+        metric.score(encoder(one), one, metric.reference(encoder, one))

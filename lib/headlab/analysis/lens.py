@@ -60,7 +60,9 @@ def direct_logit_attribution(hm: HeadModel, inputs, tokens, pos: int | None = No
     Args:
         hm: a causal LM with its language-model head.
         inputs: texts or a batch.
-        tokens: a token id (its logit) or two ``(a, b)`` (the logit difference ``a - b``).
+        tokens: a token id (its logit) or two ``(a, b)`` (the logit difference ``a - b``), the same
+            for every input; or one pair (or one id) per input, as a list of tuples or an
+            ``(n_inputs, 2)`` tensor (each prompt's answer against its own distractor).
         pos: a position (``-1``: each input's last real token), or ``None`` for every position.
 
     The final norm's scale is frozen (module docstring): :meth:`~headlab.analysis.lens.Attribution.total`
@@ -71,12 +73,10 @@ def direct_logit_attribution(hm: HeadModel, inputs, tokens, pos: int | None = No
     """
     readout = hm.readout()
     W_U, lin = readout.W_U, readout.linear
-    ids = [tokens] if isinstance(tokens, int) else list(tokens) if isinstance(tokens, (tuple, list)) else [None]
-    if not 1 <= len(ids) <= 2 or not all(isinstance(t, int) and 0 <= t < W_U.shape[1] for t in ids):
-        raise ValueError(f"tokens must be one token id or two (a, b) in 0..{W_U.shape[1] - 1}, got {tokens!r}")
-    sign = torch.tensor([1.0, -1.0][:len(ids)], dtype=torch.float64, device=W_U.device)
-    u = W_U[:, ids].double() @ sign  # (d_model,)
     batch = hm.tokenize(inputs)
+    ids = _token_ids(tokens, batch["input_ids"].shape[0], W_U.shape[1]).to(W_U.device)  # (n, 1 or 2)
+    sign = torch.tensor([1.0, -1.0][:ids.shape[1]], dtype=torch.float64, device=W_U.device)
+    u = W_U.double().T[ids].transpose(1, 2) @ sign  # (n, d_model): each input's direction
     at = None if pos is None else positions(batch, pos)
     with torch.no_grad(), hm.capture(("z",)) as cache, hm.residual_stream() as stream:
         logits = hm.forward(batch)
@@ -87,7 +87,7 @@ def direct_logit_attribution(hm: HeadModel, inputs, tokens, pos: int | None = No
 
     def share(c: torch.Tensor) -> torch.Tensor:  # c: (n, pos, ..., d_model)
         c = c.double() if c.dim() > 1 else c.double().expand_as(x)
-        return _pick((c if lin is None else lin.apply(c, scale)) @ u, at)
+        return _pick(torch.einsum("n...d,nd->n...", c if lin is None else lin.apply(c, scale), u), at)
 
     heads, attn_bias, mlp = [], [], []
     for layer in range(hm.n_layers):
@@ -101,11 +101,45 @@ def direct_logit_attribution(hm: HeadModel, inputs, tokens, pos: int | None = No
         heads.append(share(results))
         attn_bias.append(share(b_O))
         mlp.append(share(stream[layer + 1].double() - stream[layer].double() - results.sum(2) - b_O))
-    beta = 0.0 if lin is None or lin.beta is None else float(lin.beta.double() @ u)
-    bias = beta + (0.0 if readout.b_U is None else float(readout.b_U[ids].double() @ sign))
+    beta = 0.0 if lin is None or lin.beta is None else u @ lin.beta.double()  # (n,)
+    bias = beta + (0.0 if readout.b_U is None else readout.b_U.double()[ids] @ sign)  # (n,)
     embed = share(stream[0])
+    total = torch.einsum("npv,nv->np", logits.double(), torch.zeros_like(logits[:, 0], dtype=torch.float64).scatter_add(
+        1, ids, sign.expand(ids.shape)))
     return Attribution(torch.stack(heads, -2), torch.stack(attn_bias, -1), torch.stack(mlp, -1), embed,
-                       torch.full_like(embed, bias), _pick(logits.double()[..., ids] @ sign, at))
+                       torch.as_tensor(bias, dtype=torch.float64).reshape(-1, *[1] * (embed.dim() - 1)).expand_as(embed)
+                       .clone(), _pick(total, at))
+
+
+def _token_ids(tokens, n: int, d_vocab: int) -> torch.Tensor:
+    """``tokens`` of :func:`direct_logit_attribution` as an ``(n, k)`` table of ids, ``k`` 1 or 2."""
+    def bad(why: str) -> ValueError:
+        return ValueError(f"tokens must be one token id or two (a, b) in 0..{d_vocab - 1}, or one such tuple per "
+                          f"input; {why}, got {str(tokens)[:80]}")
+    if isinstance(tokens, torch.Tensor):
+        if tokens.is_floating_point() or tokens.dtype == torch.bool:
+            raise bad(f"a {tokens.dtype} tensor holds no token ids")
+        table = tokens.long().cpu().reshape(len(tokens), -1) if tokens.dim() else tokens.long().reshape(1, 1)
+    elif isinstance(tokens, int) and not isinstance(tokens, bool):
+        table = torch.tensor([[tokens]])
+    elif isinstance(tokens, (tuple, list)) and tokens:
+        rows = [tuple(r) if isinstance(r, (tuple, list)) else r for r in tokens]
+        nested = all(isinstance(r, tuple) for r in rows)
+        flat = [i for r in rows for i in r] if nested else rows
+        if any(isinstance(i, bool) or not isinstance(i, int) for i in flat):
+            raise bad("every id must be an int (True is not a token id)")
+        if nested and len({len(r) for r in rows}) != 1:
+            raise bad("every input needs as many ids")
+        table = torch.tensor(rows if nested else [rows])
+    else:
+        raise bad(f"{type(tokens).__name__} is not a token id")
+    if not 1 <= table.shape[1] <= 2 or int(table.min()) < 0 or int(table.max()) >= d_vocab:
+        raise bad("ids out of range or more than two")
+    if len(table) == 1:
+        return table.expand(n, -1)
+    if len(table) != n:
+        raise bad(f"{len(table)} rows of ids for {n} inputs")
+    return table
 
 
 def logit_lens(hm: HeadModel, inputs, pos: int | None = None) -> torch.Tensor:

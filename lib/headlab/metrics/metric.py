@@ -131,6 +131,9 @@ class Metric:
         if kind == "cosine":
             return cosine_distance(pooled, reference.to(output.device)[index])
         if kind == "retrieval":
+            if len(reference) < 2:
+                raise ValueError("the retrieval loss ranks each input's embedding among the batch's clean ones: with "
+                                 "one input it is 0 whatever the model does; give at least 2 inputs or use 'cosine'")
             return retrieval_loss(pooled, reference.to(output.device))
         raise ValueError(f"metric kind {kind!r} is not bound to a model: call metric.bound(hm) first")
 
