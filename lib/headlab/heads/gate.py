@@ -24,7 +24,7 @@ from headlab.heads.ablation import ABLATION_MODES, Ablation
 from headlab.heads.dispatch import AblationNotApplied, Check
 from headlab.heads.head import Head
 from headlab.heads.inputs import check_layers, check_returned
-from headlab.metrics import METRIC_KINDS, Metric, default_kind
+from headlab.metrics import METRIC_KINDS, LogitMetric, Metric, default_kind
 
 __all__ = ["ABLATION_MODES", "AblationNotApplied", "gate_heads", "Edit", "GateEdit", "FunctionEdit",
            "ResampleDraw", "Resampler", "GateMethods"]
@@ -274,7 +274,8 @@ class GateMethods:
     def head_gradients(self, inputs, metric: Metric | str | None = None) -> torch.Tensor:
         """``d metric_i / d g_{l,h}`` at ``g = 1`` for every input ``i``: ``(batch, n_layers, n_heads)``.
 
-        ``metric`` is a named :class:`~headlab.metrics.Metric` (default: :func:`headlab.metrics.default_kind`
+        ``metric`` is a named :class:`~headlab.metrics.Metric` or a :class:`~headlab.metrics.LogitMetric`
+        (causal LMs; e.g. ``Metric(LogitMetric("logit_diff", (a, b)))``) (default: :func:`headlab.metrics.default_kind`
         for gradients, the next-token loss for causal LMs and the self-retrieval loss for encoders,
         since 1 - cos has zero gradient at the clean model), with its ``loss_mask`` if any. Michel et
         al.'s importance is the mean over inputs of the absolute value. Parameters' ``.grad`` are left
@@ -284,11 +285,15 @@ class GateMethods:
             ValueError: a metric whose gradient is zero by construction: ``Metric("cosine")`` (1 - cos
                 is smallest, so flat, at the clean model) or the retrieval loss of a single input
                 (it ranks an input among the batch, and alone it has no rival); a callable metric
-                (not differentiated here); a ``loss_mask`` that is not ``(batch, pos)``.
+                other than a ``LogitMetric`` (not differentiated here), or a ``LogitMetric`` on an
+                encoder; a ``loss_mask`` that is not ``(batch, pos)``.
         """
         metric = Metric.of(metric)
-        if callable(metric.kind):
-            raise ValueError(f"head_gradients differentiates a named metric ({', '.join(METRIC_KINDS)}), "
+        logit = isinstance(metric.kind, LogitMetric)
+        if logit:
+            self.readout()  # raises for an encoder, naming the model
+        if callable(metric.kind) and not logit:
+            raise ValueError(f"head_gradients differentiates a named metric ({', '.join(METRIC_KINDS)}) or a LogitMetric, "
                              f"not the callable {metric.name!r}")
         batch = self.tokenize(inputs)
         kind = metric.kind or default_kind(self.causal, gradients=True)
@@ -311,6 +316,6 @@ class GateMethods:
         gate = torch.ones(n, self.n_layers, self.n_heads, device=self.device, requires_grad=True)
         with torch.enable_grad(), self.dispatcher.active(edit=GateEdit(gate)):  # also inside no_grad
             out = self.forward(batch)
-            values = self.metric(out, batch, clean=clean, kind=kind, loss_mask=loss_mask)
+            values = kind(out, batch) if logit else self.metric(out, batch, clean=clean, kind=kind, loss_mask=loss_mask)
             (grad,) = torch.autograd.grad(values.sum(), gate)
         return grad
