@@ -111,8 +111,7 @@ class Faithfulness:
     Attributes:
         ablation: the name of the ablation.
         circuit, model, empty: the mean metric of the circuit alone, of the whole model and of the
-            empty circuit (every node ablated).
-        share: ``(circuit - empty) / (model - empty)``.
+            empty circuit (every node ablated); :attr:`share` is the faithfulness.
     """
 
     ablation: str
