@@ -10,8 +10,11 @@ import torch
 
 from headlab.analysis.attribution import attribution_patch
 from headlab.analysis.discovery import circuit_metric, default_ablations, faithfulness, find_circuit
+from headlab.analysis.edges import edge_attribution, edge_list
 from headlab.heads.ablation import Ablation
+from headlab.heads.model import HeadModel
 from headlab.metrics import LogitMetric, Metric
+from headlab.models.gpt import GPT, GPTConfig
 from tiny_models import make_model, random_batch
 
 DIFF = Metric(LogitMetric("logit_diff", (3, 5)))
@@ -82,6 +85,41 @@ def test_greedy_keeps_the_share_with_fewer_nodes_than_the_whole_model(setup):
     circuit = find_circuit(hm, clean, corrupted, scores, share=0.9, method="greedy", ablation="resample", metric=DIFF)
     assert circuit.faithfulness["resample"].share >= 0.9
     assert 0 < int(circuit.keep.sum()) < 8 and circuit.evaluated == 8 and circuit.ablation == "resample"
+
+
+def test_an_edge_circuit_without_the_edges_out_of_heads_is_those_heads_ablated():
+    """Attention only (nothing but heads reads the stream): cutting every edge out of a head is ablating it."""
+    torch.manual_seed(0)
+    hm = HeadModel(GPT(GPTConfig(d_vocab=61, n_ctx=32, d_model=32, n_layers=3, n_heads=4, d_mlp=0)).eval())
+    clean, corrupted = random_batch(hm, n=6, seq=7, seed=0), random_batch(hm, n=6, seq=7, seed=1)
+    edges = edge_list(3, 4)
+    assert len(edges) == (4 * 4 * 3) * 3 + 12  # (0 -> 1, 0 -> 2, 1 -> 2) x q, k, v, then every head -> logits
+    full = torch.ones(len(edges), dtype=torch.bool)
+    for ablation in default_ablations(corrupted).values():
+        torch.testing.assert_close(circuit_metric(hm, clean, full, ablation, DIFF), DIFF.kind(hm.forward(clean), clean),
+                                   atol=1e-5, rtol=0)
+        keep = torch.tensor([e[:2] not in ((0, 1), (1, 2)) for e in edges])
+        with torch.no_grad(), hm.ablate([(0, 1), (1, 2)], ablation):
+            expected = DIFF.kind(hm.forward(clean), clean)
+        torch.testing.assert_close(circuit_metric(hm, clean, keep, ablation, DIFF), expected, atol=1e-5, rtol=0)
+        one = full.clone()
+        one[edges.index((0, 1, 2, 3, 2))] = False  # only 0.1 -> 2.3's value input
+        assert not torch.allclose(circuit_metric(hm, clean, one, ablation, DIFF), expected, atol=1e-4)
+        assert not torch.allclose(circuit_metric(hm, clean, one, ablation, DIFF),
+                                  circuit_metric(hm, clean, full, ablation, DIFF), atol=1e-6)
+
+
+def test_find_an_edge_circuit(setup):
+    hm, clean, corrupted = setup
+    scores = edge_attribution(hm, clean, corrupted, metric=DIFF, effect=True)
+    circuit = find_circuit(hm, clean, corrupted, scores, share=0.8, metric=DIFF)
+    assert circuit.keep.shape == (len(edge_list(2, 4)),) and circuit.faithfulness["mean"].share >= 0.8
+    assert len(circuit.nodes) == int(circuit.keep.sum()) and all("->" in name for name in circuit.nodes)
+    greedy = find_circuit(hm, clean, corrupted, scores, share=0.8, method="greedy", metric=DIFF)
+    assert greedy.faithfulness["mean"].share >= 0.8 and greedy.evaluated == len(edge_list(2, 4))
+    llama = make_model("llama_gqa")
+    with pytest.raises(NotImplementedError, match="rotates"):
+        circuit_metric(llama, random_batch(llama), torch.ones(len(edge_list(2, 4)), dtype=torch.bool))
 
 
 def test_bad_inputs_name_the_value(setup):

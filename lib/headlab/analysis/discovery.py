@@ -1,7 +1,10 @@
-"""Circuit discovery from node scores, and faithfulness measured exactly under three ablations.
+"""Circuit discovery from node or edge scores, and faithfulness measured exactly under three ablations.
 
-A *circuit* is a set of nodes: heads, or (head, position) cells. Run alone, it keeps its nodes'
-outputs and every other node is ablated (Wang et al. 2023). Its **faithfulness** is the share of
+A *circuit* is a set of nodes (heads, or (head, position) cells) or of edges (sender head ->
+receiver's q, k or v, sender -> logits; :func:`~headlab.analysis.edges.edge_list`). Run alone, it
+keeps its nodes' outputs and every other node is ablated (Wang et al. 2023); an edge circuit keeps
+its edges, and every other edge carries the sender's ablated output instead
+(:func:`~headlab.analysis.edges.edge_circuit_run`). Its **faithfulness** is the share of
 the metric it keeps::
 
     F = (m(circuit) - m(empty)) / (m(model) - m(empty))
@@ -14,8 +17,8 @@ The number depends on how the other nodes are removed (Miller et al. 2024), so
 :func:`~headlab.analysis.attribution.attribution_patch`) and finds a circuit that keeps a stated
 share, measured exactly (one forward pass per candidate): ``"threshold"`` keeps the smallest
 top-k of the ranking (EAP's rule, Syed et al. 2023); ``"greedy"`` starts from the whole model and
-drops nodes from the least to the most important whenever the share stays kept (ACDC's rule,
-Conmy et al. 2023, on nodes).
+drops nodes (or edges) from the least to the most important whenever the share stays kept (ACDC's
+rule, Conmy et al. 2023).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from headlab.analysis.edges import EdgeScores, edge_circuit_run, edge_list
 from headlab.heads.ablation import Ablation
 from headlab.heads.gate import gate_heads
 from headlab.heads.head import format_head
@@ -44,9 +48,11 @@ def default_ablations(reference) -> dict[str, Ablation]:
 
 
 def _check_keep(hm: HeadModel, keep, pos: int) -> torch.Tensor:
-    shapes = f"({hm.n_layers}, {hm.n_heads}) (heads) or ({hm.n_layers}, {hm.n_heads}, {pos}) (heads x positions)"
+    E = len(edge_list(hm.n_layers, hm.n_heads))
+    shapes = (f"({hm.n_layers}, {hm.n_heads}) (heads), ({hm.n_layers}, {hm.n_heads}, {pos}) (heads x positions) "
+              f"or ({E},) (edges, in edge_list's order)")
     if not isinstance(keep, torch.Tensor) or tuple(keep.shape) not in ((hm.n_layers, hm.n_heads),
-                                                                        (hm.n_layers, hm.n_heads, pos)):
+                                                                        (hm.n_layers, hm.n_heads, pos), (E,)):
         raise ValueError(f"a circuit is a boolean mask of shape {shapes}, got "
                          f"{tuple(getattr(keep, 'shape', ())) or type(keep).__name__}")
     if keep.dtype != torch.bool:
@@ -65,8 +71,11 @@ def _runner(hm: HeadModel, batch: dict, ablation, metric):
             metric = LogitMetric("kl", clean=hm.forward(batch))
     _, evaluate = Metric.of(metric).evaluator(hm, batch)
     replacement = hm.replacements(ablation, range(hm.n_layers)) or {}
+    edge_run = edge_circuit_run(hm, batch, evaluate, replacement)
 
     def run(keep: torch.Tensor) -> torch.Tensor:
+        if keep.dim() == 1:
+            return edge_run(keep)
         gates = keep.to(device=hm.device, dtype=torch.float32)
         gates = gates[:, None, :, None] if gates.dim() == 2 else gates.transpose(1, 2)[:, :, :, None]
         layers = [l for l in range(hm.n_layers) if not bool(keep[l].all())]
@@ -92,8 +101,9 @@ def circuit_metric(hm: HeadModel, inputs, keep: torch.Tensor, ablation=None, met
     Args:
         hm: the model.
         inputs: texts or a batch.
-        keep: boolean ``(n_layers, n_heads)`` (heads) or ``(n_layers, n_heads, pos)`` (heads x
-            positions), True for a node of the circuit.
+        keep: boolean ``(n_layers, n_heads)`` (heads), ``(n_layers, n_heads, pos)`` (heads x
+            positions) or ``(n_edges,)`` (edges, in :func:`~headlab.analysis.edges.edge_list`'s
+            order; models without rotary embeddings), True for a node or edge of the circuit.
         ablation: an :class:`~headlab.heads.ablation.Ablation` (default: zero ablation).
         metric: a :class:`~headlab.metrics.Metric` or ``"kl"`` (to the full model's logits).
 
@@ -169,8 +179,9 @@ class Circuit:
     """A circuit found by :func:`find_circuit`.
 
     Attributes:
-        keep: the boolean node mask (``(n_layers, n_heads)`` or ``(n_layers, n_heads, pos)``).
-        nodes: the nodes, most important first (``"1.2"``, or ``"1.2@5"`` for head 1.2 at position 5).
+        keep: the boolean mask (as :func:`circuit_metric` takes it).
+        nodes: the nodes, most important first (``"1.2"``, or ``"1.2@5"`` for head 1.2 at position 5),
+            or the edges (``"0.3->1.2.k"``, ``"1.2->logits"``).
         share: the share of the metric it was asked to keep, under ``ablation``.
         method: ``"threshold"`` or ``"greedy"``.
         ablation: the name of the ablation the search measured with.
@@ -210,7 +221,8 @@ def find_circuit(hm: HeadModel, clean, corrupted, scores: torch.Tensor, share: f
         corrupted: the reference inputs of mean and resample ablation (the default ``ablations``).
         scores: each node's importance (ranked by absolute value; with an input axis first, by the
             absolute value of the batch mean): ``(n_layers, n_heads)`` or ``(n_layers, n_heads,
-            pos)``, optionally ``(n, ...)``.
+            pos)``, optionally ``(n, ...)``; or :class:`~headlab.analysis.edges.EdgeScores` for an
+            edge circuit.
         share: in ``(0, 1]``, the faithfulness to reach.
         method: ``"threshold"`` (smallest top-k) or ``"greedy"`` (drop from the least important).
         ablation: the name, in ``ablations``, of the ablation the search measures with.
@@ -239,14 +251,15 @@ def find_circuit(hm: HeadModel, clean, corrupted, scores: torch.Tensor, share: f
     if other["input_ids"].shape != batch["input_ids"].shape:
         raise ValueError(f"clean inputs {tuple(batch['input_ids'].shape)} and corrupted inputs "
                          f"{tuple(other['input_ids'].shape)} differ in shape: give each clean input its corrupted twin")
-    scores = torch.as_tensor(scores).detach().float().cpu()
-    node_shapes = ((hm.n_layers, hm.n_heads), (hm.n_layers, hm.n_heads, pos))
+    E = len(edge_list(hm.n_layers, hm.n_heads))
+    scores = scores.vector() if isinstance(scores, EdgeScores) else torch.as_tensor(scores).detach().float().cpu()
+    node_shapes = ((hm.n_layers, hm.n_heads), (hm.n_layers, hm.n_heads, pos), (E,))
     if tuple(scores.shape[1:]) in node_shapes and scores.shape[0] == n and tuple(scores.shape) not in node_shapes:
         scores = scores.mean(0)
     if tuple(scores.shape) not in node_shapes:
         raise ValueError(f"scores of shape {tuple(scores.shape)} fit no node set: give ({hm.n_layers}, {hm.n_heads}) "
-                         f"(heads) or ({hm.n_layers}, {hm.n_heads}, {pos}) (heads x positions), optionally with "
-                         f"the {n} inputs first")
+                         f"(heads), ({hm.n_layers}, {hm.n_heads}, {pos}) (heads x positions) or ({E},) (edges), "
+                         f"optionally with the {n} inputs first, or EdgeScores")
     if not bool(torch.isfinite(scores).all()):
         raise ValueError("scores hold NaN or inf: every node needs a finite score to be ranked")
     runs = {name: _runner(hm, batch, a, metric) for name, a in ablations.items()}
@@ -271,7 +284,13 @@ def find_circuit(hm: HeadModel, clean, corrupted, scores: torch.Tensor, share: f
             if kept(keep.reshape(scores.shape)) < share:
                 keep[node] = True
     keep = keep.reshape(scores.shape)
-    cells = [tuple(int(i) for i in torch.unravel_index(node, scores.shape)) for node in order]
-    names = [format_head(c[:2]) + (f"@{c[2]}" if len(c) == 3 else "") for c in cells if keep[c]]
+    if scores.dim() == 1:
+        edges = edge_list(hm.n_layers, hm.n_heads)
+        names = [f"{ls}.{hs}->" + ("logits" if lr == hm.n_layers else f"{lr}.{hr}.{'qkv'[c]}")
+                 for ls, hs, lr, hr, c in (edges[int(i)] for i in order)]
+        names = [name for name, i in zip(names, order) if keep[int(i)]]
+    else:
+        cells = [tuple(int(i) for i in torch.unravel_index(node, scores.shape)) for node in order]
+        names = [format_head(c[:2]) + (f"@{c[2]}" if len(c) == 3 else "") for c in cells if keep[c]]
     return Circuit(keep, names, float(share), method, ablation,
                    {name: _faithfulness(name, run, keep) for name, run in runs.items()}, evaluated)

@@ -26,7 +26,7 @@ from headlab.analysis.attribution import PairRun, finish_values, pair_run
 from headlab.heads.head import format_head
 from headlab.heads.model import HeadModel
 
-__all__ = ["edge_attribution", "EdgeScores", "attention_from_stream", "INPUTS"]
+__all__ = ["edge_attribution", "EdgeScores", "attention_from_stream", "INPUTS", "edge_list", "edge_circuit_run"]
 
 #: The inputs of a receiver head, in the order of :attr:`EdgeScores.heads`' last axis.
 INPUTS = ("q", "k", "v")
@@ -77,6 +77,66 @@ def _receiver_grads(hm: HeadModel, run: PairRun, layer: int) -> torch.Tensor:
     return torch.stack(grads)
 
 
+def edge_list(n_layers: int, n_heads: int) -> list[tuple[int, int, int, int, int]]:
+    """Every edge as ``(sender layer, sender head, receiver layer, receiver head, input)``: head ->
+    head edges (input an index of :data:`INPUTS`) in that order, then head -> logits edges, written
+    with receiver layer ``n_layers``, head 0 and input -1. :class:`EdgeScores`' :meth:`~EdgeScores.vector`
+    and an edge circuit's mask follow this order."""
+    L, H = n_layers, n_heads
+    return ([(ls, hs, lr, hr, c) for ls in range(L) for hs in range(H) for lr in range(ls + 1, L) for hr in range(H)
+             for c in range(3)] + [(l, h, L, 0, -1) for l in range(L) for h in range(H)])
+
+
+def edge_circuit_run(hm: HeadModel, batch: dict, evaluate, replacement: dict):
+    """``keep -> (n,)``: the metric of an edge circuit run alone on ``batch``.
+
+    ``keep`` is a boolean ``(len(edge_list(hm.n_layers, hm.n_heads)),)`` mask. Each receiver's query, key and value
+    input reads the stream of this run minus, for each edge into it not kept, the sender's write
+    ``z @ W_O`` plus the sender's ablated write (``replacement[l]`` as
+    :meth:`~headlab.heads.model.HeadModel.replacements` gives it; ``None``: zero); the logits read
+    the last stream with the same correction for the edges into them not kept. What is not a head
+    (embeddings, MLPs) reads the stream unchanged. ``evaluate(output, 1)`` scores a run.
+
+    Raises:
+        NotImplementedError: a model whose attention :func:`attention_from_stream` does not match.
+    """
+    L, H = hm.n_layers, hm.n_heads
+    edges = torch.tensor(edge_list(L, H))
+    to_heads = edges[:, 2] < L
+    W_O = [hm.W_O(l) for l in range(L)]
+
+    def run(keep: torch.Tensor) -> torch.Tensor:
+        cut = torch.zeros(L, H, L, H, 3, device=hm.device)  # 1 where an edge is not kept
+        drop = edges[to_heads][~keep[to_heads].cpu()]
+        cut[drop[:, 0], drop[:, 1], drop[:, 2], drop[:, 3], drop[:, 4]] = 1.0
+        cut_logits = torch.zeros(L, H, device=hm.device)
+        drop = edges[~to_heads][~keep[~to_heads].cpu()]
+        cut_logits[drop[:, 0], drop[:, 1]] = 1.0
+        excess: list[torch.Tensor] = []  # per layer (n, pos, head, d_model): the write minus the ablated write
+
+        def heads(l: int, z: torch.Tensor) -> torch.Tensor:  # (n, pos, head, d_head)
+            if l > 0:
+                x = {c: stream[l][:, :, None] - sum(torch.einsum("nphd,hr->nprd", excess[s], cut[s, :, l, :, i])
+                                                    for s in range(l)) for i, c in enumerate(INPUTS)}
+                new = attention_from_stream(hm, l, x, batch["attention_mask"]).to(z.dtype)
+                if not bool(cut[:, :, l].any()) and not torch.allclose(new, z, atol=1e-4, rtol=1e-3):
+                    raise NotImplementedError(f"{hm.name}'s attention is not softmax(q k^T / sqrt(d_head)) over the "
+                                              f"allowed keys: an edge circuit cannot recompute layer {l}")
+                z = new
+            r = replacement.get(l)
+            r = torch.zeros_like(z) if r is None else r(z) if callable(r) else r
+            excess.append(torch.einsum("nphk,hkd->nphd", z - r, W_O[l].to(z.dtype)))
+            return z
+
+        def logits(l: int, x: torch.Tensor) -> torch.Tensor:
+            return x - sum(torch.einsum("nphd,h->npd", excess[s], cut_logits[s]) for s in range(L))
+
+        with torch.no_grad(), hm.residual_stream() as stream, hm.patch_z(heads), hm.patch_resid(logits, layers=[L - 1]):
+            return evaluate(hm.forward(batch), 1).float().cpu()
+
+    return run
+
+
 @dataclass
 class EdgeScores:
     """Every edge's estimate, as :func:`edge_attribution` returns it.
@@ -92,6 +152,13 @@ class EdgeScores:
     heads: torch.Tensor
     logits: torch.Tensor
     base: torch.Tensor
+
+    def vector(self) -> torch.Tensor:
+        """The estimated change of the metric (batch mean) of each edge, in :func:`edge_list`'s order."""
+        heads, logits = self.heads.mean(0) - self.base.mean(), self.logits.mean(0) - self.base.mean()
+        L = logits.shape[0]
+        return torch.tensor([float(logits[ls, hs]) if lr == L else float(heads[ls, hs, lr, hr, c])
+                             for ls, hs, lr, hr, c in edge_list(*logits.shape)])
 
     def top(self, k: int = 20) -> list[tuple[str, str, str, float]]:
         """The ``k`` edges whose estimated change of the metric (batch mean) is largest in absolute
