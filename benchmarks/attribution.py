@@ -13,7 +13,7 @@ by other tokens), scored in the denoising direction (TransformerLens's conventio
   corrupted run's (its second choice where the two agree), per input.
 
 Printed, all measured in this run (median wall time over ``--repeats`` interleaved runs after a
-warm-up, one thread): the heads x positions grid by :func:`headlab.analysis.attribution.attribution_patch`
+warm-up, one thread; also the process CPU time, less sensitive to other processes): the heads x positions grid by :func:`headlab.analysis.attribution.attribution_patch`
 against the exact :func:`headlab.analysis.patching.activation_patch` grid (time ratio; Spearman per
 input, its mean, and of the batch mean; overlap of the top 20 cells; sign agreement where the exact
 effect exceeds 0.05), integrated gradients (8 steps) likewise, TransformerLens 4's
@@ -99,16 +99,19 @@ def brown_case(n: int, seq: int):
     return hm, clean, corrupted, Metric(PerInputDiff(top[0][:, 0], bad))
 
 
-def timed(fns: dict, repeats: int) -> tuple[dict, dict]:
-    """Each function run once to warm up, then ``repeats`` times interleaved: (median seconds, last result)."""
+def timed(fns: dict, repeats: int) -> tuple[dict, dict, dict]:
+    """Each function run once to warm up, then ``repeats`` times interleaved: median wall seconds,
+    median process CPU seconds (less sensitive to other processes on a shared machine), last result."""
     results = {name: fn() for name, fn in fns.items()}
-    times = {name: [] for name in fns}
+    wall, cpu = {name: [] for name in fns}, {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             results[name] = fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}, results
+            wall[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
+    return ({name: statistics.median(t) for name, t in wall.items()},
+            {name: statistics.median(t) for name, t in cpu.items()}, results)
 
 
 def agreement(exact: torch.Tensor, estimate: torch.Tensor, base: torch.Tensor) -> str:
@@ -145,16 +148,18 @@ def tl_bridge(hm: HeadModel):
 
 def nodes(name: str, hm, clean, corrupted, metric, repeats: int) -> None:
     kw = dict(metric=metric, direction="denoising", positions=True)
-    exact_time, exact = timed({"exact": lambda: activation_patch(hm, clean, corrupted, **kw)}, max(1, repeats // 3))
-    times, out = timed({"attribution": lambda: attribution_patch(hm, clean, corrupted, **kw),
-                        "ig8": lambda: attribution_patch(hm, clean, corrupted, steps=8, **kw)}, repeats)
+    exact_time, exact_cpu, exact = timed({"exact": lambda: activation_patch(hm, clean, corrupted, **kw)},
+                                         max(1, repeats // 3))
+    times, cpu, out = timed({"attribution": lambda: attribution_patch(hm, clean, corrupted, **kw),
+                             "ig8": lambda: attribution_patch(hm, clean, corrupted, steps=8, **kw)}, repeats)
     with torch.no_grad():
         base = metric.kind(hm.forward(corrupted), hm.tokenize(clean))  # the denoising base run
     cells = exact["exact"][0].numel()
     print(f"\n{name}: {clean.shape[0]} inputs x {clean.shape[1]} tokens, {cells} head x position cells, denoising")
-    print(f"  exact grid {exact_time['exact']:.3f} s; attribution {times['attribution']:.4f} s "
-          f"({exact_time['exact'] / times['attribution']:.1f}x faster); IG 8 steps {times['ig8']:.4f} s "
-          f"({exact_time['exact'] / times['ig8']:.1f}x faster)")
+    for label, e, t in (("wall", exact_time, times), ("CPU", exact_cpu, cpu)):
+        print(f"  {label}: exact grid {e['exact']:.3f} s; attribution {t['attribution']:.4f} s "
+              f"({e['exact'] / t['attribution']:.1f}x faster); IG 8 steps {t['ig8']:.4f} s "
+              f"({e['exact'] / t['ig8']:.1f}x faster)")
     print(f"  attribution vs exact: {agreement(exact['exact'], out['attribution'], base)}")
     print(f"  IG (8 steps) vs exact: {agreement(exact['exact'], out['ig8'], base)}")
     bridge = tl_bridge(hm) if hm.arch.name == "gpt2" and isinstance(metric.kind, LogitMetric) else None
@@ -168,14 +173,15 @@ def nodes(name: str, hm, clean, corrupted, metric, repeats: int) -> None:
         logits = logits[0] if logits.dim() == 3 else logits
         return logits[-1, A] - logits[-1, B]
 
-    tl_times, tl_out = timed({"tl": lambda: tl_attribution_patch(bridge, clean, corrupted, tl_metric),
+    tl_times, tl_cpu, tl_out = timed({"tl": lambda: tl_attribution_patch(bridge, clean, corrupted, tl_metric),
                               "ours": lambda: attribution_patch(hm, clean, corrupted, effect=True, **kw)}, repeats)
     ours = tl_out["ours"].mean(0)
     L, H, P = ours.shape
     diff = max(abs(tl_out["tl"].node_scores[Node("attn_head_out", p, l, h)] - float(ours[l, h, p]))
                for l in range(L) for h in range(H) for p in range(P))
-    print(f"  TransformerLens attribution_patch {tl_times['tl']:.4f} s, headlab {tl_times['ours']:.4f} s "
-          f"({tl_times['tl'] / tl_times['ours']:.1f}x faster); largest difference of the {ours.numel()} "
+    print(f"  TransformerLens attribution_patch {tl_times['tl']:.4f} s wall, {tl_cpu['tl']:.4f} s CPU; headlab "
+          f"{tl_times['ours']:.4f} s wall, {tl_cpu['ours']:.4f} s CPU ({tl_times['tl'] / tl_times['ours']:.1f}x, "
+          f"{tl_cpu['tl'] / tl_cpu['ours']:.1f}x faster); largest difference of the {ours.numel()} "
           f"batch-mean cells {diff:.1e} (largest cell {float(ours.abs().max()):.2g})")
 
 
@@ -208,7 +214,8 @@ def main(argv=None) -> None:
     parser.add_argument("--models", default="gpt2,brown", help="comma-separated: gpt2, brown")
     parser.add_argument("--n", type=int, default=6, help="inputs")
     parser.add_argument("--seq", type=int, default=20, help="tokens per input")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs of the fast methods")
+    parser.add_argument("--repeats", type=int, default=9, help="timed runs of the fast methods (a third as many "
+                        "of the exact grid)")
     parser.add_argument("--edges", type=int, default=150, help="edges path-patched exactly (drawn at random)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)

@@ -180,4 +180,14 @@ def test_bad_inputs_name_the_value():
         edge_attribution(llama, random_batch(llama), random_batch(llama, seed=1), metric=DIFF)
     with pytest.raises(ValueError, match="positive int"):
         edge_attribution(hm, clean, corrupted, metric=DIFF).top(0)
+
+    def scalar(output, batch):
+        return output[:, -1, 3].sum()
+    with pytest.raises(ValueError, match=r"scalar must return one float per input, shape \(3,\), got \(\)"):
+        attribution_patch(hm, clean, corrupted, metric=Metric(scalar))
+
+    def undefined(output, batch):
+        return output[:, -1, 3] / (batch["index"] != 1).float() * 0
+    with pytest.raises(ValueError, match=r"NaN or infinite for inputs \[1\]"):
+        attribution_patch(hm, clean, corrupted, metric=Metric(undefined))
     assert hm.hooks_installed == 0

@@ -29,7 +29,21 @@ import torch
 from headlab.heads.model import HeadModel
 from headlab.metrics import LogitMetric, Metric
 
-__all__ = ["attribution_patch", "pair_run", "PairRun", "finish_values"]
+__all__ = ["attribution_patch", "pair_run", "PairRun", "finish_values", "checked_values"]
+
+
+def checked_values(values, n: int, metric) -> torch.Tensor:
+    """``values`` if it is one finite float per input, ``(n,)``; else a ``ValueError`` naming what the
+    metric returned (a scalar, a wrong shape, NaN for some inputs)."""
+    name = getattr(getattr(metric, "kind", metric), "__name__", None) or repr(metric)
+    if not isinstance(values, torch.Tensor) or tuple(values.shape) != (n,) or not values.is_floating_point():
+        raise ValueError(f"the metric {name} must return one float per input, shape ({n},), got "
+                         f"{tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__}"
+                         f"{' of dtype ' + str(values.dtype) if isinstance(values, torch.Tensor) else ''}")
+    bad = (~torch.isfinite(values.detach())).nonzero().flatten().tolist()
+    if bad:
+        raise ValueError(f"the metric {name} is NaN or infinite for inputs {bad}: each input needs a finite score")
+    return values
 
 
 @dataclass
@@ -95,7 +109,7 @@ def pair_run(hm: HeadModel, clean, corrupted, metric=None, direction: str = "noi
     _, evaluate = Metric.of(metric).evaluator(hm, base)
     gate = torch.ones(L, H, device=hm.device, requires_grad=True)  # every z in the graph, frozen weights or not
     with torch.enable_grad(), hm.gated(gate), hm.capture(("z",), detach=False) as cache, streaming() as seen:
-        values = evaluate(hm.forward(base), 1)
+        values = checked_values(evaluate(hm.forward(base), 1), base["input_ids"].shape[0], metric)
         wrt = [cache.z(l) for l in range(L)] + list(seen[1:])
         grads = torch.autograd.grad(values.sum(), wrt, allow_unused=True)
     grads = [torch.zeros_like(t) if g is None else g for t, g in zip(wrt, grads)]
@@ -164,8 +178,8 @@ def attribution_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, 
         ig = attribution_patch(hm, clean, corrupted, metric=diff, steps=16, effect=True)  # (n, L, H)
 
     Args:
-        hm, clean, corrupted, metric, direction, positions, normalise: as in ``activation_patch``.
-            A metric at its minimum at the base run (``"kl"`` when noising) has zero gradient
+        hm, clean, corrupted, metric, direction, positions, normalise: as in ``activation_patch``
+            (a callable metric must be differentiable and return one value per input). A metric at its minimum at the base run (``"kl"`` when noising) has zero gradient
             there: every plain estimate is the base value; use ``steps > 1`` or another metric.
         component: ``"z"`` (each head's output before ``W_O``) or ``"resid"`` (the residual stream
             after a layer, at one position). Patterns are not estimated.
@@ -178,7 +192,8 @@ def attribution_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, 
 
     Raises:
         ValueError: an unknown component or direction, ``positions`` with ``"resid"``, steps not a
-            positive int, inputs of different lengths, a logit metric on an encoder.
+            positive int, inputs of different lengths, a logit metric on an encoder, a metric that
+            does not return one finite value per input.
     """
     if component not in ("z", "resid") or positions and component != "z":
         raise ValueError(f"attribution_patch estimates component 'z' or 'resid', not {component!r}"

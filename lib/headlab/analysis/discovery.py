@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from headlab.analysis.attribution import checked_values
 from headlab.analysis.edges import EdgeScores, edge_circuit_run, edge_list
 from headlab.heads.ablation import Ablation
 from headlab.heads.gate import gate_heads
@@ -69,7 +70,12 @@ def _runner(hm: HeadModel, batch: dict, ablation, metric):
     if isinstance(metric, str) and metric == "kl":
         with torch.no_grad():
             metric = LogitMetric("kl", clean=hm.forward(batch))
-    _, evaluate = Metric.of(metric).evaluator(hm, batch)
+    _, scored = Metric.of(metric).evaluator(hm, batch)
+    n = batch["input_ids"].shape[0]
+
+    def evaluate(output: torch.Tensor, k: int) -> torch.Tensor:
+        return checked_values(scored(output, k), n * k, metric)
+
     replacement = hm.replacements(ablation, range(hm.n_layers)) or {}
     edge_run = edge_circuit_run(hm, batch, evaluate, replacement)
 

@@ -91,8 +91,8 @@ def edge_circuit_run(hm: HeadModel, batch: dict, evaluate, replacement: dict):
     """``keep -> (n,)``: the metric of an edge circuit run alone on ``batch``.
 
     ``keep`` is a boolean ``(len(edge_list(hm.n_layers, hm.n_heads)),)`` mask. Each receiver's query, key and value
-    input reads the stream of this run minus, for each edge into it not kept, the sender's write
-    ``z @ W_O`` plus the sender's ablated write (``replacement[l]`` as
+    input reads the stream of this run with, for each edge into it not kept, the sender's write
+    ``z @ W_O`` taken out and the sender's ablated write put in (``replacement[l]`` as
     :meth:`~headlab.heads.model.HeadModel.replacements` gives it; ``None``: zero); the logits read
     the last stream with the same correction for the edges into them not kept. What is not a head
     (embeddings, MLPs) reads the stream unchanged. ``evaluate(output, 1)`` scores a run.
