@@ -115,16 +115,18 @@ def timed(fns: dict, repeats: int) -> tuple[dict, dict, dict]:
 
 
 def agreement(exact: torch.Tensor, estimate: torch.Tensor, base: torch.Tensor) -> str:
-    """Spearman per input (mean, min), of the batch mean, top-20 overlap, signs where |exact| > 0.05."""
+    """Spearman per input (mean, min), of the batch mean, top-20 overlap, signs where |exact| > 0.05 and
+    where |exact| is at least a tenth of the largest (batch means of the effects)."""
     exact = exact - base.reshape(-1, *[1] * (exact.dim() - 1))
     estimate = estimate - base.reshape(-1, *[1] * (estimate.dim() - 1))
     per = [spearmanr(e.flatten(), s.flatten())[0] for e, s in zip(exact, estimate)]
     em, sm = exact.mean(0).flatten(), estimate.mean(0).flatten()
     top = len(set(em.abs().topk(20).indices.tolist()) & set(sm.abs().topk(20).indices.tolist()))
-    big = em.abs() > 0.05
-    signs = f"{int((em[big].sign() == sm[big].sign()).sum())}/{int(big.sum())}"
+    signs = [f"{int((em[big].sign() == sm[big].sign()).sum())}/{int(big.sum())}"
+             for big in (em.abs() > 0.05, em.abs() >= 0.1 * em.abs().max())]
     return (f"Spearman per input mean {statistics.mean(per):.3f} (min {min(per):.3f}), batch mean "
-            f"{spearmanr(em, sm)[0]:.3f}; top-20 overlap {top}/20; right sign {signs} cells with |effect| > 0.05")
+            f"{spearmanr(em, sm)[0]:.3f}; top-20 overlap {top}/20; right sign on {signs[0]} cells with "
+            f"|effect| > 0.05, {signs[1]} with |effect| >= 0.1 x the largest ({float(em.abs().max()):.3g})")
 
 
 def tl_bridge(hm: HeadModel):
