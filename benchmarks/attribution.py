@@ -13,7 +13,8 @@ by other tokens), scored in the denoising direction (TransformerLens's conventio
   corrupted run's (its second choice where the two agree), per input.
 
 Printed, all measured in this run (median wall time over ``--repeats`` interleaved runs after a
-warm-up, one thread; also the process CPU time, less sensitive to other processes): the heads x positions grid by :func:`headlab.analysis.attribution.attribution_patch`
+warm-up, one thread; also the process CPU time, less sensitive to other processes): the heads x
+positions grid by :func:`headlab.analysis.attribution.attribution_patch`
 against the exact :func:`headlab.analysis.patching.activation_patch` grid (time ratio; Spearman per
 input, its mean, and of the batch mean; overlap of the top 20 cells; sign agreement where the exact
 effect exceeds 0.05), integrated gradients (8 steps) likewise, TransformerLens 4's

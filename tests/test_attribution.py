@@ -151,7 +151,8 @@ def test_edges_rank_as_path_patching_does(name, agreement):
     for hs in range(4):
         for hr in range(4):
             for c, inp in enumerate("qkv"):
-                exact.append(float((path_patch(hm, clean, corrupted, (0, hs), (1, hr), inp, metric=DIFF) - base).mean()))
+                patched = path_patch(hm, clean, corrupted, (0, hs), (1, hr), inp, metric=DIFF)
+                exact.append(float((patched - base).mean()))
                 estimate.append(float(edges.heads[:, 0, hs, 1, hr, c].mean()))
     assert spearmanr(exact, estimate)[0] > agreement
     top = edges.top(3)

@@ -13,8 +13,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-tl_analysis = pytest.importorskip("transformer_lens.tools.analysis",
-                                  reason="TransformerLens >= 4.3 is not installed (pip install 'transformer-lens>=4.3,<5')")
+tl_analysis = pytest.importorskip(
+    "transformer_lens.tools.analysis",
+    reason="TransformerLens >= 4.3 is not installed (pip install 'transformer-lens>=4.3,<5')")
 
 from test_patching_tl import A, B, models  # noqa: E402,F401 (the shared HeadModel + TransformerBridge fixture)
 

@@ -90,7 +90,8 @@ def pair_run(hm: HeadModel, clean, corrupted, metric=None, direction: str = "noi
         raise ValueError(f"direction must be 'noising' or 'denoising', not {direction!r}")
     a, b = hm.tokenize(clean), hm.tokenize(corrupted)
     if a["input_ids"].shape != b["input_ids"].shape or not torch.equal(a["attention_mask"], b["attention_mask"]):
-        raise ValueError(f"clean inputs {tuple(a['input_ids'].shape)} and corrupted inputs {tuple(b['input_ids'].shape)} "
+        raise ValueError(f"clean inputs {tuple(a['input_ids'].shape)} and corrupted inputs "
+                         f"{tuple(b['input_ids'].shape)} "
                          "differ in length: patching moves an activation to the same position of the other run, "
                          "so each clean input and its corrupted twin must have the same number of tokens")
     base, source = (a, b) if direction == "noising" else (b, a)
@@ -179,8 +180,10 @@ def attribution_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, 
 
     Args:
         hm, clean, corrupted, metric, direction, positions, normalise: as in ``activation_patch``
-            (a callable metric must be differentiable and return one value per input). A metric at its minimum at the base run (``"kl"`` when noising) has zero gradient
-            there: every plain estimate is the base value; use ``steps > 1`` or another metric.
+            (a callable metric must be differentiable and return one value per input). A metric at
+            its minimum at the base run (``"kl"`` when noising; an encoder's default 1 - cos) has
+            zero gradient there: every plain estimate is the base value; use ``steps > 1`` or
+            another metric.
         component: ``"z"`` (each head's output before ``W_O``) or ``"resid"`` (the residual stream
             after a layer, at one position). Patterns are not estimated.
         effect: return the estimated change of the metric (minus the base run's value).

@@ -214,5 +214,6 @@ def edge_attribution(hm: HeadModel, clean, corrupted, *, metric=None, direction:
         for ls in range(lr):
             heads[:, ls, :, lr] = torch.einsum("npsd,cnprd->nsrc", writes[ls], grads).detach().float().cpu()
     logits = torch.stack([torch.einsum("npsd,npd->ns", w, run.grad_stream[-1]) for w in writes], 1)
-    return EdgeScores(finish_values(run, heads, normalise, effect), finish_values(run, logits.detach(), normalise, effect),
+    return EdgeScores(finish_values(run, heads, normalise, effect),
+                      finish_values(run, logits.detach(), normalise, effect),
                       finish_values(run, torch.zeros(n), normalise, effect))
