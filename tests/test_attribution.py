@@ -139,6 +139,20 @@ def test_value_edges_into_the_last_layer_equal_path_patching():
     assert torch.equal(edges.heads[:, 1, :, 0], edges.base[:, None, None, None].expand(3, 4, 4, 3))  # no edge
 
 
+def test_a_heads_edges_sum_to_its_node_estimate():
+    """Attention only, with LayerNorms: the stream after a head is read only by later heads' q, k, v and by
+    the logits, so the chain rule splits the head's node estimate exactly into its edges' estimates."""
+    torch.manual_seed(0)
+    hm = HeadModel(GPT(GPTConfig(d_vocab=61, n_ctx=32, d_model=32, n_layers=3, n_heads=4, d_mlp=0)).eval())
+    clean, corrupted = pair(hm)
+    for direction in ("noising", "denoising"):
+        nodes = attribution_patch(hm, clean, corrupted, metric=PROB, direction=direction, effect=True)
+        edges = edge_attribution(hm, clean, corrupted, metric=PROB, direction=direction, effect=True)
+        summed = edges.heads.sum((3, 4, 5)) + edges.logits
+        torch.testing.assert_close(summed, nodes, atol=1e-6, rtol=1e-4)
+        assert edges.heads[:, 0].abs().sum() > 10 * (summed - nodes).abs().sum()
+
+
 @pytest.mark.parametrize("name, agreement", [("headlab", 0.85), ("gpt2", 0.95)])
 def test_edges_rank_as_path_patching_does(name, agreement):
     """The random headlab GPT has large, saturating effects; GPT-2's small init keeps them near-linear."""
