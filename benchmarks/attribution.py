@@ -50,22 +50,6 @@ from headlab.metrics import LogitMetric, Metric  # noqa: E402
 A, B = 3, 5
 
 
-class PerInputDiff:
-    """Logit of ``good[i]`` minus ``bad[i]`` at the last position of input ``i`` (rows of a tiled batch
-    map to their input through ``batch["index"]``)."""
-
-    __name__ = "per_input_logit_diff"
-
-    def __init__(self, good: torch.Tensor, bad: torch.Tensor):
-        self.good, self.bad = good, bad
-
-    def __call__(self, output: torch.Tensor, batch: dict) -> torch.Tensor:
-        rows = torch.arange(len(output))
-        index = batch.get("index", rows)
-        last = output[rows, batch["attention_mask"].sum(1) - 1].float()
-        return last[rows, self.good[index]] - last[rows, self.bad[index]]
-
-
 def corrupt(ids: torch.Tensor, vocab: int, k: int, seed: int) -> torch.Tensor:
     """``ids`` with ``k`` positions of each row (not the last) replaced by other random tokens."""
     g = torch.Generator().manual_seed(seed)
@@ -97,7 +81,7 @@ def brown_case(n: int, seq: int):
     with torch.no_grad():
         top = [hm.forward(x)[:, -1].topk(2).indices for x in (clean, corrupted)]
     bad = torch.where(top[1][:, 0] == top[0][:, 0], top[0][:, 1], top[1][:, 0])
-    return hm, clean, corrupted, Metric(PerInputDiff(top[0][:, 0], bad))
+    return hm, clean, corrupted, Metric(LogitMetric("logit_diff", torch.stack([top[0][:, 0], bad], 1)))
 
 
 def timed(fns: dict, repeats: int) -> tuple[dict, dict, dict]:
@@ -165,7 +149,7 @@ def nodes(name: str, hm, clean, corrupted, metric, repeats: int) -> None:
               f"({e['exact'] / t['ig8']:.1f}x faster)")
     print(f"  attribution vs exact: {agreement(exact['exact'], out['attribution'], base)}")
     print(f"  IG (8 steps) vs exact: {agreement(exact['exact'], out['ig8'], base)}")
-    bridge = tl_bridge(hm) if hm.arch.name == "gpt2" and isinstance(metric.kind, LogitMetric) else None
+    bridge = tl_bridge(hm) if hm.arch.name == "gpt2" else None
     if bridge is None:
         print("  TransformerLens: " + ("not installed (pip install 'transformer-lens>=4.3,<5')"
                                        if hm.arch.name == "gpt2" else "not comparable (not a Hugging Face GPT-2)"))

@@ -117,6 +117,10 @@ def test_head_gradients_take_a_logit_metric():
     assert grads.abs().max() > 1e-4
     with pytest.raises(ValueError, match="language-model head"):
         make_model("bert").head_gradients(random_batch(make_model("bert")), DIFF)
+    with pytest.raises(TypeError, match="effect must be True or False, not 'no'"):
+        attribution_patch(hm, clean, corrupted, effect="no")
+    with pytest.raises(TypeError, match="needs a HeadModel"):
+        attribution_patch(hm.model, clean, corrupted)
 
 
 def test_value_edges_into_the_last_layer_equal_path_patching():
@@ -198,7 +202,7 @@ def test_bad_inputs_name_the_value():
 
     def scalar(output, batch):
         return output[:, -1, 3].sum()
-    with pytest.raises(ValueError, match=r"scalar must return one float per input, shape \(3,\), got \(\)"):
+    with pytest.raises(ValueError, match=r"'scalar' returned shape \(\) for a batch of 3 rows"):
         attribution_patch(hm, clean, corrupted, metric=Metric(scalar))
 
     def undefined(output, batch):

@@ -146,7 +146,7 @@ def test_bad_inputs_name_the_value(setup):
         circuit_metric(hm, clean, torch.ones(2, 4, 6, dtype=torch.bool))
     with pytest.raises(ValueError, match="reference"):
         faithfulness(hm, clean, torch.ones(2, 4, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"shape \(6,\), got \(6, 7\)"):
+    with pytest.raises(ValueError, match=r"returned shape \(6, 7\) for a batch of 6 rows"):
         circuit_metric(hm, clean, torch.ones(2, 4, dtype=torch.bool), metric=lambda output, batch: output[..., 0])
     with pytest.raises(ValueError, match="unknown ablation mode 'bogus'"):
         faithfulness(hm, clean, torch.ones(2, 4, dtype=torch.bool), ablations={"x": Ablation("bogus")})

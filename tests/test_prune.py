@@ -7,6 +7,7 @@ import torch
 
 from headlab.analysis.importance import head_importance
 from headlab.analysis.sweep import sweep
+from headlab.metrics import Metric
 from headlab.analysis.prune import EvalSet, PruningCurve, iterative_order, order_by, pruning_curve, random_order
 from tiny_models import make_model, random_batch
 
@@ -25,11 +26,11 @@ def test_curve_points_are_real_ablations():
     order = random_order(hm, seed=1)
     curve = pruning_curve(hm, order, {"all": EvalSet(batch)}, counts=[0, 3, 8])
     with torch.no_grad():
-        clean = hm.metric(hm(batch), batch)
+        clean = Metric().bound(hm).score(hm(batch), batch)
         with hm.ablate(order[:3]):
-            three = hm.metric(hm(batch), batch)
+            three = Metric().bound(hm).score(hm(batch), batch)
         with hm.ablate(order):
-            everything = hm.metric(hm(batch), batch)
+            everything = Metric().bound(hm).score(hm(batch), batch)
     torch.testing.assert_close(curve.values["all"][0], clean)
     torch.testing.assert_close(curve.values["all"][1], three, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(curve.values["all"][2], everything, atol=1e-5, rtol=1e-4)

@@ -38,7 +38,7 @@ from headlab.analysis.effects import causal_lm_metrics, encoder_metrics, group_e
 from headlab.heads.ablation import ABLATION_MODES, Ablation
 from headlab.analysis.detect import entropy_score
 from deviating.data.language import encode
-from headlab.metrics import agreement_metric, copy_metric, pronoun_metric
+from deviating.data.language.metrics import agreement_metric, copy_metric, pronoun_metric
 from deviating.training.recipes import RECIPES
 from deviating.data.language import load_english
 import headlab

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from headlab.analysis.prune import window_loss
-from headlab.metrics import agreement_metric, copy_metric, pronoun_metric
+from deviating.data.language.metrics import agreement_metric, copy_metric, pronoun_metric
 
 __all__ = ["WhatBreaksSizes", "PARTS", "OUT", "ORGANISMS", "eval_metrics", "item_counts", "evaluate_metrics"]
 

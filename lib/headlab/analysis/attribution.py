@@ -26,24 +26,27 @@ from dataclasses import dataclass
 
 import torch
 
-from headlab.heads.model import HeadModel
-from headlab.metrics import LogitMetric, Metric
+from headlab.heads.model import HeadModel, check_model
+from headlab.metrics import Metric
 
-__all__ = ["attribution_patch", "pair_run", "PairRun", "finish_values", "checked_values"]
+__all__ = ["attribution_patch", "pair_run", "PairRun", "finish_values", "checked_values", "check_flags"]
 
 
-def checked_values(values, n: int, metric) -> torch.Tensor:
-    """``values`` if it is one finite float per input, ``(n,)``; else a ``ValueError`` naming what the
-    metric returned (a scalar, a wrong shape, NaN for some inputs)."""
-    name = getattr(getattr(metric, "kind", metric), "__name__", None) or repr(metric)
-    if not isinstance(values, torch.Tensor) or tuple(values.shape) != (n,) or not values.is_floating_point():
-        raise ValueError(f"the metric {name} must return one float per input, shape ({n},), got "
-                         f"{tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__}"
-                         f"{' of dtype ' + str(values.dtype) if isinstance(values, torch.Tensor) else ''}")
+def checked_values(values: torch.Tensor, metric) -> torch.Tensor:
+    """``values`` (one per input, as ``Metric.evaluator`` checks) if every one is finite; else a
+    ``ValueError`` naming the inputs where the metric is NaN or infinite."""
     bad = (~torch.isfinite(values.detach())).nonzero().flatten().tolist()
     if bad:
+        name = Metric.of(metric).name or "(the model's default)"
         raise ValueError(f"the metric {name} is NaN or infinite for inputs {bad}: each input needs a finite score")
     return values
+
+
+def check_flags(**flags) -> None:
+    """Refuse a flag that is not a bool, naming it (``effect="no"`` would read as True)."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, not {value!r}")
 
 
 @dataclass
@@ -84,8 +87,11 @@ def pair_run(hm: HeadModel, clean, corrupted, metric=None, direction: str = "noi
     ``stream=True`` also records the residual stream after each layer and its gradient.
 
     Raises:
-        ValueError: an unknown direction, inputs of different lengths, a logit metric on an encoder.
+        TypeError: ``hm`` is not a :class:`~headlab.heads.model.HeadModel`.
+        ValueError: an unknown direction, inputs of different lengths, a logit metric on an encoder,
+            a metric that does not return one finite value per input.
     """
+    hm = check_model(hm, "attribution patching")
     if direction not in ("noising", "denoising"):
         raise ValueError(f"direction must be 'noising' or 'denoising', not {direction!r}")
     a, b = hm.tokenize(clean), hm.tokenize(corrupted)
@@ -95,22 +101,17 @@ def pair_run(hm: HeadModel, clean, corrupted, metric=None, direction: str = "noi
                          "differ in length: patching moves an activation to the same position of the other run, "
                          "so each clean input and its corrupted twin must have the same number of tokens")
     base, source = (a, b) if direction == "noising" else (b, a)
-    kind = metric.kind if isinstance(metric, Metric) else metric
-    if isinstance(kind, LogitMetric) or (isinstance(kind, str) and kind in ("kl", "loss")):
-        hm.readout()  # raises for an encoder, naming the model
+    metric = Metric.of(metric).bound(hm)  # refuses a kind the model cannot read, naming it
+    # as activation_patch: "kl" compares every run with the clean run, an encoder's metric with the base run
+    _, evaluate = metric.evaluator(hm, base, reference_batch=a if metric.kind == "kl" else base)
     L, H = hm.n_layers, hm.n_heads
     streaming = hm.residual_stream if stream else (lambda: contextlib.nullcontext([]))
     with torch.no_grad(), hm.capture(("z",)) as cache, streaming() as seen:
         out_source = hm.forward(source)
     z_source, stream_source = [cache.z(l) for l in range(L)], [s.detach() for s in seen[1:]]
-    if isinstance(kind, str) and kind == "kl":
-        with torch.no_grad():
-            clean_logits = out_source if direction == "denoising" else hm.forward(a)
-        metric = LogitMetric("kl", clean=clean_logits)
-    _, evaluate = Metric.of(metric).evaluator(hm, base)
     gate = torch.ones(L, H, device=hm.device, requires_grad=True)  # every z in the graph, frozen weights or not
     with torch.enable_grad(), hm.gated(gate), hm.capture(("z",), detach=False) as cache, streaming() as seen:
-        values = checked_values(evaluate(hm.forward(base), 1), base["input_ids"].shape[0], metric)
+        values = checked_values(evaluate(hm.forward(base), 1), metric)
         wrt = [cache.z(l) for l in range(L)] + list(seen[1:])
         grads = torch.autograd.grad(values.sum(), wrt, allow_unused=True)
     grads = [torch.zeros_like(t) if g is None else g for t, g in zip(wrt, grads)]
@@ -194,10 +195,13 @@ def attribution_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, 
         ``(n, n_layers, pos)`` (``"resid"``), on the CPU.
 
     Raises:
+        TypeError: ``hm`` not a :class:`~headlab.heads.model.HeadModel`; ``positions``,
+            ``normalise`` or ``effect`` not a bool.
         ValueError: an unknown component or direction, ``positions`` with ``"resid"``, steps not a
             positive int, inputs of different lengths, a logit metric on an encoder, a metric that
             does not return one finite value per input.
     """
+    check_flags(positions=positions, normalise=normalise, effect=effect)
     if component not in ("z", "resid") or positions and component != "z":
         raise ValueError(f"attribution_patch estimates component 'z' or 'resid', not {component!r}"
                          f"{' with positions=True' * positions} (positions=True is for 'z'; 'resid' is per position)")

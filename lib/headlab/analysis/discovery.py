@@ -33,8 +33,8 @@ from headlab.analysis.edges import EdgeScores, edge_circuit_run, edge_list
 from headlab.heads.ablation import Ablation
 from headlab.heads.gate import gate_heads
 from headlab.heads.head import format_head
-from headlab.heads.model import HeadModel
-from headlab.metrics import LogitMetric, Metric
+from headlab.heads.model import HeadModel, check_model
+from headlab.metrics import Metric
 
 __all__ = ["find_circuit", "faithfulness", "circuit_metric", "Circuit", "Faithfulness", "default_ablations",
            "METHODS"]
@@ -67,14 +67,10 @@ def _check_keep(hm: HeadModel, keep, pos: int) -> torch.Tensor:
 def _runner(hm: HeadModel, batch: dict, ablation, metric):
     """``keep -> (n,)``: the metric on ``batch`` with every node outside ``keep`` ablated."""
     ablation = Ablation.of(ablation)
-    if isinstance(metric, str) and metric == "kl":
-        with torch.no_grad():
-            metric = LogitMetric("kl", clean=hm.forward(batch))
-    _, scored = Metric.of(metric).evaluator(hm, batch)
-    n = batch["input_ids"].shape[0]
+    _, scored = Metric.of(metric).evaluator(hm, batch)  # "kl": to the whole model's logits
 
     def evaluate(output: torch.Tensor, k: int) -> torch.Tensor:
-        return checked_values(scored(output, k), n * k, metric)
+        return checked_values(scored(output, k), metric)
 
     replacement = hm.replacements(ablation, range(hm.n_layers)) or {}
     edge_run = edge_circuit_run(hm, batch, evaluate, replacement)
@@ -116,7 +112,7 @@ def circuit_metric(hm: HeadModel, inputs, keep: torch.Tensor, ablation=None, met
     Raises:
         ValueError: a mask of the wrong shape or dtype, or one that keeps nothing.
     """
-    batch = hm.tokenize(inputs)
+    batch = check_model(hm, "circuit_metric").tokenize(inputs)
     return _runner(hm, batch, ablation, metric)(_check_keep(hm, keep, batch["input_ids"].shape[1]))
 
 
@@ -175,7 +171,7 @@ def faithfulness(hm: HeadModel, inputs, keep: torch.Tensor, *, ablations: dict |
         ablations = default_ablations(reference)
     if not isinstance(ablations, dict) or not ablations:
         raise ValueError(f"ablations must be a non-empty dict name -> Ablation, got {ablations!r:.80}")
-    batch = hm.tokenize(inputs)
+    batch = check_model(hm, "faithfulness").tokenize(inputs)
     keep = _check_keep(hm, keep, batch["input_ids"].shape[1])
     return {name: _faithfulness(name, _runner(hm, batch, a, metric), keep) for name, a in ablations.items()}
 
@@ -244,6 +240,7 @@ def find_circuit(hm: HeadModel, clean, corrupted, scores: torch.Tensor, share: f
         ValueError: ``share`` outside ``(0, 1]``, an unknown method or ablation name, scores of a
             shape that fits no node set or holding NaN, clean and corrupted inputs of different shapes.
     """
+    hm = check_model(hm, "find_circuit")
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
         raise ValueError(f"share must be in (0, 1] (the faithfulness to keep), got {share!r}")
     if method not in METHODS:

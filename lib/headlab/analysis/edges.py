@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from headlab.analysis.attribution import PairRun, finish_values, pair_run
+from headlab.analysis.attribution import PairRun, check_flags, finish_values, pair_run
 from headlab.heads.head import format_head
 from headlab.heads.model import HeadModel
 
@@ -197,9 +197,10 @@ def edge_attribution(hm: HeadModel, clean, corrupted, *, metric=None, direction:
         :class:`EdgeScores` (on the CPU).
 
     Raises:
-        ValueError: as ``attribution_patch``.
+        TypeError, ValueError: as ``attribution_patch``.
         NotImplementedError: a model whose attention the recomputation does not match (rotary).
     """
+    check_flags(normalise=normalise, effect=effect)
     if hm.arch.rotary:
         raise NotImplementedError(f"{hm.name} rotates queries and keys by position; edge attribution recomputes "
                                   "attention without rotary embeddings (node attribution works: attribution_patch)")
