@@ -11,8 +11,9 @@ through it. A first hour needs only this namespace::
     grid = activation_patch(hm, clean, corrupted, metric=Metric(LogitMetric("logit_diff", pairs)))
 
 Everything else lives in its sub-package, by meaning: :mod:`headlab.heads` (the interface),
-:mod:`headlab.metrics`, :mod:`headlab.analysis` (sweeps, importance, patching, attribution, the
-lens, circuits, the atlas, pruning), :mod:`headlab.roles` (the one definition of each role a head
+:mod:`headlab.metrics`, :mod:`headlab.analysis` (sweeps, importance, patching, attribution
+patching and circuit discovery, the lens, circuits, the atlas, pruning), :mod:`headlab.report` (the
+checklist), :mod:`headlab.roles` (the one definition of each role a head
 plays), :mod:`headlab.stats`, :mod:`headlab.kernels`, :mod:`headlab.viz`.
 
 Importing this package has no side effects: no seeding, no downloads, no matplotlib settings,
@@ -20,6 +21,9 @@ no prints, no registered torch ops.
 """
 
 from headlab.analysis.atlas import compute_atlas
+from headlab.analysis.attribution import attribution_patch
+from headlab.analysis.discovery import faithfulness, find_circuit
+from headlab.analysis.edges import edge_attribution
 from headlab.analysis.importance import Importance, gradient_importance, head_importance, pair_effects
 from headlab.analysis.lens import direct_logit_attribution, logit_lens
 from headlab.analysis.patching import activation_patch, path_patch
@@ -40,5 +44,7 @@ __all__ = [
     # the measurements of a first hour
     "sweep", "SweepResult", "head_importance", "gradient_importance", "pair_effects", "Importance",
     "activation_patch", "path_patch", "direct_logit_attribution", "logit_lens", "compute_atlas",
+    # attribution patching and circuit discovery
+    "attribution_patch", "edge_attribution", "find_circuit", "faithfulness",
     "__version__",
 ]

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 
 import torch
 
+from headlab.analysis.patching import check_flags, normalised, paired_batches
 from headlab.heads.model import HeadModel, check_model
 from headlab.metrics import Metric
 
-__all__ = ["attribution_patch", "pair_run", "PairRun", "finish_values", "checked_values", "check_flags"]
+__all__ = ["attribution_patch", "pair_run", "PairRun", "finish_values", "checked_values"]
 
 
 def checked_values(values: torch.Tensor, metric) -> torch.Tensor:
@@ -40,13 +41,6 @@ def checked_values(values: torch.Tensor, metric) -> torch.Tensor:
         name = Metric.of(metric).name or "(the model's default)"
         raise ValueError(f"the metric {name} is NaN or infinite for inputs {bad}: each input needs a finite score")
     return values
-
-
-def check_flags(**flags) -> None:
-    """Refuse a flag that is not a bool, naming it (``effect="no"`` would read as True)."""
-    for name, value in flags.items():
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be True or False, not {value!r}")
 
 
 @dataclass
@@ -94,12 +88,7 @@ def pair_run(hm: HeadModel, clean, corrupted, metric=None, direction: str = "noi
     hm = check_model(hm, "attribution patching")
     if direction not in ("noising", "denoising"):
         raise ValueError(f"direction must be 'noising' or 'denoising', not {direction!r}")
-    a, b = hm.tokenize(clean), hm.tokenize(corrupted)
-    if a["input_ids"].shape != b["input_ids"].shape or not torch.equal(a["attention_mask"], b["attention_mask"]):
-        raise ValueError(f"clean inputs {tuple(a['input_ids'].shape)} and corrupted inputs "
-                         f"{tuple(b['input_ids'].shape)} "
-                         "differ in length: patching moves an activation to the same position of the other run, "
-                         "so each clean input and its corrupted twin must have the same number of tokens")
+    a, b = paired_batches(hm, clean, corrupted)
     base, source = (a, b) if direction == "noising" else (b, a)
     metric = Metric.of(metric).bound(hm)  # refuses a kind the model cannot read, naming it
     # as activation_patch: "kl" compares every run with the clean run, an encoder's metric with the base run
@@ -130,12 +119,7 @@ def finish_values(run: PairRun, effects: torch.Tensor, normalise: bool, effect: 
     values = run.values.float().cpu().reshape(shape) + effects.float().cpu()
     base = run.values.float().cpu().reshape(shape)
     if normalise:
-        clean, corrupted = (e.float().cpu().reshape(shape) for e in run.ends)
-        if bool((clean == corrupted).any()):
-            raise ValueError(f"inputs {(clean == corrupted).flatten().nonzero().flatten().tolist()} score the same "
-                             "on the clean and the corrupted run: the normalised metric is undefined; use "
-                             "normalise=False")
-        values, base = (values - corrupted) / (clean - corrupted), (base - corrupted) / (clean - corrupted)
+        values, base = normalised(values, run.ends), normalised(base, run.ends)
     return values - base if effect else values
 
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from headlab.analysis.attribution import PairRun, check_flags, finish_values, pair_run
+from headlab.analysis.attribution import PairRun, finish_values, pair_run
+from headlab.analysis.patching import check_flags
 from headlab.heads.head import format_head
 from headlab.heads.model import HeadModel
 
