@@ -55,7 +55,7 @@ def check(row: ClaimRow) -> None:
     """Raise :class:`Refused` when the row cannot meet the rule: a zero-width interval, conditions
     on different seeds, fewer than :data:`deviating.bands.MIN_SEEDS` training seeds, few items
     with no degrees of freedom, or an undeclared kind of quantity."""
-    for m in (*row.measurements, row.headline):
+    for m in row.measurements:  # the headline is shown, not judged
         if m.low == m.high:
             seed = "" if m.seed is None else f", seed {m.seed}"
             raise Refused(f"{row.claim} on {row.model}: {m.condition!r}{seed} has a zero-width interval "
