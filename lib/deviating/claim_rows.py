@@ -192,9 +192,10 @@ class ClaimRow:
             if bad:
                 raise ValueError(f"{self.claim}: {what} names condition {bad[0]!r}, which was not measured; "
                                  f"measured: {', '.join(seen)}")
+        if len(self.beside) >= len(seen):
+            raise ValueError(f"{self.claim}: every condition is reported beside the row; judge at least one")
         if not self.primary:
-            first = next(c for c in self.conditions if c not in self.beside) if len(self.beside) < len(seen) else ""
-            object.__setattr__(self, "primary", first)
+            object.__setattr__(self, "primary", next(c for c in self.conditions if c not in self.beside))
         if self.primary not in seen:
             raise ValueError(f"{self.claim}: the primary endpoint {self.primary!r} was not measured; "
                              f"measured: {', '.join(seen)}")

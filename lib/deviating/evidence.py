@@ -121,6 +121,7 @@ def _one(row: ClaimRow, c: str) -> dict:
         against = high < row.null if greater else low > row.null
         clears = low > row.null + w if greater else high < row.null - w
         outside = low > hi_b or high < lo_b
+    excludes = low > row.null if greater else high < row.null  # p < alpha says the same, up to rounding
     every_seed_against = across and all(v and s == "contradicts" for v, s in zip(valid, states))
     fail_why = ("outside the band" if equiv else "inside the band" if inside else
                 "contradicted across seeds" if against and across and not identical else
@@ -129,7 +130,7 @@ def _one(row: ClaimRow, c: str) -> dict:
             "high": high, "n": n, "df": df, "per": per, "test": "equivalence (TOST), " + how if equiv else how,
             "p": float(p), "role": _role(row, c), "states": states, "valid": valid, "item_p": item_p,
             "across": across, "inside": inside, "against": against or every_seed_against, "clears": clears,
-            "outside": outside, "equivalence": equiv, "fail_why": fail_why}
+            "outside": outside, "equivalence": equiv, "excludes": excludes, "fail_why": fail_why}
 
 
 def _role(row: ClaimRow, c: str) -> str:
@@ -141,7 +142,7 @@ def _role(row: ClaimRow, c: str) -> str:
 def _status(e: dict, p: float, alpha: float, each: bool) -> str:
     if e["equivalence"]:
         return "holds" if p < alpha else "fails" if e["outside"] else "open"
-    if p < alpha:
+    if p < alpha and e["excludes"]:
         return "holds" if e["clears"] else "small"
     if e["inside"] or e["against"]:
         return "fails"

@@ -36,8 +36,8 @@ with, and the direction the claim predicts. :func:`judge` turns those numbers in
 4. **Holm over the judged conditions.** Their p-values are corrected with Holm's step-down. A
    condition *holds* when its corrected p-value is below (1 - level)/2 = 0.025 *and* its interval
    clears the edge of the no-effect band (``deviating.bands.BANDS``) on the side the claim
-   predicts. Significant but not clear of the edge is its own outcome: *significant but inside
-   the band*. A condition *fails* when, not significant, its interval lies inside the band, or on
+   predicts. Significant but not clear of the edge is its own outcome:
+   *significant but inside the band*. A condition *fails* when, not significant, its interval lies inside the band, or on
    the other side of the null, or every seed's interval contradicts the claim. An equivalence
    condition holds when the two one-sided tests (TOST) against the band's edges are significant
    after Holm, and fails when its interval lies wholly outside the band.
@@ -48,8 +48,8 @@ with, and the direction the claim predicts. :func:`judge` turns those numbers in
 
 The verdict: when the primary endpoint and every required condition hold, *holds* if every judged
 condition holds, else *holds with conditions* ("holds in k of m conditions"). When one of them
-does not hold, it decides, the worst first: *does not hold here* (it fails), *significant but
-inside the band*, *held in each network trained*, *inconclusive* (open).
+does not hold, it decides, the worst first: *does not hold here* (it fails), then
+*significant but inside the band*, *held in each network trained*, *inconclusive* (open).
 
 The ledger also prints, as a sensitivity column, the Benjamini-Hochberg adjustment of every
 judged condition's p-value over the whole ledger.

@@ -79,7 +79,7 @@ def c2_row(benchmark: Mapping, n: int, d_model: int, heads: int, base: int) -> C
               f"({benchmark['machine']['device']}, {benchmark['machine']['torch_threads']} thread)",
         f"cost with {heads} heads over the cost with {base} heads", null=NEAR,
         null_label=f"{NEAR:g} times the cost (no longer near)", direction="less",
-        measurements=tuple(measurements),
+        measurements=tuple(measurements), unit="ratio",
         note="times: geometric mean of per-round ratios with a bootstrap interval over rounds, on one machine; "
              "the counts are arithmetic and not judged")
 
