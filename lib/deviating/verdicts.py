@@ -37,8 +37,9 @@ with, and the direction the claim predicts. :func:`judge` turns those numbers in
    condition *holds* when its corrected p-value is below (1 - level)/2 = 0.025 *and* its interval
    clears the edge of the no-effect band (``deviating.bands.BANDS``) on the side the claim
    predicts. Significant but not clear of the edge is its own outcome:
-   *significant but inside the band*. A condition *fails* when, not significant, its interval lies inside the band, or on
-   the other side of the null, or every seed's interval contradicts the claim. An equivalence
+   *significant but inside the band*. A condition *fails* when, not significant, its interval
+   lies inside the band, or on the other side of the null, or every seed's interval contradicts
+   the claim. An equivalence
    condition holds when the two one-sided tests (TOST) against the band's edges are significant
    after Holm, and fails when its interval lies wholly outside the band.
 5. **Held in each network.** A condition that does not hold across seeds, but whose every seed's

@@ -24,7 +24,8 @@ from deviating.experiments.pruning import curve_tables
 from deviating.analysis.failure import first_failure_interval
 from deviating.analysis.inspection import auc_difference
 
-__all__ = ["TAILS", "TAIL", "LIKE_FOR_LIKE", "POOLED_VS_LOSS", "MINILM_TAIL", "TOLERANCES", "PRIMARY", "seed_of", "organism_gaps",
+__all__ = ["TAILS", "TAIL", "LIKE_FOR_LIKE", "POOLED_VS_LOSS", "MINILM_TAIL", "TOLERANCES", "PRIMARY", "seed_of",
+           "organism_gaps",
            "like_for_like_gaps", "c10_organism_row", "minilm_tables",
            "minilm_gap", "c10_minilm_row", "c19_minilm_row", "window_difference", "c12_averaging_row",
            "c12_students_row", "c13_measurements", "c13_row"]
