@@ -11,7 +11,7 @@ from headlab.stats import benjamini_hochberg
 from deviating.ledger import CLAIMS, VERDICTS, badge, number_text, summary
 
 __all__ = ["STATUS_WORDS", "verdict_counts", "counts_markdown", "ledger_markdown", "ledger_bh", "reasoning_markdown",
-           "chapter_link"]
+           "chapter_link", "audit_changes", "audit_markdown"]
 
 #: What each condition status of :mod:`deviating.evidence` reads as on the page.
 STATUS_WORDS = {"holds": "holds", "small": "significant but inside the band", "each": "on each seed only",
@@ -126,3 +126,34 @@ def chapter_link(chapter: str, toc: str = "") -> str:
         raise ValueError(f"a chapter id looks like 'ch04', got {chapter!r}")
     found = re.search(rf"file:\s*(chapters/{number}_\S+)", toc)
     return f"{{doc}}`/{found.group(1)}`" if found else f"chapter {int(number)}"
+
+
+def audit_changes(ledger: dict[str, list[dict]], audit: dict) -> list[dict]:
+    """The rows whose verdict changed since an audit's snapshot: ``audit["rows"]`` lists every row of
+    the snapshot (``chapter``, ``claim``, ``k`` (its place among that chapter's rows of the claim),
+    ``model``, ``before`` and ``why``); a row is matched to the ledger by chapter, claim and place.
+    Each change has ``chapter``, ``claim``, ``model``, ``before``, ``now`` (``"removed"`` for a row
+    gone from the ledger) and ``why``."""
+    now: dict[tuple[str, str, int], str] = {}
+    for claim, rows in ledger.items():
+        seen: dict[str, int] = {}
+        for entry in rows:
+            chapter = entry.get("chapter") or ""
+            k = seen[chapter] = seen.get(chapter, -1) + 1
+            now[chapter, claim, k] = summary(entry)["verdict"]
+    out = []
+    for r in audit["rows"]:
+        after = now.get((r["chapter"], r["claim"], r["k"]), "removed")
+        if after != r["before"]:
+            out.append({**{k: r[k] for k in ("chapter", "claim", "model", "before", "why")}, "now": after})
+    return out
+
+
+def audit_markdown(ledger: dict[str, list[dict]], audit: dict) -> str:
+    """:func:`audit_changes` as a Markdown table: chapter, claim and model, the verdict before and now,
+    and why it changed."""
+    lines = ["| chapter | claim, model | before | now | why |", "|---|---|---|---|---|"]
+    for c in audit_changes(ledger, audit):
+        lines.append(f"| {c['chapter']} | **{c['claim']}** {_cell(c['model'])} | {c['before']} | "
+                     f"{badge(c['now']) if c['now'] in VERDICTS else c['now']} | {_cell(c['why'])} |")
+    return "\n".join(lines)

@@ -157,7 +157,7 @@ def judge(row: ClaimRow) -> Judgement:
     k, m = len(holds), len(judged)
     unit = f"across {len(row.seeds)} seeds" if row.seeds else f"on {row.headline.n} {row.items}"
     count = f"holds in {k} of {m} conditions after Holm's correction, {unit}"
-    null = f"{row.null_label} ({row.null:g})"
+    null = f"{row.null_label.removeprefix('the ')} ({row.null:g})"
     rank = {s: i for i, s in enumerate(("fails", "small", "each", "open"))}
     deciding = [row.primary, *(r for r in row.required if r != row.primary)]
     bad = sorted((c for c in deciding if by[c]["status"] != "holds"), key=lambda c: rank[by[c]["status"]])
