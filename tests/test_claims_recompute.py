@@ -66,7 +66,11 @@ def condition(r, name, ms):
     equiv = name in r.get("equivalence", [])
     f = lambda v: float(v)  # noqa: E731 ("inf" strings)
     item = [dict(m, low=f(m["low"]), high=f(m["high"])) for m in ms]
-    valid = [m.get("df") is not None or m["n"] >= 20 for m in item]
+    def exact_tie(m):  # the Clopper-Pearson upper end for 0 events of n, on an effect of exactly 0
+        upper = sps.binomtest(0, m["n"]).proportion_ci(confidence_level=level, method="exact").high
+        return m["effect"] == 0 and m["low"] in (0.0, -m["high"]) and math.isclose(m["high"], upper, rel_tol=1e-6)
+
+    valid = [(m.get("df") is not None or m["n"] >= 20) and (kind == "accuracy" or not exact_tie(m)) for m in item]
     item_p = [read_interval(m["effect"], m["low"], m["high"], null, greater, level, m.get("df")) for m in item]
 
     def supports(m):

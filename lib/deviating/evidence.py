@@ -11,7 +11,9 @@ p-value, its interval, its Holm-adjusted p-value (over the judged conditions onl
 - ``"fails"``: not significant, and the interval lies inside the band (no effect), or on the
   other side of the null, or every seed's valid interval contradicts the claim (an equivalence
   condition fails when its interval lies wholly outside the band);
-- ``"each"``: held in each network trained, not across seeds;
+- ``"each"``: held in each network trained, not across seeds (only intervals over at least 20
+  items or with degrees of freedom are read seed by seed, and a Clopper-Pearson bound only for
+  0/1 outcomes, a quantity of the kind ``"accuracy"``);
 - ``"open"``: none of these;
 - ``"beside"``: a negative control or a saturated metric, reported beside the row with its own
   unadjusted p-value, never counted.
@@ -20,6 +22,10 @@ p-value, its interval, its Holm-adjusted p-value (over the judged conditions onl
 """
 
 from __future__ import annotations
+
+import math
+
+from scipy import stats as sps
 
 from headlab.stats import holm
 from deviating.bands import BANDS, MIN_ITEMS, MIN_SEEDS, across_seeds, equivalence_pvalue, interval_pvalue
@@ -94,7 +100,9 @@ def _one(row: ClaimRow, c: str) -> dict:
     equiv = c in row.equivalence
     greater = row.direction == "greater"
     states = [m.status(row.null, row.direction, (lo_b, hi_b)) for m in ms]
-    valid = [m.df is not None or m.n >= MIN_ITEMS for m in ms]  # item intervals that can be read
+    binary = row.unit_for(c) == "accuracy"  # 0/1 outcomes: the only data an exact bound is for
+    valid = [(m.df is not None or m.n >= MIN_ITEMS) and (binary or not _exact_tie(m, row.level))
+             for m in ms]  # item intervals that can be read
     item_p = [interval_pvalue(m.effect, m.low, m.high, row.null, row.direction, row.level, m.df) for m in ms]
     across = len(ms) >= 2
     if across:
@@ -131,6 +139,14 @@ def _one(row: ClaimRow, c: str) -> dict:
             "p": float(p), "role": _role(row, c), "states": states, "valid": valid, "item_p": item_p,
             "across": across, "inside": inside, "against": against or every_seed_against, "clears": clears,
             "outside": outside, "equivalence": equiv, "excludes": excludes, "fail_why": fail_why}
+
+
+def _exact_tie(m, level: float) -> bool:
+    """Whether a measurement is an exact tie carrying the Clopper-Pearson bound for 0 events of n."""
+    if m.effect != 0 or m.low > 0 or m.high <= 0:
+        return False
+    bound = float(sps.beta.ppf(1 - (1 - level) / 2, 1, m.n))  # upper end for 0 of n
+    return math.isclose(m.high, bound, rel_tol=1e-6) and m.low in (0.0, -m.high)
 
 
 def _role(row: ClaimRow, c: str) -> str:

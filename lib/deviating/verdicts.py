@@ -43,7 +43,8 @@ with, and the direction the claim predicts. :func:`judge` turns those numbers in
    condition holds when the two one-sided tests (TOST) against the band's edges are significant
    after Holm, and fails when its interval lies wholly outside the band.
 5. **Held in each network.** A condition that does not hold across seeds, but whose every seed's
-   item-level interval (over at least 20 items, or with its degrees of freedom) supports the
+   item-level interval (over at least 20 items, or with its degrees of freedom; a Clopper-Pearson
+   bound only on 0/1 outcomes, declared as the kind "accuracy") supports the
    claim after Holm's correction over all the row's measurements, is *held in each network
    trained*: a statement about those networks, not about training.
 
