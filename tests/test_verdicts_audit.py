@@ -42,7 +42,7 @@ def test_a_baseline_that_is_the_answer_key_is_refused():
                                        OFFSET: (est(0.4, 0.35, 0.45), est(0.29 + 0.01 * s, 0.2, 0.38))}
              for s in (0, 1, 2)}
     r = c4_row("brown-gpt, 3 training seeds", cells, labelling_rules=BROWN_LABELLING_RULES)
-    assert r.conditions == ("noun->determiner",) and "refused as the answer key" in r.note
+    assert r.conditions == ("noun->determiner",) and "refused baselines: the nearest determiner" in r.note
     assert judge(r).kind == "holds"
     # the best fixed offset itself being the answer key refuses the row
     bad = {k: {OFFSET: (est(1.0, 1.0, 1.0), v[OFFSET][1])} for k, v in cells.items()}
