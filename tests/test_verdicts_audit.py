@@ -186,3 +186,20 @@ def test_weigh_reports_every_condition_with_its_role_and_test():
     assert ev["b"]["test"] == "t test over 3 seeds" and ev["b"]["df"] == 2
     assert ev["b"]["p"] == pytest.approx(sps.ttest_1samp([0.4, 0.5, 0.45], 0, alternative="greater").pvalue)
     assert np.isclose(ev["a"]["p_holm"], min(1.0, 2 * ev["a"]["p"]))
+
+
+def test_every_verdict_the_audit_changed_says_why():
+    from deviating.ledger import load_all
+    from deviating.ledger_page import audit_changes, audit_markdown
+
+    ledger = load_all()
+    audit = json.loads((files("deviating") / "results" / "ledger_audit.json").read_text())
+    changed = audit_changes(ledger, audit)
+    assert changed, "the audit changed verdicts; the table must list them"
+    for c in changed:
+        assert c["why"], f"{c['chapter']} {c['claim']} {c['model']}: {c['before']} -> {c['now']} without a reason"
+    reasons = {(r["chapter"], r["claim"], r["model"]) for r in audit["rows"] if r["why"]}
+    assert reasons == {(c["chapter"], c["claim"], c["model"]) for c in changed}, "a reason for an unchanged verdict"
+    assert any(c["now"] == "removed" for c in changed)  # C15's feature count left the ledger
+    table = audit_markdown(ledger, audit)
+    assert table.count("\n") == len(changed) + 1
