@@ -108,7 +108,7 @@ def test_each_page_fits_its_budget_by_the_plain_count(notebook):
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.stem)
 def test_a_head_named_with_a_role_is_glued_not_typed(notebook):
     """One name per head (issue 26, item 4): where the prose names a head with its role, the id comes
-    from the role's labels (deviating.roles) through glue, so the text cannot drift from the definition."""
+    from the role's labels (headlab.roles) through glue, so the text cannot drift from the definition."""
     typed = typed_role_heads(markdown_cells(notebook))
     assert not typed, (f"{notebook.stem}: {len(typed)} sentences type a head id beside a role; glue it from "
                        "the role's labels instead:\n" + "\n".join(typed[:5]))

@@ -13,7 +13,7 @@ import torch
 import deviating.__main__ as entry
 import deviating.report as report_module
 from deviating.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
-from deviating.analysis.importance import Importance
+from headlab.analysis.importance import Importance
 from deviating.report import JSON_KEYS, THRESHOLDS, checklist, render_markdown, write_report
 from deviating.report import ablation_section, keep_section
 from deviating.report.thresholds import ROLES, TAIL_MEAN_BELOW, TAIL_WORST_ABOVE
@@ -101,8 +101,8 @@ def test_attn_only_2l_circuit_is_the_roles_own_numbers():
     the same heads and the same relative drops as calling the role's functions directly, and the
     report's orphans are what orphan_heads finds on the same texts, metric and split."""
     import headlab
-    from deviating.roles.induction import induction_dependence, induction_heads
-    from deviating.roles.orphan import orphan_heads
+    from headlab.roles.induction import induction_dependence, induction_heads
+    from headlab.roles.orphan import orphan_heads
     from deviating.report.inputs import report_inputs
     from headlab.stats import split_items
     from deviating.training.recipes import RECIPES

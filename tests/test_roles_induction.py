@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import headlab
-from deviating.roles import induction as role
-from deviating.roles.induction import (
+from headlab.roles import induction as role
+from headlab.roles.induction import (
     COPY_SHARE, INDUCTION_LIFT, copying_half, induction_dependence, induction_heads, induction_lifts,
 )
 from deviating.exercises.fixtures import repeated_batch, uniform_induction_score

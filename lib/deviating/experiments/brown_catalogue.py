@@ -10,11 +10,11 @@ Two families of rows (:class:`CatalogueRow`):
   on the other half: its score, uniform attention's score on the same inputs, and the lift
   ``(score - uniform) / (1 - uniform)`` per input, each with a bootstrap interval over inputs.
   The bar is the book's: a lift of 0.4 names a head (:data:`headlab.analysis.detect.labels.LABEL_LIFT`),
-  0.3 an induction head (:data:`deviating.roles.induction.INDUCTION_LIFT`). There is no separator
+  0.3 an induction head (:data:`headlab.roles.induction.INDUCTION_LIFT`). There is no separator
   kind: in these models the one separator token, ``<|endoftext|>``, is also the first token, so a
   separator score would count the sink again;
 * **tag-grounded relations** (:mod:`deviating.data.brown_relations`): the book's one
-  relation-head definition (:mod:`deviating.roles.syntactic`), against the best fixed offset
+  relation-head definition (:mod:`headlab.roles.syntactic`), against the best fixed offset
   and the nearest candidate of the key's class, split by text file.
 
 A kind is *found* when the lower end of the interval of its lift reaches the bar (of its lead
@@ -33,8 +33,8 @@ from deviating.data.brown_relations import BrownRelations, file_split
 from deviating.data.brown_tags import RELATIONS
 from deviating.data.brown_windows import BrownEval
 from deviating.report.writing import markdown_table
-from deviating.roles.induction import INDUCTION_LIFT
-from deviating.roles.syntactic import relations_outcomes
+from headlab.roles.induction import INDUCTION_LIFT
+from headlab.roles.syntactic import relations_outcomes
 from headlab.analysis.detect import head_scores
 from headlab.analysis.detect.labels import LABEL_LIFT
 from headlab.stats import Estimate, bootstrap_mean, split_items

@@ -25,15 +25,15 @@ The checks, in the book's order:
    ``TAIL_MEAN_BELOW`` x the largest mean while their worst case exceeds ``TAIL_WORST_ABOVE`` x it;
    for a causal LM, every head's effect on the early and on the late half of the positions.
 4. **Detectors on the model's own text** (``circuits``, :mod:`deviating.report.circuits`): the book's
-   one definition of an induction head (:func:`deviating.roles.induction.induction_heads`:
+   one definition of an induction head (:func:`headlab.roles.induction.induction_heads`:
    the attention half, a held-out lift over uniform attention, and the copying half through the
    OV circuit) on ``CIRCUIT_TEXTS`` repeated random sequences and on the model's own kind of text
    (:mod:`deviating.report.detectors`); previous-token heads by
-   :func:`deviating.roles.positional.previous_token_heads` on the own text (at most
+   :func:`headlab.roles.positional.previous_token_heads` on the own text (at most
    ``MAX_CANDIDATES`` of each role tested); a pair (previous-token head P below, induction head I)
    is *verified* when zero-ablating P cuts I's score, on the held-out half of a kind of text where
    I was found, by at least ``CIRCUIT_MIN_RELATIVE_DROP`` of its clean score (lower end of the
-   95% interval of :func:`deviating.roles.induction.induction_dependence`).
+   95% interval of :func:`headlab.roles.induction.induction_dependence`).
 5. **Seeds** (``seeds``): with ``replicas`` (the same recipe at other seeds), the rank correlation
    of the heads' mean effects and the top heads they share; else "not measured", with why.
 6. **Per-task margins** (``tasks``): for a model of the synthetic language, each head's share of
@@ -48,7 +48,7 @@ case; pairs whose effect exceeds ``PAIR_MIN_EFFECT`` x the largest single mean a
 underestimated by more than ``UNDERESTIMATE_MARGIN`` of the sum or not; a backup's effect once its
 partner is gone exceeds ``BACKUP_FACTOR`` x its own and ``BACKUP_MIN_EFFECT`` x the largest single
 mean), **patterns against writes** (``patterns_vs_writes``: entropy, write norm, the orphan heads by
-:func:`deviating.roles.orphan.orphans_from_effects` on the effects of check 1 and the
+:func:`headlab.roles.orphan.orphans_from_effects` on the effects of check 1 and the
 selection split, sharp but idle heads by ``SHARP_ENTROPY`` and ``IDLE_EFFECT``), **what to keep**
 (``keep``: worst case, verified circuits, backups, orphans that matter) and **distillation**
 (``distillation``: the measured cost of each layer's mean pattern and the advice written from it,
@@ -59,7 +59,7 @@ JSON (``report.json``, schema ``"headlab.report/3"``; a head is ``[layer, head]`
 
 * top level: ``schema``, ``model``, ``kind`` (``"causal LM"``/``"encoder"``), ``n_layers``,
   ``n_heads``, ``seed``, ``thresholds``, ``roles`` (for each role the report names -- ``induction``,
-  ``previous_token``, ``orphan`` -- the function of :mod:`deviating.roles` that defines it,
+  ``previous_token``, ``orphan`` -- the function of :mod:`headlab.roles` that defines it,
   with that definition's thresholds and split: :data:`deviating.report.thresholds.ROLES`),
   ``seconds``, ``inputs``, ``metric``, one key per section (``ablation``, ``selection``,
   ``position``, ``circuits``, ``seeds``, ``tasks``, ``modes``, ``redundancy``,

@@ -20,10 +20,10 @@ import torch
 from headlab import stats
 from headlab.analysis.detect import PATTERN_SCORES, head_scores, label_heads
 from headlab.analysis.detect.calibration import calibrated_thresholds, decoy_lifts
-from deviating.analysis.importance import Importance, PairEffects, backup_heads
+from headlab.analysis.importance import Importance, PairEffects, backup_heads
 from headlab.stats import spearman
-from deviating.roles.induction import InductionHeads
-from deviating.roles.orphan import named_heads, orphans_from_effects
+from headlab.roles.induction import InductionHeads
+from headlab.roles.orphan import named_heads, orphans_from_effects
 from headlab.analysis.sweep import sweep
 from headlab.heads.head import Head, format_head
 from headlab.metrics import Metric
@@ -163,9 +163,9 @@ def patterns_section(hm, inputs, imp: Importance, induction: InductionHeads, see
     """``patterns_vs_writes``: attention entropy and write norms beside the ablation effect; the
     orphan heads by the book's definition, and sharp but idle heads.
 
-    Orphans: :func:`deviating.roles.orphan.orphans_from_effects` on the effects of check 1
-    (``imp``: the zero-ablation sweep :func:`deviating.roles.orphan.orphan_heads` would run
-    again), the heads named by :func:`~deviating.roles.orphan.named_heads` on the selection
+    Orphans: :func:`headlab.roles.orphan.orphans_from_effects` on the effects of check 1
+    (``imp``: the zero-ablation sweep :func:`headlab.roles.orphan.orphan_heads` would run
+    again), the heads named by :func:`~headlab.roles.orphan.named_heads` on the selection
     texts at the decoy-calibrated lift, on the selection check's split (``seed``).
 
     Args:

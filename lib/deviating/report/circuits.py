@@ -2,18 +2,18 @@
 definition of each role, on two kinds of text (random repeats and the model's own text,
 :mod:`deviating.report.detectors`).
 
-* **Induction heads**: :func:`deviating.roles.induction.induction_heads` on each kind of
+* **Induction heads**: :func:`headlab.roles.induction.induction_heads` on each kind of
   text: the attention half (held-out lift over uniform attention at least
   ``INDUCTION_LIFT``, heads selected on one half of the inputs and measured on the other) and
   the copying half (through the head's OV circuit; not testable on an encoder). The candidates
   of the pair check are the heads whose attention half holds on at least one kind.
-* **Previous-token heads**: :func:`deviating.roles.positional.previous_token_heads` on the
+* **Previous-token heads**: :func:`headlab.roles.positional.previous_token_heads` on the
   model's own text, on the same split. The heads that play the role (measured lift above the
   threshold) are listed; the pair check tests, as possible feeders, the heads whose measured
-  lift beats the decoy null (:attr:`~deviating.roles.positional.FixedKeyHeads.beyond_null`),
+  lift beats the decoy null (:attr:`~headlab.roles.positional.FixedKeyHeads.beyond_null`),
   in a layer below a candidate, strongest first: whether one feeds an induction head is for the
   ablation to say.
-* **The pair check**: :func:`deviating.roles.induction.induction_dependence`, the one
+* **The pair check**: :func:`headlab.roles.induction.induction_dependence`, the one
   computation behind "removing the previous-token head cuts the induction score by ...":
   zero-ablate the feeder and measure the induction head's score on the half of the inputs it
   was *not* selected on, on each kind of text where its attention half holds. A pair is
@@ -23,8 +23,8 @@ definition of each role, on two kinds of text (random repeats and the model's ow
 
 from __future__ import annotations
 
-from deviating.roles.induction import induction_dependence, induction_heads
-from deviating.roles.positional import previous_token_heads
+from headlab.roles.induction import induction_dependence, induction_heads
+from headlab.roles.positional import previous_token_heads
 from headlab.heads.head import Head
 from deviating.report.detectors import own_text_repeats, random_repeats
 from deviating.report.thresholds import CIRCUIT_MIN_RELATIVE_DROP, CIRCUIT_TEXTS, MAX_CANDIDATES

@@ -6,7 +6,7 @@ the token that followed its first copy. A model trained on a language may never 
 random tokens, and its copying heads can stay silent on them: chapter 3 showed that the
 organism's copy head scores near uniform on random repeats and points at the earlier copy on
 the organism's own repeated sentences. So the checklist applies the book's one definition of an
-induction head (:func:`deviating.roles.induction.induction_heads`) to both kinds of text:
+induction head (:func:`headlab.roles.induction.induction_heads`) to both kinds of text:
 
 * :func:`random_repeats`: ``n`` sequences of ``length`` distinct random tokens repeated once
   (:func:`deviating.report.inputs.repeated_sequences`);

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from headlab import stats
+from headlab.metrics import Metric
 
 __all__ = ["distillation_section", "distillation_advice", "mean_pattern"]
 
@@ -25,7 +26,7 @@ def mean_pattern(layer: int, pattern: torch.Tensor) -> torch.Tensor:
 
 def _metric(hm, batch) -> torch.Tensor:
     with torch.no_grad():
-        return hm.metric(hm.forward(batch), batch).float().cpu()
+        return Metric().bound(hm).score(hm.forward(batch), batch).float().cpu()
 
 
 def distillation_section(hm, inputs, seed: int = 0) -> dict:

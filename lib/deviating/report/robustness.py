@@ -1,7 +1,7 @@
 """Checks 2, 3 and 7 of the checklist: select on one split and measure on the other; condition on
 position; and change the ablation mode and the metric.
 
-Each takes the single-head effects already measured (an :class:`~deviating.analysis.importance.Importance`)
+Each takes the single-head effects already measured (an :class:`~headlab.analysis.importance.Importance`)
 and asks whether what the report concludes from them survives a fairer or a different measurement.
 """
 
@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from headlab import stats
-from deviating.analysis.importance import Importance
+from headlab.analysis.importance import Importance
 from headlab.stats import spearman
 from headlab.analysis.sweep import sweep
 from headlab.heads.ablation import Ablation

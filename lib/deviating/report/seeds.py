@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from deviating.analysis.importance import Importance
+from headlab.analysis.importance import Importance
 from deviating.report.robustness import rank_correlation
 from deviating.report.thresholds import top_count
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from deviating.data.language import synthetic_language
-from deviating.analysis.importance import Importance
+from headlab.analysis.importance import Importance
 from deviating.analysis.task_shares import TASKS, margin_share_lost
 from headlab.heads.head import Head
 from deviating.report.thresholds import TASK_SHARE, TASK_WINDOWS

@@ -6,8 +6,8 @@ each one means is in :mod:`deviating.report`.
 
 from __future__ import annotations
 
-from deviating.roles.induction import COPY_K, COPY_SHARE, INDUCTION_LIFT
-from deviating.roles.orphan import ORPHAN_EFFECT
+from headlab.roles.induction import COPY_K, COPY_SHARE, INDUCTION_LIFT
+from headlab.roles.orphan import ORPHAN_EFFECT
 from headlab.schema import schema_of
 
 __all__ = ["SCHEMA", "THRESHOLDS", "ROLES", "JSON_KEYS", "METRIC_DEFINITIONS", "top_count"]
@@ -47,26 +47,26 @@ THRESHOLDS = {
     "IDLE_EFFECT": IDLE_EFFECT, "TASK_WINDOWS": TASK_WINDOWS, "TASK_SHARE": TASK_SHARE,
 }
 
-# Where each role the report names is defined (the book's one definition, deviating.roles),
+# Where each role the report names is defined (the book's one definition, headlab.roles),
 # with that definition's own thresholds; travels in report.json under "roles".
 ROLES = {
     "induction": {
-        "function": "deviating.roles.induction.induction_heads",
-        "dependence": "deviating.roles.induction.induction_dependence",
+        "function": "headlab.roles.induction.induction_heads",
+        "dependence": "headlab.roles.induction.induction_dependence",
         "thresholds": {"lift": INDUCTION_LIFT, "copy_k": COPY_K, "copy_share": COPY_SHARE},
         "split": "selected on one half of each kind of text, measured on the other (headlab.stats.split_items, "
                  "the report's seed)",
     },
     "previous_token": {
-        "function": "deviating.roles.positional.previous_token_heads",
+        "function": "headlab.roles.positional.previous_token_heads",
         "thresholds": "the larger of the decoy null's 99% quantile and the label share 0.4 (per model, in "
                       "circuits.previous_token_threshold)",
         "split": "the own text's split of the induction role",
     },
     "orphan": {
-        "function": "deviating.roles.orphan.orphans_from_effects",
-        "on": "the zero-ablation effects of check 1 (what deviating.roles.orphan.orphan_heads sweeps), "
-              "heads named by deviating.roles.orphan.named_heads at the decoy-calibrated lift",
+        "function": "headlab.roles.orphan.orphans_from_effects",
+        "on": "the zero-ablation effects of check 1 (what headlab.roles.orphan.orphan_heads sweeps), "
+              "heads named by headlab.roles.orphan.named_heads at the decoy-calibrated lift",
         "thresholds": {"effect": ORPHAN_EFFECT},
         "split": "the selection check's split of the texts (headlab.stats.split_items, the report's seed)",
     },

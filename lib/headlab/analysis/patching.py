@@ -19,23 +19,20 @@ import math
 
 import torch
 
-from headlab.analysis.sweep import chunk_plan, groups_per_pass, tile_budget
 from headlab.heads.gate import GateEdit
-from headlab.heads.model import HeadModel
-from headlab.heads.replay import CleanRecord, tiled_from_gate
-from headlab.metrics import LogitMetric, Metric
+from headlab.heads.model import HeadModel, check_model
+from headlab.heads.replay import CleanRecord, chunk_plan, groups_per_pass, tile_budget, tiled_from_gate
+from headlab.metrics import Metric
 
 __all__ = ["activation_patch", "path_patch", "path_patched_z", "COMPONENTS"]
 
 COMPONENTS = ("z", "pattern", "resid")
 
 
-def _metric(hm: HeadModel, metric, clean_logits: torch.Tensor | None) -> Metric:
-    kind = metric.kind if isinstance(metric, Metric) else metric
-    named = kind if isinstance(kind, str) else None
-    if isinstance(kind, LogitMetric) or named in ("kl", "loss"):
-        hm.readout()  # raises for an encoder, naming the model
-    return Metric.of(LogitMetric("kl", clean=clean_logits) if named == "kl" else metric)
+def _flag(name: str, value) -> None:
+    """Refuse a flag that is not a bool (``normalise="no"`` would read as True)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, not {value!r}")
 
 
 def _pair(hm: HeadModel, clean, corrupted) -> tuple[dict, dict]:
@@ -49,10 +46,11 @@ def _pair(hm: HeadModel, clean, corrupted) -> tuple[dict, dict]:
 
 def _scorer(hm: HeadModel, metric, a: dict, b: dict, base: dict):
     """``(evaluate, ends)``: the metric on the base batch, and its values on the clean and the corrupted run."""
+    metric = Metric.of(metric).bound(hm)
+    # "kl" compares every run with the clean run; an encoder's metrics with the base run's embedding
+    _, evaluate = metric.evaluator(hm, base, reference_batch=a if metric.kind == "kl" else base)
     with torch.no_grad():
-        outputs = (hm.forward(a), hm.forward(b))
-    _, evaluate = _metric(hm, metric, outputs[0] if hm.causal else None).evaluator(hm, base)
-    return evaluate, [evaluate(out, 1) for out in outputs]
+        return evaluate, [evaluate(hm.forward(x), 1) for x in (a, b)]
 
 
 def _normalised(values: torch.Tensor, ends: list[torch.Tensor]) -> torch.Tensor:
@@ -91,6 +89,9 @@ def activation_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, m
         ValueError: an unknown component or direction, inputs of different lengths, or a metric
             the model cannot give (a logit metric on an encoder).
     """
+    hm = check_model(hm, "activation_patch")
+    _flag("positions", positions)
+    _flag("normalise", normalise)
     if component not in COMPONENTS or positions and component != "z":
         raise ValueError(f"unknown component {component!r}{' with positions=True' * positions}: choose from "
                          f"{', '.join(map(repr, COMPONENTS))} (positions=True is for 'z'; 'resid' is per position)")
@@ -206,6 +207,8 @@ def path_patch(hm: HeadModel, clean, corrupted, sender, receiver, input: str = "
     """The metric ``(n,)`` of the clean run with the receiver's output replaced by
     :func:`~headlab.analysis.patching.path_patched_z` (the sender's corrupted output along its path into the receiver's
     ``input`` only). ``metric`` and ``normalise`` as in :func:`~headlab.analysis.patching.activation_patch`."""
+    hm = check_model(hm, "path_patch")
+    _flag("normalise", normalise)
     a, b = _pair(hm, clean, corrupted)
     z = path_patched_z(hm, a, b, sender, receiver, input)
     lr, hr = hm.check_heads([receiver])[0]

@@ -110,7 +110,8 @@ class Attention(nn.Module):
 
     ``attention_function``: None (the explicit computation), or a fused kernel
     ``f(module, q, k, v, key_mask) -> z (batch, head, q_pos, d_head)`` that computes no
-    pattern (set by :mod:`headlab.analysis.streaming` while it streams head statistics).
+    pattern (set by the adapter's ``fused_attention`` while :mod:`headlab.analysis.streaming` streams
+    head statistics).
     """
 
     attention_function = None

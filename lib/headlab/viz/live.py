@@ -213,6 +213,9 @@ def temperature_widget(scores: Sequence[float], keys: Sequence[str], temperature
         raise ValueError(f"scores must be finite, got {scores}")
     if not 0 < t_min <= temperature <= t_max:
         raise ValueError(f"need 0 < t_min <= temperature <= t_max, got {t_min}, {temperature}, {t_max}")
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or not 0 < step <= t_max - t_min:
+        raise ValueError(f"step must be a number in (0, t_max - t_min] = (0, {t_max - t_min:g}], got {step!r}: the "
+                         "slider moves by it")
     return TemperatureWidget(scores=scores, labels=keys, temperature=float(temperature), t_min=float(t_min),
                              t_max=float(t_max), step=float(step))
 
@@ -265,9 +268,9 @@ def heads_widget(models: dict[int, HeadModel], texts: Sequence[str], n_heads: in
     ``models``: head count -> model (:class:`~headlab.viz.widgets.HeadCountPatterns`);
     ``texts``: suggestions; ``notes``: a line per head count."""
     core = HeadCountPatterns(models)
-    texts = [t_ for t_ in texts if t_.strip()]
-    if not texts:
-        raise ValueError("give at least one text")
+    if isinstance(texts, str):
+        raise TypeError(f"texts must be a list of texts, got one string {texts[:40]!r}: write [{texts[:20]!r}, ...]")
+    texts = check_texts(list(texts))
     n_heads = core.head_counts[-1] if n_heads is None else n_heads
     if n_heads not in core.models:
         raise ValueError(f"no model with {n_heads} heads; available: {core.head_counts}")

@@ -16,7 +16,7 @@ import torch
 from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head, format_head, format_heads
 from headlab.heads.model import ABLATION_MODES, HeadModel
-from headlab.metrics import next_token_loss
+from headlab.metrics import mean_pool, next_token_loss
 from headlab.viz.patterns import plot_pattern
 
 __all__ = ["LiveAblation", "AblationView", "ablation_widget", "HeadCountPatterns", "HeadCountView",
@@ -107,7 +107,7 @@ class LiveAblation:
             self._pooled = None
             self.clean = next_token_loss(out, self.batch["input_ids"], self.batch["attention_mask"])
         else:
-            self._pooled = self.hm.metric(out, self.batch)
+            self._pooled = mean_pool(out, self.batch["attention_mask"])
             self.clean = torch.zeros(len(texts))
         first = self.batch["input_ids"][0][self.batch["attention_mask"][0].bool()]
         tok = self.hm.tokenizer
@@ -147,7 +147,7 @@ class LiveAblation:
             names_abl = tok.convert_ids_to_tokens(ids_abl) if tok is not None else [str(i) for i in ids_abl]
             top_abl = [(name, float(p_clean[i]), float(p_abl[i])) for name, i in zip(names_abl, ids_abl)]
             return AblationView(metric, self.clean, top, None, pattern, self.tokens, top_abl)
-        pooled = hm.metric(out, batch)
+        pooled = mean_pool(out, batch["attention_mask"])
         metric = 1 - torch.nn.functional.cosine_similarity(pooled, self._pooled, dim=-1)
         e = torch.nn.functional.normalize(pooled, dim=-1)
         return AblationView(metric, self.clean, [], e @ e.T, pattern, self.tokens)

@@ -29,7 +29,8 @@ from headlab.analysis.sweep import sweep
 from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head, parse_head
 from headlab.heads.model import HeadModel
-from headlab.metrics import Metric
+from headlab.metrics import Metric, next_token_loss
+from headlab.progress import tqdm  # text lines on the website (HEADLAB_PROGRESS=text)
 
 __all__ = ["EvalSet", "PruningCurve", "pruning_curve", "order_by", "random_order", "iterative_order",
            "window_loss", "pruning_curve_shared", "first_failure"]
@@ -143,7 +144,6 @@ def iterative_order(hm: HeadModel, inputs, by: str = "mean", *, ablation: Ablati
     limit = len(remaining) if stop_after is None else min(stop_after, len(remaining))
     bar = None
     if progress:
-        from headlab.progress import tqdm  # text lines on the website (HEADLAB_PROGRESS=text)
         bar = tqdm(total=limit, desc=f"iterative pruning ({by})")
     score = None
     while remaining and len(removed) < limit:
@@ -198,7 +198,6 @@ def pruning_curve(hm: HeadModel, order: Sequence[Head], eval_sets: dict[str, Eva
 def window_loss(output: torch.Tensor, batch) -> torch.Tensor:
     """``(batch,)`` mean next-token loss of each input (real positions only): a metric for
     :func:`pruning_curve_shared` (lower is better)."""
-    from headlab.metrics import next_token_loss
 
     return next_token_loss(output, batch["input_ids"], batch.get("attention_mask"), reduction="input")
 
@@ -230,7 +229,6 @@ def pruning_curve_shared(hm: HeadModel, order: Sequence[Head], inputs, metrics: 
     rows: dict[str, list[torch.Tensor]] = {name: [] for name in metrics}
     bar = None
     if progress:
-        from headlab.progress import tqdm  # text lines on the website (HEADLAB_PROGRESS=text)
         bar = tqdm(total=len(counts), desc="pruning curve")
     for c in counts:
         ctx = hm.ablate(order[:c], ablation=ablation) if c > 0 else contextlib.nullcontext()

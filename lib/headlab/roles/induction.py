@@ -196,7 +196,7 @@ class InductionHeads:
 def induction_heads(hm, inputs, *, queries=None, threshold: float = INDUCTION_LIFT, copy_k: int = COPY_K,
                     copy_share: float = COPY_SHARE, seed: int = 0, level: float = 0.95,
                     n_resamples: int = 2000) -> InductionHeads:
-    """The induction heads of ``hm`` on ``inputs``, by the rule of :mod:`deviating.roles.induction`.
+    """The induction heads of ``hm`` on ``inputs``, by the rule of :mod:`headlab.roles.induction`.
 
     Args:
         hm: the model.

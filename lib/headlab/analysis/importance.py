@@ -33,7 +33,7 @@ from scipy.stats import rankdata
 from headlab.analysis.sweep import SweepResult, sweep
 from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head
-from headlab.heads.model import HeadModel
+from headlab.heads.model import HeadModel, check_model
 from headlab.metrics import Metric
 
 __all__ = [
@@ -179,12 +179,14 @@ def gradient_importance(hm: HeadModel, inputs, *, metric: Metric | None = None, 
     Args:
         hm: the model.
         inputs: texts or a batch.
-        metric: a named :class:`~headlab.metrics.Metric` (default: the next-token loss for a causal
+        metric: a :class:`~headlab.metrics.Metric` (default: the next-token loss for a causal
             LM, the self-retrieval loss for an encoder, whose ``1 - cos`` has no gradient at the
-            clean model; :func:`headlab.metrics.default_kind`); a callable metric is not
-            differentiated here.
+            clean model; :func:`headlab.metrics.default_kind`), or a differentiable callable such
+            as a :class:`~headlab.metrics.LogitMetric` (row ``r`` of a chunk reads input
+            ``batch["index"][r]``, so a per-input token table stays aligned).
         batch_size: inputs per backward pass.
     """
+    hm = check_model(hm, "gradient_importance")
     metric = Metric.of(metric)
     batch = hm.tokenize(inputs)
     n = batch["input_ids"].shape[0]
@@ -196,8 +198,19 @@ def gradient_importance(hm: HeadModel, inputs, *, metric: Metric | None = None, 
     for start in range(0, n, batch_size):
         sub = {k: v[start:start + batch_size] for k, v in batch.items()}
         mask = None if loss_mask is None else loss_mask[start:start + batch_size]
-        parts.append(hm.head_gradients(sub, Metric(metric.kind, loss_mask=mask)).cpu())
+        kind = metric.kind
+        if callable(kind):  # the chunk's rows are inputs start.. of the whole batch
+            kind = _offset(kind, start)
+        parts.append(hm.head_gradients(sub, Metric(kind, loss_mask=mask)).cpu())
     return torch.cat(parts)
+
+
+def _offset(fn, start: int):
+    """``fn`` reading the rows of a chunk that starts at input ``start`` as those inputs."""
+    def chunk_metric(output, batch):
+        return fn(output, {**batch, "index": torch.arange(start, start + len(output), device=output.device)})
+    chunk_metric.__name__ = getattr(fn, "__name__", "custom")
+    return chunk_metric
 
 
 def rank_disagreements(a, b, n_heads: int, top: int = 5) -> list[tuple[Head, int, int]]:

@@ -92,7 +92,7 @@ def group_effects(hm: HeadModel, inputs, metrics: Mapping[str, EffectMetric], gr
     batch = hm.tokenize(inputs)
     groups = _groups(hm, groups)
     layers = sorted({l for g in groups for l, _ in g})
-    replacement = ablation.replacements(hm, layers, base_batch=batch["input_ids"].shape[0])
+    replacement = hm.replacements(ablation, layers, base_batch=batch["input_ids"].shape[0])
     n = batch["input_ids"].shape[0]
     out = {name: torch.empty(len(groups), n, dtype=torch.float64) for name in metrics}
     with torch.no_grad():

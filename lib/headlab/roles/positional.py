@@ -22,7 +22,7 @@
 
 :func:`previous_token_heads` is the role the book names; :func:`fixed_key_heads` is the same
 rule for any offset or position. Both take the model and its texts (texts or a token batch) and
-return every head's numbers, so a notebook or ``deviating.report`` can print or judge them.
+return every head's numbers, so a notebook or the checklist report can print or judge them.
 """
 
 from __future__ import annotations

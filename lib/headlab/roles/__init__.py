@@ -3,18 +3,18 @@
 Each role is one function in its own module, with its threshold, its baseline or null, and the
 split it selects heads on and the split it measures them on, all stated in its docstring; each
 takes a model and its inputs and returns every number behind its answer, so a notebook can print
-it and ``deviating.report`` can judge it:
+it and the checklist report can judge it:
 
-* :mod:`~deviating.roles.positional` -- previous-token heads (and any fixed offset or
+* :mod:`~headlab.roles.positional` -- previous-token heads (and any fixed offset or
   position: next-token, first-token), against a null of decoy keys;
-* :mod:`~deviating.roles.syntactic` -- subject and antecedent heads, against ground truth
+* :mod:`~headlab.roles.syntactic` -- subject and antecedent heads, against ground truth
   and the best fixed offset or nearest-mention baseline;
-* :mod:`~deviating.roles.orphan` -- orphan heads: no named pattern, a measured effect
+* :mod:`~headlab.roles.orphan` -- orphan heads: no named pattern, a measured effect
   above the mean head's on the metric given;
-* :mod:`~deviating.roles.induction` -- induction heads, both halves (the attention
+* :mod:`~headlab.roles.induction` -- induction heads, both halves (the attention
   pattern, as a held-out lift over uniform attention, and the copying through the OV circuit),
   and how much of their score removing another head takes.
 
-Import a role from its module, e.g. ``from deviating.roles.orphan import orphan_heads``.
-The checklist report (:mod:`deviating.report`) calls these same functions.
+Import a role from its module, e.g. ``from headlab.roles.orphan import orphan_heads``.
+The checklist report calls these same functions.
 """
