@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from headlab.roles.syntactic import OFFSET  # the position baseline of the relation-head definition
 from headlab.stats.results import Estimate
 from deviating.claim_rows import ClaimRow, Measurement, Refused
 from deviating.data.brown_relations import KEY_CLASS
@@ -23,7 +24,6 @@ from deviating.evidence import refuse_answer_key
 
 __all__ = ["OFFSET", "BROWN_LABELLING_RULES", "baseline_leads", "answer_keys", "c4_row", "c14_row"]
 
-OFFSET = "best fixed offset"  # the position baseline of the relation-head definition
 #: The Brown baselines that made the gold labels: the nearest earlier word of the key's class.
 BROWN_LABELLING_RULES = tuple(f"nearest {c}" for c in KEY_CLASS.values())
 _BESIDE = "a content baseline: a stronger test than the claim's contrast (position), shown, not counted"
