@@ -100,10 +100,13 @@ def number_text(x: float) -> str:
 def measured_text(row: ClaimRow) -> str:
     """The headline number of a measured row, with its interval, its unit and n, the null and the band:
     ``accuracy lead: 0.122 [0.031, 0.21], 185 sentences; null 0 (nearest-mention baseline), no-effect band
-    ±0.01 (accuracy)``; a headline over seeds reads ``3 seeds (0, 1, 2)``."""
+    ±0.01 (accuracy)``; a headline over seeds reads ``3 seeds (0, 1, 2)``, and one whose seeds gave
+    the same number says so (one measurement, no spread to make an interval of)."""
     h = row.headline
     seeds = row.seeds
-    if h.seed is None and len(seeds) > 1 and h.n == len(seeds):
+    if h.seed is None and len(seeds) > 1 and h.n == len(seeds) and h.low == h.high:
+        per = f"the same on each of {h.n} seeds ({', '.join(map(str, seeds))}): one measurement"
+    elif h.seed is None and len(seeds) > 1 and h.n == len(seeds):
         per = f"{h.n} seeds ({', '.join(map(str, seeds))})"
     else:
         per = f"{h.n} {row.items}" + (f", seed {seeds[0]}" if len(seeds) == 1 else
@@ -114,7 +117,8 @@ def measured_text(row: ClaimRow) -> str:
         band = f", no-effect band ±{(hi - lo) / 2:g} ({unit})"
     except ValueError:
         band = ""
-    return (f"{row.quantity}: {number_text(h.effect)} [{number_text(h.low)}, {number_text(h.high)}], {per}; "
+    interval = "" if h.low == h.high else f" [{number_text(h.low)}, {number_text(h.high)}]"
+    return (f"{row.quantity}: {number_text(h.effect)}{interval}, {per}; "
             f"null {row.null:g} ({row.null_label}){band}")
 
 
