@@ -203,3 +203,18 @@ def test_every_verdict_the_audit_changed_says_why():
     assert any(c["now"] == "removed" for c in changed)  # C15's feature count left the ledger
     table = audit_markdown(ledger, audit)
     assert table.count("\n") == len(changed) + 1
+
+
+def test_a_clopper_pearson_tie_bound_is_read_only_for_0_1_outcomes():
+    # C20's structural zeros: a head compared with itself gives 0 with the exact bound for 0 of n;
+    # that bound is for 0/1 outcomes (kind "accuracy"), not for shares of a margin
+    u = float(sps.beta.ppf(0.975, 1, 2048))  # Clopper-Pearson upper end, 0 events of 2048
+    ms = (Measurement("own vs other head", 0.0, -u, u, 2048, 0), Measurement("own vs other head", 0.0, -u, u, 2048, 1),
+          Measurement("own vs other head", -0.5, -0.6, -0.4, 64, 2))
+
+    def kind_of(unit):
+        return judge(ClaimRow("C20", "organism", "difference", 0.0, "another task's head", "greater", ms,
+                              unit=unit)).kind
+
+    assert kind_of("accuracy") == "does not hold here"  # every seed's interval contradicts the claim
+    assert kind_of("share") == "inconclusive"  # the two tie bounds are not read: no seed-by-seed verdict
