@@ -11,7 +11,9 @@ and ``metric=``.
 * :mod:`~headlab.analysis.atlas` -- every head scored and labelled;
 * :mod:`~headlab.analysis.circuits` -- how one head's output becomes another's input;
 * :mod:`~headlab.analysis.prune` -- remove heads in an order, and watch the mean and the tail;
-* :mod:`~headlab.analysis.patching`, :mod:`~headlab.analysis.lens` -- patching, direct logit attribution, the lens.
+* :mod:`~headlab.analysis.patching`, :mod:`~headlab.analysis.lens` -- patching, direct logit attribution, the lens;
+* :mod:`~headlab.analysis.attribution`, :mod:`~headlab.analysis.edges`, :mod:`~headlab.analysis.discovery` --
+  attribution patching of nodes and edges, and circuits found from it with their faithfulness.
 
 The one definition of each role a head plays is in :mod:`headlab.roles`; the checklist a reader
 runs on a claim about heads in :mod:`headlab.report`.
