@@ -64,6 +64,7 @@ class CatalogueRow:
     n_inputs: int
     bar: float = 0.0  # found when lead.low reaches it (relations: exceeds 0)
     others: tuple[tuple[str, Estimate], ...] = ()  # the weaker baselines, on the same inputs
+    other_leads: tuple[tuple[str, Estimate], ...] = ()  # the head's lead over each of them (paired)
 
     @property
     def found(self) -> bool:
@@ -109,8 +110,9 @@ def relation_rows(hm, relations: BrownRelations, *, seed: int = 0, n_resamples: 
     for name, outcomes in relations_outcomes(hm, relations.relation_set, RELATIONS).items():
         got = outcomes.choose_and_measure(split, n_resamples=n_resamples, seed=seed)
         others = tuple((k, v) for k, v in got.baselines.items() if k != got.strongest)
+        other_leads = tuple((k, got.leads[k]) for k, _ in others)
         out.append(CatalogueRow(name, got.head, got.accuracy, got.baselines[got.strongest], got.strongest,
-                                got.leads[got.strongest], got.n_items, others=others))
+                                got.leads[got.strongest], got.n_items, others=others, other_leads=other_leads))
     return out
 
 
