@@ -449,8 +449,8 @@ LAYERS = [
     {"headlab.heads"},
     {"headlab.analysis"},
     {"headlab.roles"},
-    {"headlab.report"},
     {"headlab.viz"},
+    {"headlab.report"},
     {"headlab.cli", "headlab.__main__", "headlab"},
 ]
 
@@ -684,7 +684,12 @@ def test_scanners_see_what_they_must():
 REGISTRY_HOMES = {"headlab.analysis.detect.registry", "headlab.kernels.keysets"}
 # names that are also score names but mean something else there (say what, so the exemption is read)
 NOT_A_SCORE_TABLE = {"headlab.analysis.detect.scores": "the token kinds (separator, punctuation) of each token id, "
-                                                       "which the key sets read: inputs, not scores"}
+                                                       "which the key sets read: inputs, not scores",
+                     "headlab.report.thresholds": "the roles the report names (induction, previous_token, orphan) "
+                                                  "and where each is defined: roles, not scores",
+                     "headlab.report.circuits": "a circuit pair's keys in report.json (its previous-token head and "
+                                                "its induction head): roles, not scores",
+                     "headlab.report.writing": "the same keys of report.json, read back to draw and write it"}
 
 
 def score_tables(module: Module, names: set[str]) -> list[str]:

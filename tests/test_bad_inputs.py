@@ -736,10 +736,10 @@ ROWS.append(Row("api: sweep", "sweep on a raw model", lambda env: headlab.sweep(
 rows("api: metrics", "LogitMetric tokens", [(True, 2), (1.5, 2), [(1, 2), (3,)]],
      lambda env, v: headlab.LogitMetric("logit_diff", v), ValueError, lambda v: "token id")
 rows("api: widgets", "temperature_widget step", [0, -0.1, 100.0, True],
-     lambda env, v: __import__("headlab.viz.live", fromlist=["x"]).temperature_widget([1.0, 2.0], ["a", "b"], step=v),
+     lambda env, v: __import__("deviating.figures.widgets", fromlist=["x"]).temperature_widget([1.0, 2.0], ["a", "b"], step=v),
      ValueError, lambda v: esc(repr(v)))
 ROWS.append(Row("api: widgets", "heads_widget given one string",
-                lambda env: __import__("headlab.viz.live", fromlist=["x"]).heads_widget({8: env[ORGANISM]}, "the dog ."),
+                lambda env: __import__("deviating.figures.widgets", fromlist=["x"]).heads_widget({8: env[ORGANISM]}, "the dog ."),
                 (TypeError,), "one string"))
 ROWS.append(Row("api: metrics", "LogitMetric at the last token of an all-padding row",
                 lambda env: headlab.LogitMetric("prob", (1,))(torch.zeros(1, 3, 5), {

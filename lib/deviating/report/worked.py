@@ -16,7 +16,7 @@ import torch
 from headlab import stats
 from headlab.heads.ablation import Ablation
 from headlab.metrics import next_token_loss
-from deviating.report.detectors import TargetSet
+from headlab.report.detectors import TargetSet
 
 __all__ = ["repeat_loss_rise", "ablation_for"]
 

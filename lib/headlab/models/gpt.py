@@ -1,4 +1,4 @@
-"""The book's model organisms: a minimal, readable GPT.
+"""A minimal, readable GPT: headlab's own model, the architecture of the book's organisms.
 
 A pre-LayerNorm decoder in the style of GPT-2 / nanoGPT, with learned positional
 embeddings, an optional MLP and explicit attention (the pattern exists). Module names are

@@ -16,5 +16,8 @@ it and the checklist report can judge it:
   and how much of their score removing another head takes.
 
 Import a role from its module, e.g. ``from headlab.roles.orphan import orphan_heads``.
-The checklist report calls these same functions.
+The checklist report calls these same functions, and the atlas's labels
+(:func:`headlab.analysis.detect.label_heads`) name a head at the roles' own bars (previous-token
+0.4, induction 0.3): a label is a role's test on the atlas's texts, in sample; the role adds the
+held-out split, its null and, for induction, the copying half.
 """

@@ -34,6 +34,11 @@ an induction head only when both are measured:
 * An **induction head** is a head for which both halves hold. For an encoder (no unembedding)
   the copying half cannot be measured: such a model has heads that *attend* like induction
   heads, and the result says that copying was not tested.
+
+``INDUCTION_LIFT`` (0.3) is defined once, with the label rule
+(``headlab.analysis.detect.labels``): the atlas labels a head ``induction`` when its lift, in
+sample on the atlas's repeated random tokens, reaches the same bar. The label is the attention
+half on the atlas's texts; this role adds the held-out split and the copying half.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from headlab.analysis.detect import (
     NotApplicable, induction_score, lift, ov_copying_score, previous_occurrence, uniform_pattern, unembedding,
 )
 from headlab.analysis.detect.base import mean_over
+from headlab.analysis.detect.labels import INDUCTION_LIFT  # the attention half's bar, the atlas label's too
 from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head, format_head
 from headlab.stats.results import Estimate
@@ -59,7 +65,6 @@ from headlab.stats.results import Estimate
 __all__ = ["INDUCTION_LIFT", "COPY_K", "COPY_SHARE", "InductionHeads", "induction_lifts", "copying_half",
            "induction_heads", "Dependence", "induction_dependence"]
 
-INDUCTION_LIFT = 0.3   # attention half: held-out lift over uniform attention at or above 0.3
 COPY_K = 5             # copying half: the token read is among the head's 5 largest logits ...
 COPY_SHARE = 0.5       # ... for at least half of the vocabulary (lower end of the exact 95% interval)
 

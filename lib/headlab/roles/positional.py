@@ -12,7 +12,8 @@
   positions no family is about (``headlab.analysis.detect.calibration.decoy_lifts``), and
   its 99% quantile (``headlab.analysis.detect.calibration.NULL_LEVEL``, on the selection
   texts) is ``FixedKeyHeads.null_threshold`` -- and it must reach the share that names a head,
-  ``min_lift`` (0.4 of the free weight, the label rule's). The threshold is the larger of the two.
+  ``min_lift`` (0.4 of the free weight, ``LABEL_LIFT``: the same bar at which the atlas labels a head
+  ``previous_token``). The threshold is the larger of the two.
 * **Selection split**: candidates are the heads whose lift on the *selection* texts exceeds the
   null threshold; each is then measured on the *measurement* texts only, with a bootstrap interval
   over texts (the texts, never the tokens, are resampled; the uniform reference is held at its

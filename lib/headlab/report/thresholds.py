@@ -1,7 +1,7 @@
 """The checklist's thresholds and the documented keys of ``report.json``.
 
 Every threshold is a named constant here and travels with each report under ``thresholds``; what
-each one means is in :mod:`deviating.report`.
+each one means is in :mod:`headlab.report`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ THRESHOLDS = {
     "IDLE_EFFECT": IDLE_EFFECT, "TASK_WINDOWS": TASK_WINDOWS, "TASK_SHARE": TASK_SHARE,
 }
 
-# Where each role the report names is defined (the book's one definition, headlab.roles),
+# Where each role the report names is defined (the one definition, headlab.roles),
 # with that definition's own thresholds; travels in report.json under "roles".
 ROLES = {
     "induction": {

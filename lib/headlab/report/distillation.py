@@ -2,8 +2,8 @@
 head of it gets the layer's mean attention pattern (the best a student trained to match the mean
 pattern could do), and the sentence the report writes from that number.
 
-For a model whose attention pattern can be replaced before it weighs the values (the book's own
-GPTs, :meth:`~headlab.heads.model.HeadModel.patch_pattern`), :func:`distillation_section` gives
+For a model whose attention pattern can be replaced before it weighs the values (headlab's
+GPT, :meth:`~headlab.heads.model.HeadModel.patch_pattern`), :func:`distillation_section` gives
 each layer in turn the mean of its heads' patterns and measures the change of the model's metric
 per text, with a paired bootstrap interval over texts. Other models are reported as not measured,
 with the reason; the report never writes a recommendation it did not measure.

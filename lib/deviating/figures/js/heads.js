@@ -1,6 +1,6 @@
-// headlab live widget (b): adjustable heads. Choose 1, 2, 4 or 8 heads (d_head follows),
+// The book's live widget (deviating.figures.widgets): adjustable heads. Choose 1, 2, 4 or 8 heads (d_head follows),
 // a layer and a sentence; see every head's attention pattern.
-// Traits (see headlab.viz.live.HeadsWidget): head_counts, n_heads, n_layers, layer, text, texts,
+// Traits (see deviating.figures.widgets.HeadsWidget): head_counts, n_heads, n_layers, layer, text, texts,
 // notes, d_heads, tokenizer, onnx, view. With a kernel, headlab (PyTorch) computes `view`;
 // on the book's website, onnxruntime-web runs the exported models here, in the browser.
 

@@ -1,11 +1,11 @@
 """The checks of the checklist, and :func:`checklist` which runs them all.
 
-See :mod:`deviating.report` for what each check measures and the JSON it returns. Each check is a
+See :mod:`headlab.report` for what each check measures and the JSON it returns. Each check is a
 function of what was measured before it, returning its section of ``report.json``: baselines and
 per-input tails, pairs, patterns against writes and what to keep are here; circuits (on two kinds
-of text) in :mod:`deviating.report.circuits`; held-out selection, position and ablation modes in
-:mod:`deviating.report.robustness`; seeds, tasks and distillation in their own modules; the
-checklist table in :mod:`deviating.report.summary`. Thresholds: :mod:`deviating.report.thresholds`.
+of text) in :mod:`headlab.report.circuits`; held-out selection, position and ablation modes in
+:mod:`headlab.report.robustness`; seeds, tasks and distillation in their own modules; the
+checklist table in :mod:`headlab.report.summary`. Thresholds: :mod:`headlab.report.thresholds`.
 """
 
 from __future__ import annotations
@@ -20,24 +20,24 @@ import torch
 from headlab import stats
 from headlab.analysis.detect import PATTERN_SCORES, head_scores, label_heads
 from headlab.analysis.detect.calibration import calibrated_thresholds, decoy_lifts
+from headlab.analysis.detect.registry import score
 from headlab.analysis.importance import Importance, PairEffects, backup_heads
-from headlab.stats import spearman
 from headlab.roles.induction import InductionHeads
 from headlab.roles.orphan import named_heads, orphans_from_effects
 from headlab.analysis.sweep import sweep
 from headlab.heads.head import Head, format_head
 from headlab.metrics import Metric
-from deviating.report.circuits import circuits_section
-from deviating.report.distillation import distillation_section
-from deviating.report.inputs import report_inputs
-from deviating.report.robustness import modes_section, position_section, selection_section
-from deviating.report.seeds import seeds_section
-from deviating.report.summary import checklist_table
-from deviating.report.tasks import tasks_section
-from deviating.report.thresholds import (
+from headlab.report.circuits import circuits_section
+from headlab.report.distillation import distillation_section
+from headlab.report.inputs import report_inputs
+from headlab.report.robustness import modes_section, position_section, rank_correlation, selection_section
+from headlab.report.seeds import seeds_section
+from headlab.report.summary import checklist_table
+from headlab.report.data import ReportData, check_data, tasks_section
+from headlab.report.thresholds import (
     BACKUP_FACTOR, BACKUP_MIN_EFFECT, HIGH_QUANTILE, IDLE_EFFECT, MAX_LAYER_PAIRS, METRIC_DEFINITIONS,
     PAIR_MIN_EFFECT, PAIR_TOP_K, ROLES, SCHEMA, SHARP_ENTROPY, TAIL_MEAN_BELOW, TAIL_WORST_ABOVE,
-    THRESHOLDS, TOP_K, UNDERESTIMATE_MARGIN,
+    TASK_SHARE, TASK_WINDOWS, THRESHOLDS, TOP_K, UNDERESTIMATE_MARGIN,
 )
 
 __all__ = ["checklist", "ablation_section", "redundancy_section", "patterns_section", "keep_section"]
@@ -54,13 +54,6 @@ def _head(h) -> list[int]:
 def _r(x, digits: int = 5) -> float | None:
     x = float(x)
     return None if x != x else round(x, digits)
-
-
-def _rank_correlation(a, b) -> float | None:
-    try:
-        return _r(spearman(a, b), 4)
-    except ValueError:  # a constant score has no ranking
-        return None
 
 
 def ablation_section(imp: Importance, texts: list[str]) -> dict:
@@ -97,7 +90,7 @@ def ablation_section(imp: Importance, texts: list[str]) -> dict:
         "top_by_worst": [row(h) for h in imp.ranking("worst")[:TOP_K]],
         "top_by_quantile": [row(h) for h in imp.ranking(f"q{round(HIGH_QUANTILE * 100)}")[:TOP_K]],
         "hidden_in_the_tail": [{**row(h), "text": texts[i]} for h, _, _, i in tail],
-        "spearman_mean_worst": _rank_correlation(mean, worst),
+        "spearman_mean_worst": rank_correlation(mean, worst),
     }
 
 
@@ -126,7 +119,7 @@ def redundancy_section(hm, inputs, imp: Importance, metric: Metric | None = None
         inputs: the inputs ``imp`` was measured on.
         imp: every head's effect on every input (the single ablations).
         metric: the metric ``imp`` was measured with (default: the model's own).
-        scope: which pairs: ``"layer"``, ``"top"`` or ``"auto"`` (see :mod:`deviating.report`).
+        scope: which pairs: ``"layer"``, ``"top"`` or ``"auto"`` (see :mod:`headlab.report`).
         top_k: the number of heads whose pairs ``scope="top"`` ablates.
         progress: show a progress bar.
     """
@@ -161,7 +154,7 @@ def redundancy_section(hm, inputs, imp: Importance, metric: Metric | None = None
 
 def patterns_section(hm, inputs, imp: Importance, induction: InductionHeads, seed: int = 0) -> dict:
     """``patterns_vs_writes``: attention entropy and write norms beside the ablation effect; the
-    orphan heads by the book's definition, and sharp but idle heads.
+    orphan heads by their one definition, and sharp but idle heads.
 
     Orphans: :func:`headlab.roles.orphan.orphans_from_effects` on the effects of check 1
     (``imp``: the zero-ablation sweep :func:`headlab.roles.orphan.orphan_heads` would run
@@ -173,10 +166,11 @@ def patterns_section(hm, inputs, imp: Importance, induction: InductionHeads, see
         inputs: the inputs ``imp`` was measured on.
         imp: every head's effect on every input.
         induction: the induction role on the model's own text (from
-            :func:`deviating.report.circuits.circuits_section`), whose held-out lifts the labels read.
+            :func:`headlab.report.circuits.circuits_section`), whose held-out lifts the labels read.
         seed: the split of the texts into a selection and a measurement half.
     """
-    wanted = [s for s in PATTERN_SCORES if s not in ("induction", "rare_token")] + ["write_norm"]
+    # induction: the role's held-out lift stands in for the score (below); no token frequencies are given
+    wanted = [s for s in PATTERN_SCORES if s != "induction" and "token_frequency" not in score(s).needs] + ["write_norm"]
     scores = head_scores(hm, inputs, scores=wanted)
     entropy, write = scores.mean("entropy"), scores.mean("write_norm")
     effect = imp.effects.abs().mean(dim=-1)  # (n_layers, n_heads): mean |effect| over texts
@@ -212,8 +206,8 @@ def patterns_section(hm, inputs, imp: Importance, induction: InductionHeads, see
     return {
         "entropy": _grid(entropy, 4), "write_norm": _grid(write, 4), "abs_effect": _grid(effect),
         "labels": labels.labels, "strength": _grid(labels.strength, 4),
-        "spearman_entropy_effect": _rank_correlation(entropy, effect),
-        "spearman_write_norm_effect": _rank_correlation(write, effect),
+        "spearman_entropy_effect": rank_correlation(entropy, effect),
+        "spearman_write_norm_effect": rank_correlation(write, effect),
         "named": None if named is None else named.tolist(),
         "name_threshold": None if name_lift is None else _r(name_lift, 4),
         "orphan_candidates": None if found is None else [orphan(o) for o in found.candidates],  # None: not measured
@@ -264,8 +258,8 @@ def keep_section(imp: Importance, circuits: dict, redundancy: dict, patterns: di
 
 def checklist(hm, texts=None, *, n_texts: int | None = None, seed: int = 0, scope: str = "auto",
               top_k: int = PAIR_TOP_K, metric: Metric | None = None, replicas: list | None = None,
-              progress: bool = False) -> dict:
-    """Run every check of the checklist on ``hm`` and return the JSON-ready report (see :mod:`deviating.report`).
+              data: ReportData | None = None, progress: bool = False) -> dict:
+    """Run every check of the checklist on ``hm`` and return the JSON-ready report (see :mod:`headlab.report`).
 
     Args:
         texts: a list of texts, or None for the model's default set (:func:`report_inputs`).
@@ -278,9 +272,13 @@ def checklist(hm, texts=None, *, n_texts: int | None = None, seed: int = 0, scop
             ``"cosine"`` for encoders); zero ablation, except in the ``modes`` check.
         replicas: the same recipe trained with other seeds (loaded models), for the ``seeds``
             check; measured on the same texts.
+        data: the model's own data (:class:`~headlab.report.ReportData`): default texts, the
+            own text of the induction check, per-task margins; None: the generic ones, and the
+            ``tasks`` check "not measured".
         progress: show progress bars.
     """
     metric = Metric.of(metric)
+    check_data(data)
     seconds: dict[str, float] = {}
     start = clock = time.perf_counter()
 
@@ -290,7 +288,7 @@ def checklist(hm, texts=None, *, n_texts: int | None = None, seed: int = 0, scop
         seconds[name] = round(now - clock, 2)
         clock = now
 
-    inputs, source, shown = report_inputs(hm, texts, n_texts, seed)
+    inputs, source, shown = report_inputs(hm, texts, n_texts, seed, data)
     step = _Steps(progress, hm.name)
     step(f"1/6 baselines: every head ablated, one at a time, on {len(shown)} texts")
     result = sweep(hm, inputs, metric=metric, progress=progress)
@@ -302,14 +300,15 @@ def checklist(hm, texts=None, *, n_texts: int | None = None, seed: int = 0, scop
         "measured": False, "why": "another metric than the plain next-token loss: the position check reads that loss"}
     lap("ablation")
     step("2/6 circuits: induction on random tokens and on the model's own text, checked by ablation")
-    circuits, induction = circuits_section(hm, seed, texts=inputs)
+    circuits, induction = circuits_section(hm, seed, texts=inputs, data=data)
     lap("circuits")
     step("3/6 seeds and tasks")
     others = {}
     for other in replicas or []:
         others[other.name] = Importance.from_sweep(sweep(other, inputs, metric=metric, progress=progress))
     seeds = seeds_section(hm.name, imp, others)
-    tasks = tasks_section(hm, imp, seed)
+    shares = None if data is None or data.task_shares is None else data.task_shares(hm, TASK_WINDOWS, seed)
+    tasks = tasks_section(hm, imp.mean(), shares, TASK_WINDOWS, TASK_SHARE)
     lap("seeds_and_tasks")
     step("4/6 ablation modes and a second metric")
     modes = modes_section(hm, inputs, imp, metric, seed)

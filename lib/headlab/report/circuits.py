@@ -1,6 +1,6 @@
-"""Check 4 of the checklist, ``circuits``: previous-token -> induction pairs, by the book's one
+"""Check 4 of the checklist, ``circuits``: previous-token -> induction pairs, by the one
 definition of each role, on two kinds of text (random repeats and the model's own text,
-:mod:`deviating.report.detectors`).
+:mod:`headlab.report.detectors`).
 
 * **Induction heads**: :func:`headlab.roles.induction.induction_heads` on each kind of
   text: the attention half (held-out lift over uniform attention at least
@@ -26,8 +26,9 @@ from __future__ import annotations
 from headlab.roles.induction import induction_dependence, induction_heads
 from headlab.roles.positional import previous_token_heads
 from headlab.heads.head import Head
-from deviating.report.detectors import own_text_repeats, random_repeats
-from deviating.report.thresholds import CIRCUIT_MIN_RELATIVE_DROP, CIRCUIT_TEXTS, MAX_CANDIDATES
+from headlab.report.data import ReportData
+from headlab.report.detectors import own_text_repeats, random_repeats
+from headlab.report.thresholds import CIRCUIT_MIN_RELATIVE_DROP, CIRCUIT_TEXTS, MAX_CANDIDATES
 from headlab.analysis.atlas import INDUCTION_LENGTH
 
 __all__ = ["circuits_section", "KINDS"]
@@ -50,16 +51,18 @@ def _grid(hm, values: dict) -> list:
             for l in range(hm.n_layers)]
 
 
-def circuits_section(hm, seed: int, texts=None, length: int | None = None) -> tuple[dict, dict]:
-    """Check 4, ``circuits`` (see :mod:`deviating.report.circuits` and :mod:`deviating.report`).
+def circuits_section(hm, seed: int, texts=None, length: int | None = None,
+                     data: ReportData | None = None) -> tuple[dict, dict]:
+    """Check 4, ``circuits`` (see :mod:`headlab.report.circuits` and :mod:`headlab.report`).
 
     Args:
         hm: the model.
         seed: the draw of the random repeats and of the own-text sample, and the split of each
             into a selection and a measurement half.
-        texts: the model's own texts (the report's inputs), for a model whose own text the
-            library cannot generate (see :func:`deviating.report.detectors.own_text_repeats`).
+        texts: the model's own texts (the report's inputs), repeated when ``data`` gives no own
+            text (see :func:`headlab.report.detectors.own_text_repeats`).
         length: tokens per random span (default: the atlas's ``INDUCTION_LENGTH``).
+        data: the model's own data (:class:`~headlab.report.ReportData`), or None.
 
     Returns:
         The section, and ``{kind: InductionHeads}`` on both kinds of text (the pattern labels read
@@ -67,7 +70,7 @@ def circuits_section(hm, seed: int, texts=None, length: int | None = None) -> tu
     """
 
     sets = {"random tokens": random_repeats(hm, CIRCUIT_TEXTS, length or INDUCTION_LENGTH, seed),
-            "own text": own_text_repeats(hm, texts, seed)}
+            "own text": own_text_repeats(hm, texts, seed, data)}
     for kind, ts in sets.items():
         if ts.n_inputs < 4:
             raise ValueError(f"the circuit check selects induction heads on one half of the {kind} and measures them "

@@ -1,6 +1,6 @@
 """The checklist table at the top of every report: each check, whether it was measured, and what it found.
 
-The checks are the book's checklist for a claim about heads (chapter 9), in its order:
+The checks are the checklist for a claim about heads (the book's chapter 9), in its order:
 :data:`CHECKS`. :func:`checklist_table` writes one row per check from the numbers of the
 report's sections; a check the report could not run on this model says so and why.
 """

@@ -8,12 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from headlab.heads.head import format_head, parse_head
-from deviating.report.thresholds import TOP_K, UNDERESTIMATE_MARGIN
+from headlab.report.thresholds import TOP_K, UNDERESTIMATE_MARGIN
 from headlab.viz.atlas import plot_atlas
+from headlab.viz.circuits import plot_circuit_drops
+from headlab.viz.effects import plot_keep_map, plot_mean_vs_worst, plot_pair_interactions, plot_score_vs_effect
 from headlab.viz.grids import plot_head_grid
-from deviating.figures.importance import (
-    plot_keep_map, plot_mean_vs_worst, plot_pair_interactions, plot_score_vs_effect,
-)
 
 __all__ = ["draw_figures", "render_markdown", "write_report", "format_value", "circuit_rows", "markdown_table",
            "best_head"]
@@ -367,23 +366,3 @@ def write_report(report: dict, out: str | Path, figures: bool = True) -> Path:
     (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     (out / "report.md").write_text(render_markdown(report) + "\n", encoding="utf-8")
     return out / "report.md"
-
-
-def plot_circuit_drops(ax, pairs: list[dict]):
-    """Induction score of each candidate induction head, clean and with its candidate previous-token
-    head ablated. ``pairs``: dicts with ``previous_token``, ``induction`` (heads), ``clean``,
-    ``ablated`` and ``verified`` (as in the checklist report)."""
-    if not pairs:
-        raise ValueError("no candidate pairs to draw")
-    x = np.arange(len(pairs))
-    clean = [p["clean"] for p in pairs]
-    ablated = [p["ablated"] for p in pairs]
-    ax.bar(x - 0.2, clean, width=0.4, color="tab:blue", label="clean")
-    ax.bar(x + 0.2, ablated, width=0.4, color="tab:orange", label="previous-token head ablated")
-    names = [f"{format_head(p['previous_token'])} → {format_head(p['induction'])}"
-             + (" ✓" if p["verified"] else "") for p in pairs]
-    ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("induction score")
-    ax.set_ylim(0, 1)
-    ax.legend(fontsize=7, frameon=False)
-    return ax

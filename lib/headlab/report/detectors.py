@@ -3,21 +3,18 @@
 The classic test of an induction head (Elhage et al. 2021; Olsson et al. 2022) repeats a
 sequence of random tokens and asks whether a head, at the second copy of a token, attends to
 the token that followed its first copy. A model trained on a language may never have seen
-random tokens, and its copying heads can stay silent on them: chapter 3 showed that the
-organism's copy head scores near uniform on random repeats and points at the earlier copy on
-the organism's own repeated sentences. So the checklist applies the book's one definition of an
+random tokens, and its copying heads can stay silent on them (the book's chapter 3 shows a
+language model's copy head near uniform on random repeats and pointing at the earlier copy on
+its own repeated sentences). So the checklist applies the one definition of an
 induction head (:func:`headlab.roles.induction.induction_heads`) to both kinds of text:
 
 * :func:`random_repeats`: ``n`` sequences of ``length`` distinct random tokens repeated once
-  (:func:`deviating.report.inputs.repeated_sequences`);
-* :func:`own_text_repeats`: for an attention-only organism, the evaluation batch of its own
-  training task (``OWN_TASK_SEQUENCES`` sequences of random tokens with one span repeated,
-  :meth:`deviating.data.spans.RepeatedSpans.eval_data`, the sequences chapter 5 measures on); for
-  a model of the book's synthetic language, windows of that language that hold a sentence it
-  repeats, counting only the queries inside the copies (the ``copy->source`` relation of
-  :func:`deviating.data.language.copy_relation_set`); for any other model, its own
-  texts (the report's inputs) each followed by the same tokens again, counting only the queries
-  of the second copy.
+  (:func:`headlab.analysis.atlas.repeated_random_tokens`);
+* :func:`own_text_repeats`: the model's own kind of text. A plug-in of the model's own data
+  (:class:`headlab.report.ReportData`, ``own_text``) gives it, with the key an induction
+  head should read at each query (the book's organisms: the evaluation batch of their span task,
+  or windows of their language holding a repeated sentence). Without one: the report's own
+  texts, each followed by the same tokens again, counting only the queries of the second copy.
 
 Each is a :class:`TargetSet`: the inputs, the key an induction head should read at each query,
 and :attr:`TargetSet.queries`, the queries the role counts (None: every repeated token, the
@@ -30,16 +27,10 @@ from dataclasses import dataclass
 
 import torch
 
-from deviating.data.language import copy_relation_set, pack, synthetic_language
-from deviating.report.inputs import repeated_sequences, span_task
-from headlab.analysis.detect.predictive import COPY_SOURCE
+from headlab.analysis.atlas import repeated_random_tokens
+from headlab.report.data import ReportData, check_data
 
-__all__ = ["TargetSet", "random_repeats", "own_text_repeats", "OWN_TEXT_WINDOWS", "OWN_TEXT_CTX",
-           "OWN_TASK_SEQUENCES"]
-
-OWN_TEXT_WINDOWS = 48     # windows of the synthetic language drawn for the own-text check
-OWN_TEXT_CTX = 64         # tokens per window (the atlas's window)
-OWN_TASK_SEQUENCES = 256  # a span-task organism's own text: its evaluation batch (chapter 5's)
+__all__ = ["TargetSet", "random_repeats", "own_text_repeats", "previous_occurrence_targets"]
 
 
 @dataclass(frozen=True)
@@ -93,7 +84,7 @@ class TargetSet:
                          f"{self.source} ({rows.numel()} of them)", self.kind, self.every_repeat)
 
 
-def _previous_occurrence_targets(ids: torch.Tensor, real: torch.Tensor, first_query: torch.Tensor) -> torch.Tensor:
+def previous_occurrence_targets(ids: torch.Tensor, real: torch.Tensor, first_query: torch.Tensor) -> torch.Tensor:
     """``(b, q, k)``: for a real query ``i >= first_query[b]`` whose token occurred earlier at
     ``j < i - 1`` (the latest such ``j``), the key ``j + 1``."""
     b, n = ids.shape
@@ -114,50 +105,29 @@ def _previous_occurrence_targets(ids: torch.Tensor, real: torch.Tensor, first_qu
 def random_repeats(hm, n: int, length: int, seed: int) -> TargetSet:
     """Induction targets on ``n`` repeated random sequences (the classic test), drawn with ``seed``."""
 
-    batch = {k: v.cpu() for k, v in repeated_sequences(hm, n, length, seed).items()}
+    batch = {k: v.cpu() for k, v in repeated_random_tokens(hm, n, length, seed).items()}
     ids, real = batch["input_ids"], batch["attention_mask"].bool()
-    targets = _previous_occurrence_targets(ids, real, torch.zeros(len(ids), dtype=torch.long))
+    targets = previous_occurrence_targets(ids, real, torch.zeros(len(ids), dtype=torch.long))
     return TargetSet(batch, targets, f"{len(ids)} sequences of random tokens, each repeated once (seed {seed})",
                      "random tokens", every_repeat=True)
 
 
-def own_text_repeats(hm, texts=None, seed: int = 0) -> TargetSet:
+def own_text_repeats(hm, texts=None, seed: int = 0, data: ReportData | None = None) -> TargetSet:
     """Induction targets on the model's own kind of text (see the module docstring).
 
     Args:
         hm: the model.
-        texts: the texts to repeat (a list of strings or a batch) for a model with neither a
-            span task nor the synthetic language; ignored otherwise.
-        seed: the draw of the language's documents (the training task's evaluation batch is
-            fixed).
+        texts: the texts to repeat (a list of strings or a batch) when ``data`` gives no own text.
+        seed: passed to ``data.own_text``.
+        data: the model's own data (:class:`~headlab.report.ReportData`), or None.
     """
-
-    spans = span_task(hm)
-    if spans is not None:
-        ids = spans.eval_data(OWN_TASK_SEQUENCES).tokens
-        real = torch.ones_like(ids, dtype=torch.bool)
-        targets = _previous_occurrence_targets(ids, real, torch.zeros(len(ids), dtype=torch.long))
-        return TargetSet({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, targets,
-                         f"the {len(ids)} evaluation sequences of the model's training task (random tokens with "
-                         f"one span repeated)", "own text", every_repeat=True)
-    lang = synthetic_language(hm)
-    if lang is not None:
-
-        windows = pack(lang.sample(4 * OWN_TEXT_WINDOWS, seed=seed), n_ctx=OWN_TEXT_CTX, drop_last=True)
-        windows = windows[:OWN_TEXT_WINDOWS]
-        rs = copy_relation_set(windows, hm.tokenizer)
-        targets = rs.relations[COPY_SOURCE].bool()
-        rows = torch.nonzero(targets.flatten(1).any(-1)).flatten()  # windows that hold a repeated sentence
-        batch = {"input_ids": rs.input_ids[rows], "attention_mask": rs.attention_mask[rows]}
-        return TargetSet(batch, targets[rows],
-                         f"{len(rows)} windows of the synthetic language that hold a sentence it repeats, the "
-                         f"queries inside the copies (Language.sample, seed {seed})", "own text")
+    if check_data(data) is not None and data.own_text is not None:
+        return data.own_text(hm, seed)
     if texts is None:
-        raise ValueError(f"{hm.name} does not read the synthetic language: give its own texts to repeat")
+        raise ValueError(f"no own text for {hm.name}: give its texts to repeat, or ReportData(own_text=...)")
     batch = {k: v.cpu() for k, v in hm.tokenize(texts).items()}
     special = set(getattr(hm.tokenizer, "all_special_ids", None) or [])
-    config = getattr(hm.model, "config", None)
-    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_ctx", None)
+    limit = hm.max_positions  # the adapter's limit (None: none known)
     rows, starts, cut = [], [], False
     for ids, mask in zip(batch["input_ids"], batch["attention_mask"].bool()):
         toks = ids[mask].tolist()
@@ -177,7 +147,7 @@ def own_text_repeats(hm, texts=None, seed: int = 0) -> TargetSet:
     for r, row in enumerate(rows):
         ids[r, :len(row)] = torch.tensor(row)
         mask[r, :len(row)] = 1
-    targets = _previous_occurrence_targets(ids, mask.bool(), torch.tensor(starts))
+    targets = previous_occurrence_targets(ids, mask.bool(), torch.tensor(starts))
     how = " (cut to half the model's context first)" if cut else ""
     return TargetSet({"input_ids": ids, "attention_mask": mask}, targets,
                      f"{len(rows)} of the model's own texts, each followed by the same tokens again{how}", "own text")

@@ -1,19 +1,16 @@
-"""The checklist's inputs: the texts it measures on and the repeated sequences of its circuit check."""
+"""The checklist's inputs: the texts it measures on, checked before any measurement."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import fields
 
 import numpy as np
-import torch
 
-from deviating.data.language import corpus_for
-from deviating.data.spans import repeated_tokens
-from headlab.analysis.atlas import check_lengths, default_texts, repeated_random_tokens
-from deviating.report.thresholds import N_TEXTS
+from headlab.analysis.atlas import check_lengths, default_texts
+from headlab.report.data import ReportData, check_data
+from headlab.report.thresholds import N_TEXTS
 
-__all__ = ["report_inputs", "repeated_sequences", "span_task", "check_word_lengths", "LONGEST_WORD"]
+__all__ = ["report_inputs", "check_word_lengths", "LONGEST_WORD"]
 
 
 def _spread(n: int, k: int) -> list[int]:
@@ -51,14 +48,16 @@ def check_word_lengths(hm, texts: list[str]) -> None:
                          "split it into words (spaces between them) or leave it out")
 
 
-def report_inputs(hm, texts=None, n_texts: int | None = None, seed: int = 0) -> tuple[object, str, list[str]]:
+def report_inputs(hm, texts=None, n_texts: int | None = None, seed: int = 0,
+                  data: ReportData | None = None) -> tuple[object, str, list[str]]:
     """The report's inputs: ``(inputs for hm, a sentence saying what they are, texts as strings)``.
 
-    ``texts``: a list of strings, or None for the model's default set: the training
-    distribution of an attention-only organism (repeated random spans), else
-    :func:`headlab.analysis.atlas.default_texts` (with the synthetic language's corpus for its models), spread down to ``n_texts`` (default ``N_TEXTS``).
+    ``texts``: a list of strings, or None for the model's default set: ``data.texts`` (the
+    model's own data, :class:`~headlab.report.ReportData`), else
+    :func:`headlab.analysis.atlas.default_texts`, spread down to ``n_texts`` (default ``N_TEXTS``).
     Given texts are all used unless ``n_texts`` is set.
     """
+    check_data(data)
     if n_texts is not None and n_texts < 2:
         raise ValueError(f"n_texts must be at least 2 (a worst case needs several texts), got {n_texts}")
     if texts is not None:
@@ -77,52 +76,17 @@ def report_inputs(hm, texts=None, n_texts: int | None = None, seed: int = 0) -> 
         check_lengths(hm, texts)  # the atlas's check: no text longer than the model's maximum length
         return texts, f"{len(texts)} given texts", list(texts)
     n = n_texts or N_TEXTS
-    spans = span_task(hm)
-    if spans is not None:
-        batch = spans.sample(n, torch.Generator().manual_seed(seed)).tokens
-        inputs = {"input_ids": batch, "attention_mask": torch.ones_like(batch)}
-        source = (f"{n} sequences of the model's training data (random tokens with one span repeated, "
-                  f"RepeatedSpans, seed {seed})")
+    own = data is not None and data.texts is not None
+    inputs, source = data.texts(hm, n, seed) if own else default_texts(hm, seed=seed)
+    if isinstance(inputs, list):
+        total = len(inputs)
+        inputs = [inputs[i] for i in _spread(total, n)]
+        if len(inputs) < total:
+            source += f", {len(inputs)} of them evenly spread"
     else:
-        inputs, source = default_texts(hm, seed=seed, corpus=corpus_for(hm))
-        if isinstance(inputs, list):
-            total = len(inputs)
-            inputs = [inputs[i] for i in _spread(total, n)]
-            if len(inputs) < total:
-                source += f", {len(inputs)} of them evenly spread"
-        else:
-            inputs = {k: v[:n] for k, v in inputs.items()}
+        inputs = {k: v[:n] for k, v in inputs.items()}
     if isinstance(inputs, list):
         return inputs, source, list(inputs)
     ids = inputs["input_ids"]
     shown = [hm.tokenizer.decode(row) if hm.tokenizer is not None else " ".join(map(str, row.tolist())) for row in ids]
     return inputs, source, shown
-
-
-def span_task(hm):
-    """The RepeatedSpans task an attention-only organism was trained on, from its provenance, or None."""
-    data = (getattr(hm, "provenance", None) or {}).get("data") or {}
-    if data.get("kind") != "repeated_spans":
-        return None
-    from deviating.data.spans import RepeatedSpans
-
-    names = {f.name for f in fields(RepeatedSpans)}
-    return RepeatedSpans(**{k: v for k, v in data.items() if k in names})
-
-
-def repeated_sequences(hm, n: int, length: int, seed: int) -> dict:
-    """Repeated random sequences (:func:`headlab.analysis.atlas.repeated_random_tokens`).
-
-    Tokenizers that cannot encode an arbitrary string (a word-level vocabulary with no unknown
-    token, as the attention-only organisms have) make the atlas's helper fail; for them the same
-    sequences are built from token ids: ``<bos>`` (if any), ``length`` distinct ordinary tokens, the same again.
-    """
-    try:
-        return repeated_random_tokens(hm, n=n, length=length, seed=seed)
-    except Exception:  # noqa: BLE001 - the tokenizers library raises a bare Exception
-        tok = hm.tokenizer
-        special = set(getattr(tok, "all_special_ids", []) or [])
-        pool = torch.tensor([i for i in range(len(tok)) if i not in special])
-        bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-        ids = repeated_tokens(pool, n, min(length, len(pool)), torch.Generator().manual_seed(seed), prefix=bos)
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}

@@ -17,10 +17,10 @@ from headlab.analysis.sweep import sweep
 from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head
 from headlab.metrics import Metric
-from deviating.report.thresholds import top_count
+from headlab.report.thresholds import top_count
 
 __all__ = ["selection_section", "position_section", "modes_section", "next_token_error", "rank_correlation",
-           "SECOND_METRIC"]
+           "top_heads", "SECOND_METRIC"]
 
 SECOND_METRIC = {"causal LM": "next-token error rate (1 - top-1 accuracy), ablated minus clean",
                  "encoder": "self-retrieval loss (InfoNCE over the batch), ablated minus clean"}
@@ -29,12 +29,13 @@ SECOND_METRIC = {"causal LM": "next-token error rate (1 - top-1 accuracy), ablat
 def rank_correlation(a, b) -> float | None:
     """Spearman correlation of two score grids, rounded; ``None`` when one is constant."""
     try:
-        return round(spearman(a, b), 4)
-    except ValueError:
+        r = spearman(a, b)
+    except ValueError:  # a constant score has no ranking
         return None
+    return None if r != r else round(r, 4)
 
 
-def _top(score: torch.Tensor, k: int) -> list[tuple[int, int]]:
+def top_heads(score: torch.Tensor, k: int) -> list[tuple[int, int]]:
     """The ``k`` largest entries of a ``(L, H)`` grid, rounded before sorting, ties by head index."""
     flat = [(round(float(x), 6), i) for i, x in enumerate(score.flatten().tolist())]
     order = sorted(flat, key=lambda t: (-t[0], t[1]))[:k]
@@ -56,7 +57,7 @@ def selection_section(imp: Importance, seed: int = 0, top_k: int | None = None) 
     split = stats.split_items(n, seed=seed)
     chosen_on, held = torch.as_tensor(split.select), torch.as_tensor(split.measure)
     a, b = imp.mean(chosen_on), imp.mean(held)
-    top_a, top_b = _top(a, top_k), _top(b, top_k)
+    top_a, top_b = top_heads(a, top_k), top_heads(b, top_k)
     rows = []
     for h in top_a:
         values = imp.effects[h[0], h[1], held].numpy().astype(float)
@@ -89,7 +90,7 @@ def position_section(hm, inputs, imp: Importance, *, progress: bool = False) -> 
         means[name] = Importance.from_sweep(result).mean()
     gap = means["late"] - means["early"]
     rows = [{"head": Head(*h).to_json(), "early": round(float(means["early"][h]), 5),
-             "late": round(float(means["late"][h]), 5)} for h in _top(gap.abs(), top_count(gap.numel()))]
+             "late": round(float(means["late"][h]), 5)} for h in top_heads(gap.abs(), top_count(gap.numel()))]
     return {"measured": True, "spearman_early_late": rank_correlation(means["early"], means["late"]),
             "early": [[round(float(x), 5) for x in r] for r in means["early"].tolist()],
             "late": [[round(float(x), 5) for x in r] for r in means["late"].tolist()],
@@ -108,11 +109,11 @@ def next_token_error(output: torch.Tensor, batch) -> torch.Tensor:
 def modes_section(hm, inputs, imp: Importance, metric: Metric | None = None, seed: int = 0,
                   top_k: int | None = None) -> dict:
     """Check 7, ``modes``: the ``top_k`` heads by mean effect (default
-    :func:`~deviating.report.thresholds.top_count`) re-measured under mean and resample
+    :func:`~headlab.report.thresholds.top_count`) re-measured under mean and resample
     ablation (reference: the same texts) and, under zero ablation, with a second metric
     (:data:`SECOND_METRIC`). For each condition: each head's mean effect, the condition's own
     order of those heads, and its rank correlation with the zero-ablation order."""
-    heads = _top(imp.mean(), top_count(imp.n_layers * imp.n_heads) if top_k is None else top_k)
+    heads = top_heads(imp.mean(), top_count(imp.n_layers * imp.n_heads) if top_k is None else top_k)
     base = torch.tensor([float(imp.mean()[h]) for h in heads])
     second = Metric(next_token_error) if hm.causal else Metric("retrieval")
     conditions = {

@@ -15,15 +15,10 @@ from __future__ import annotations
 import torch
 
 from headlab.analysis.importance import Importance
-from deviating.report.robustness import rank_correlation
-from deviating.report.thresholds import top_count
+from headlab.report.robustness import rank_correlation, top_heads
+from headlab.report.thresholds import top_count
 
 __all__ = ["seeds_section", "top_share"]
-
-
-def _top(score: torch.Tensor, k: int) -> set[tuple[int, int]]:
-    flat = [(round(float(x), 6), i) for i, x in enumerate(score.flatten().tolist())]
-    return {divmod(i, score.shape[1]) for _, i in sorted(flat, key=lambda t: (-t[0], t[1]))[:k]}
 
 
 def top_share(mean: torch.Tensor, k: int) -> float:
@@ -42,14 +37,14 @@ def seeds_section(name: str, imp: Importance, replicas: dict[str, Importance] | 
         imp: its single-head effects.
         replicas: ``{name: effects}`` of the same recipe at other seeds, on the same texts;
             ``None`` or empty: not tested (the section says so).
-        top_k: how many top heads to compare (default :func:`~deviating.report.thresholds.top_count`).
+        top_k: how many top heads to compare (default :func:`~headlab.report.thresholds.top_count`).
     """
     if not replicas:
         return {"measured": False, "why": f"only {name} was measured: give the same recipe at other seeds "
                 "(--replicas NAME-s1 NAME-s2) to test whether its heads replicate", "replicas": []}
     top_k = top_count(imp.n_layers * imp.n_heads) if top_k is None else top_k
     mean = imp.mean()
-    top = _top(mean, top_k)
+    top = set(top_heads(mean, top_k))
     rows = []
     for other, r in replicas.items():
         if r.effects.shape != imp.effects.shape:
@@ -58,7 +53,7 @@ def seeds_section(name: str, imp: Importance, replicas: dict[str, Importance] | 
         m = r.mean()
         rows.append({"model": other, "spearman_by_head": rank_correlation(mean, m),
                      "top_k_share": top_share(m, top_k),
-                     "top_k_shared": len(top & _top(m, top_k)),
+                     "top_k_shared": len(top & set(top_heads(m, top_k))),
                      "largest_mean": round(float(m.max()), 5)})
     return {"measured": True, "top_k": top_k, "largest_mean": round(float(mean.max()), 5),
             "top_k_share": top_share(mean, top_k), "replicas": rows}

@@ -1,4 +1,4 @@
-// headlab live widget (a): one attention row, softmax(scores / T), with a temperature slider.
+// The book's live widget (deviating.figures.widgets): one attention row, softmax(scores / T), with a temperature slider.
 // Traits: scores (list of float), labels (list of str), temperature, t_min, t_max, step.
 // Everything is computed here, in the browser, with or without a kernel.
 
