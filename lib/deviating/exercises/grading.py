@@ -175,6 +175,17 @@ _STUB_REASONS = {
 }
 
 
+def _import_hint(reason: str, hide: tuple[str, ...]) -> str:
+    """What to add to a stub's failure to import a module the sandbox hides (the worker names the module)."""
+    found = re.search(r"\(module ([\w.]+)\)", reason)
+    module = found.group(1) if found else ""
+    if any(module == m or module.startswith(m + ".") for m in hide):
+        return f"; not importable while grading: {', '.join(hide)}, the library's own answer to this exercise"
+    if module == "deviating.exercises" or module.startswith("deviating.exercises."):
+        return "; the checks and the grader are not importable while grading"
+    return ""
+
+
 def _grade_exercise(e: ExerciseGrade, spec: dict, nb, setup: str, folder: str, limits: Limits,  # noqa: PLR0913
                     sandbox: Sandbox | None, seed: int) -> list[str]:
     """Grade one exercise into ``e``; return notes on what happened to its worker."""
@@ -194,8 +205,7 @@ def _grade_exercise(e: ExerciseGrade, spec: dict, nb, setup: str, folder: str, l
         try:
             fn.start()
         except StubProblem as err:
-            why = str(err) + (f"; not importable while grading: {', '.join(hide)}, the library's own answer"
-                              if hide and str(err).startswith(("ImportError", "ModuleNotFoundError")) else "")
+            why = str(err) + _import_hint(str(err), hide)
             e.reason = _STUB_REASONS.get(err.kind, "{why}").format(f=function, why=why)
             return [f"cell {found[0]}: {e.reason}"] if err.kind == "broken" else []
         except WorkerFailed as err:

@@ -291,7 +291,8 @@ class RemoteFunction:
         """The student's function on ``args``: its value (plain data), or an exception saying why not."""
         if self._proc is None or self._proc.poll() is not None:
             if self._restarts >= self._limits.restarts:
-                raise WorkerFailed("not run: the worker was stopped before and has no restart left")
+                why = f" ({self.events[-1]})" if self.events else ""
+                raise WorkerFailed(f"not run: the worker was stopped before{why} and has no restart left")
             self.start()
         try:
             write_frame(self._fds[0], _dumps({"args": args, "kwargs": kwargs, "forbid": list(forbid)}))

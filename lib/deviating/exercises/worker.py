@@ -42,6 +42,7 @@ import importlib.util
 import json
 import os
 import pickle
+import re
 import struct
 import sys
 import threading
@@ -53,6 +54,7 @@ import numpy as np  # noqa: F401 (the setup's most common import, loaded before 
 __all__ = ["read_frame", "write_frame", "install_policy", "needs_torch", "main", "Refused"]
 
 _HEADER = struct.Struct(">Q")
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*){0,8}")
 _EXERCISES = str(Path(__file__).resolve().parent)
 _PROCESS = {"os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen",
             "os.killpg", "signal.pthread_kill", "_thread.start_new_thread", "os.startfile", "pty.spawn",
@@ -232,6 +234,9 @@ def _where(err: BaseException) -> str:
         return f"Refused{line}: {str(err)[:200]}"
     if isinstance(err, MemoryError):
         return f"MemoryError{line}: it ran out of its memory limit"
+    name = getattr(err, "name", None) if isinstance(err, ImportError) else None
+    if type(name) is str and _MODULE_NAME.fullmatch(name):  # a module's name, never the student's text
+        return f"{type(err).__name__}{line} (module {name})"
     return f"{type(err).__name__}{line}"
 
 
