@@ -361,3 +361,15 @@ def test_the_seccomp_program_denies_the_calls_that_reach_another_process() -> No
     assert denied == {101, 62, 200, 310, 311, 424, 434, 438}  # ptrace, kill, tkill, process_vm_*, pidfd_*
     assert ops[-2][3] == 0x7FFF0000 and ops[-1][3] == 0x00050001  # allow the rest; EPERM for those
     assert seccomp_filter("riscv64") is None
+
+
+def test_a_module_inside_a_hidden_folder_is_hidden_once(tmp_path) -> None:
+    """Chapters 5, 7 and 9 forbid deviating.exercises.by_hand, which lies in the hidden folder of the
+    checks: bwrap could not mount over a file of an empty, read-only folder, and the worker never started."""
+    sandbox = sandbox_or_skip()
+    cmd = sandbox.command(str(tmp_path), ["-c", "pass"], ("deviating.exercises.by_hand", "headlab.kernels"), 3, None)
+    targets = [cmd[i + 2] for i, a in enumerate(cmd) if a in ("--ro-bind", "--tmpfs") and a == "--ro-bind"] + \
+        [cmd[i + 1] for i, a in enumerate(cmd) if a == "--tmpfs"]
+    exercises = os.path.join(sandbox.packages["deviating"], "exercises")
+    assert exercises in targets and os.path.join(sandbox.packages["headlab"], "kernels") in targets
+    assert not [t for t in targets if t.startswith(exercises + os.sep)]

@@ -1,4 +1,4 @@
-"""The gradebook: the grades of a run as a CSV file and as Gradescope's ``results.json``.
+"""The gradebook: the grades of a run (:class:`Grade`), as a CSV file and as Gradescope's ``results.json``.
 
 Both are written atomically (:func:`write_atomically`: a temporary file beside the target, then
 ``os.replace``), so a reader never sees half a gradebook; the grader writes them only after every
@@ -13,12 +13,44 @@ import functools
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
-if TYPE_CHECKING:
-    from deviating.exercises.grading import Grade
+__all__ = ["ExerciseGrade", "Grade", "write_atomically", "write_csv", "gradescope_results"]
 
-__all__ = ["write_atomically", "write_csv", "gradescope_results"]
+
+@dataclass
+class ExerciseGrade:
+    """One exercise of one submission: the points earned and why not more."""
+
+    label: str
+    title: str
+    points: float
+    max_points: float
+    passed: int = 0
+    total: int = 0
+    reason: str = ""
+    failures: list[str] = field(default_factory=list)  # per failed case: its input, expected and got
+
+    def to_json(self) -> dict:
+        return {"label": self.label, "title": self.title, "points": self.points, "max_points": self.max_points,
+                "passed": self.passed, "total": self.total, "reason": self.reason, "failures": list(self.failures)}
+
+
+@dataclass
+class Grade:
+    """A submission's grade: one :class:`ExerciseGrade` per exercise, and notes on the whole run."""
+
+    submission: str
+    exercises: list[ExerciseGrade] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def points(self) -> float:
+        return round(sum(e.points for e in self.exercises), 6)
+
+    @property
+    def max_points(self) -> float:
+        return sum(e.max_points for e in self.exercises)
 
 
 def write_atomically(path: str | Path, write) -> None:  # noqa: ANN001

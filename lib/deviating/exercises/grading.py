@@ -59,14 +59,13 @@ import shutil
 import stat
 import tempfile
 import textwrap
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from deviating.exercises import recording
 from deviating.exercises.notebook import DEF_RE, STUB_TAG, MalformedExercise, bound_names, exercise_index, \
     setup_cell_index
 from deviating.exercises.drawn import MARK, drawing
-from deviating.exercises.gradebook import gradescope_results, write_atomically, write_csv
+from deviating.exercises.gradebook import ExerciseGrade, Grade, gradescope_results, write_atomically, write_csv
 from deviating.exercises.remote import Limits, RemoteFunction, StubProblem, WorkerFailed
 from deviating.exercises.sandbox import IsolationUnavailable, Sandbox, hidden_modules
 
@@ -77,41 +76,6 @@ CHECK_NAME_RE = re.compile(r"^check_[a-z0-9_]+$")
 HANDOUT_LIMIT = 50_000_000  # bytes: a bigger handed-out file is not copied
 UNSAFE_NOTE = ("graded WITHOUT operating-system isolation (--unsafe-no-isolation): the student's code could "
                "read the checks and other files; review this grade")
-
-
-@dataclass
-class ExerciseGrade:
-    """One exercise of one submission: the points earned and why not more."""
-
-    label: str
-    title: str
-    points: float
-    max_points: float
-    passed: int = 0
-    total: int = 0
-    reason: str = ""
-    failures: list[str] = field(default_factory=list)  # per failed case: its input, expected and got
-
-    def to_json(self) -> dict:
-        return {"label": self.label, "title": self.title, "points": self.points, "max_points": self.max_points,
-                "passed": self.passed, "total": self.total, "reason": self.reason, "failures": list(self.failures)}
-
-
-@dataclass
-class Grade:
-    """A submission's grade: one :class:`ExerciseGrade` per exercise, and notes on the whole run."""
-
-    submission: str
-    exercises: list[ExerciseGrade] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def points(self) -> float:
-        return round(sum(e.points for e in self.exercises), 6)
-
-    @property
-    def max_points(self) -> float:
-        return sum(e.max_points for e in self.exercises)
 
 
 # ----------------------------------------------------------------------- the grader

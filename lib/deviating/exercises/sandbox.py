@@ -190,6 +190,7 @@ class Sandbox:
             args += ["--ro-bind", d, d]
         masks = [os.path.join(self.packages["deviating"], "exercises")] if "deviating" in self.packages else []
         masks += [found[0] for m in hide if (found := _module_location(m)) is not None]
+        masks = [m for m in masks if not any(m.startswith(other + os.sep) for other in masks)]  # once hidden, hidden
         for path in masks:
             if os.path.isdir(path):
                 args += ["--tmpfs", path, "--remount-ro", path]
