@@ -5,7 +5,7 @@ One small notebook is the fixture: four real exercises of the book (their task, 
 check cells, copied from the chapters), so the test starts 16 short workers, not whole chapters,
 each inside the grader's sandbox (bubblewrap: the tests skip without it, and fail under CI).
 Every call has a limit of TIMEOUT seconds, so the looping submission cannot stall the run.
-The drawn cases (deviating.exercises.drawn) are tested here on chapters 0 and 1: the solutions
+The drawn cases (deviating.exercises.drawn) are tested here on the checks that draw them: the solutions
 pass them on every seed, each wrong solution of tests/wrong_solutions scores the same on every seed,
 and a table of the fixed cases' answers scores 0 on them.
 The cheats a submission can try are in test_cheats.py.
@@ -123,18 +123,18 @@ def test_full_solutions_score_full_marks(graded) -> None:
 def test_mixed_submission_gets_partial_credit_per_case(graded) -> None:
     grade = graded["grades"]["mixed"]
     by = {e.label: e for e in grade.exercises}
-    # the naive softmax overflows on 4 of the 8 drawn rows (only they count); the last-layer sink (no
-    # drawn cases: its fixed ones count) is right on 4 of 5 inputs
+    # the naive softmax overflows on 4 of the 8 drawn rows (only they count); the last-layer sink is right
+    # on 4 of the 5 fixed inputs, and on none of the 3 drawn ones (their last layer leans to a decoy)
     assert (by["ex-00-softmax"].passed, by["ex-00-softmax"].total) == (4, 8)
-    assert (by["ex-03-sink"].passed, by["ex-03-sink"].total) == (4, 5)
-    assert _points(grade) == {"ex-00-softmax": 0.5, "ex-06-gini": 2.0, "ex-03-sink": 0.8, "ex-09-redundant": 0.0}
-    assert grade.points == 3.3
+    assert (by["ex-03-sink"].passed, by["ex-03-sink"].total) == (0, 3)
+    assert _points(grade) == {"ex-00-softmax": 0.5, "ex-06-gini": 2.0, "ex-03-sink": 0.0, "ex-09-redundant": 0.0}
+    assert grade.points == 2.5
     assert "wrong on case 11 of 16, a case drawn from the secret seed: log p plus about 1000" in \
         by["ex-00-softmax"].reason
     # the report says, per failed case (fixed and drawn), the input, the expected value and what came back
     failure = by["ex-00-softmax"].failures[0]
     assert "expected: [0.1, 0.2, 0.3, 0.4]" in failure and "got:      [nan, nan, nan, nan]" in failure
-    assert len(by["ex-00-softmax"].failures) == 8 and len(by["ex-03-sink"].failures) == 1
+    assert len(by["ex-00-softmax"].failures) == 8 and len(by["ex-03-sink"].failures) == 1 + 3
 
 
 def test_broken_submission_never_crashes_the_grader(graded) -> None:
@@ -162,10 +162,10 @@ def test_csv_gradebook_and_gradescope_results(graded, tmp_path) -> None:
     write_csv(grades, tmp_path / "grades.csv")
     rows = list(csv.DictReader((tmp_path / "grades.csv").open(encoding="utf-8")))
     assert [r["submission"] for r in rows] == ["blank", "solutions", "mixed", "broken"]
-    assert [r["total"] for r in rows] == ["0", "5", "3.3", "0"]
-    assert rows[2]["ex-03-sink"] == "0.8" and rows[2]["max"] == "5"
+    assert [r["total"] for r in rows] == ["0", "5", "2.5", "0"]
+    assert rows[2]["ex-03-sink"] == "0" and rows[2]["ex-06-gini"] == "2" and rows[2]["max"] == "5"
     results = gradescope_results(graded["grades"]["mixed"])
-    assert results["score"] == 3.3
+    assert results["score"] == 2.5
     assert [t["max_score"] for t in results["tests"]] == [POINTS[e.label] for e in graded["grades"]["mixed"].exercises]
     assert json.loads(json.dumps(results)) == results  # plain JSON
 
@@ -295,18 +295,19 @@ def _drawn_score(check, fn, seed: int) -> tuple[int, int]:  # noqa: ANN001
     return int(sum(r.passed[-n:])), n
 
 
-DRAWN_LABELS = ["ex-00-softmax", "ex-01-one-query", "ex-01-causal", "ex-01-ceiling", "ex-01-name-heads"]
+DRAWN_LABELS = ["ex-00-softmax", "ex-01-one-query", "ex-01-causal", "ex-01-ceiling", "ex-01-name-heads",
+                "ex-03-sink", "ex-06-gini"]
 SEEDS = [1, 2, 977, 2**40 + 3, 123456789]
 
 
 @pytest.mark.parametrize("label", DRAWN_LABELS)
 def test_the_solution_passes_the_drawn_cases_on_every_seed_and_each_wrong_one_scores_the_same(label) -> None:
-    from wrong_solutions import ch00, ch01
+    from wrong_solutions import ch00, ch01, ch03, ch06
 
     check, solution = _check_and_solution(label)
     for seed in SEEDS:
         assert _drawn_score(check, solution, seed)[0] == _drawn_score(check, solution, seed)[1], seed
-    wrong = {**ch00.CATALOGUE, **ch01.CATALOGUE}[label]
+    wrong = {**ch00.CATALOGUE, **ch01.CATALOGUE, **ch03.CATALOGUE, **ch06.CATALOGUE}[label]
     assert len(wrong) >= 3
     for fn in wrong:
         scores = {_drawn_score(check, fn, seed) for seed in SEEDS}
@@ -395,6 +396,8 @@ def test_a_symlinked_or_special_hand_in_is_refused_with_its_reason(graded, tmp_p
 
 
 def test_the_gradebook_is_written_atomically(graded, tmp_path) -> None:
+    import os
+
     from deviating.exercises.gradebook import write_atomically
 
     target = tmp_path / "grades.csv"
@@ -409,6 +412,11 @@ def test_the_gradebook_is_written_atomically(graded, tmp_path) -> None:
     assert target.read_text() == "the old gradebook\n" and [p.name for p in tmp_path.iterdir()] == ["grades.csv"]
     write_csv(list(graded["grades"].values()), target)
     assert target.read_text().startswith("submission,") and [p.name for p in tmp_path.iterdir()] == ["grades.csv"]
+    fresh = tmp_path / "fresh.csv"
+    write_csv(list(graded["grades"].values()), fresh)  # a new gradebook: the permissions open() would give
+    umask = os.umask(0)
+    os.umask(umask)
+    assert fresh.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_the_cli_names_a_bad_reference_and_refuses_to_grade_without_bwrap(graded, tmp_path) -> None:

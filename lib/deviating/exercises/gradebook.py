@@ -11,6 +11,7 @@ import contextlib
 import csv
 import functools
 import os
+import stat
 import tempfile
 from pathlib import Path
 from dataclasses import dataclass, field
@@ -56,10 +57,17 @@ class Grade:
 def write_atomically(path: str | Path, write) -> None:  # noqa: ANN001
     """``write(fh)`` into a new file beside ``path``, then rename it onto ``path`` (never half written)."""
     path = Path(path)
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)  # the file's own permissions, kept
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask  # what open(path, "w") would give (mkstemp's file is private)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
     try:
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
             write(fh)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
