@@ -272,7 +272,7 @@ def _in_sandbox(code: str, folder, seccomp: bool = True) -> dict:  # noqa: ANN00
         seccomp_fd = os.memfd_create("seccomp")
         os.write(seccomp_fd, sandbox.seccomp)
         os.lseek(seccomp_fd, 0, os.SEEK_SET)
-    cmd = sandbox.command(str(folder), ["-c", code], hidden_modules(("headlab.kernels",)), w, seccomp_fd)
+    cmd = sandbox.command(str(folder), ["-c", code], hidden_modules(("headlab.kernels",), sandbox.needed), w, seccomp_fd)
     try:
         proc = subprocess.run(cmd, pass_fds=tuple(fd for fd in (w, seccomp_fd) if fd is not None), capture_output=True,
                               text=True, timeout=120, env={"PYTHONPATH": sandbox.pythonpath(), "PATH": "/usr/bin"})

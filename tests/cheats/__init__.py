@@ -214,7 +214,8 @@ ISOLATION_CHEATS: list[tuple[str, str, str, str]] = [
      "from headlab.kernels import reference\n_lib = reference.softmax\ndef stable_softmax(scores):\n    return _lib(scores)", "not importable while grading: headlab.kernels"),
     ("detector evasion 5: run the library's copied source under another name", "stub",
      "import headlab, os\nSRC = open(os.path.join(headlab.__path__[0], 'kernels', 'reference.py')).read()\nns = {'__name__': 'mine'}\n"
-     "exec(SRC, ns)\ndef stable_softmax(scores):\n    return ns['softmax'](scores)", "its stub cell failed to run (FileNotFoundError at line 2"),
+     "exec(SRC, ns)\ndef stable_softmax(scores):\n    return ns['softmax'](scores)",
+     "its stub cell failed to run (PermissionError at line 2"),  # an empty device node stands in for the file
     ("a table of the fixed cases' answers", "stub",
      "TABLE = {table!r}\ndef stable_softmax(scores):\n    for inputs, answer in TABLE:\n"
      "        if np.shape(scores) == np.shape(inputs) and np.allclose(scores, inputs):\n            return np.array(answer)\n"

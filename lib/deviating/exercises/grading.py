@@ -143,7 +143,7 @@ def _import_hint(reason: str, hide: tuple[str, ...]) -> str:
     """What to add to a stub's failure to import a module the sandbox hides (the worker names the module)."""
     found = re.search(r"\(module ([\w.]+)\)", reason)
     module = found.group(1) if found else ""
-    if any(module == m or module.startswith(m + ".") for m in hide):
+    if module and any(module == m or module.startswith(m + ".") or m.startswith(module + ".") for m in hide):
         return f"; not importable while grading: {', '.join(hide)}, the library's own answer to this exercise"
     if module == "deviating.exercises" or module.startswith("deviating.exercises."):
         return "; the checks and the grader are not importable while grading"
@@ -163,7 +163,7 @@ def _grade_exercise(e: ExerciseGrade, spec: dict, nb, setup: str, folder: str, l
     if found is None:
         e.reason = _STUB_REASONS["missing"].format(f=function)
         return []
-    hide = hidden_modules(_forbidden(check)) if sandbox is not None else ()
+    hide = hidden_modules(_forbidden(check), sandbox.needed) if sandbox is not None else ()
     fn = RemoteFunction(function, setup, found[1], folder, limits, sandbox=sandbox, hide=hide)
     try:
         try:

@@ -9,7 +9,10 @@ Debian's ``bubblewrap`` package. What the worker then sees and can do:
   dynamic linker's cache, the time zone), and the ``headlab`` and ``deviating`` packages *without*
   ``deviating/exercises`` (the checks and their expected values: an empty folder takes its place)
   and without the modules the exercise under grade must not call (the library's answer: an empty
-  folder or an empty file takes their place, their compiled ``.pyc`` too). The worker's own code is
+  folder or an empty file takes their place, their compiled ``.pyc`` too; :func:`hidden_modules`).
+  ``headlab``'s package ``__init__`` files are replaced by ones that load each name on first use
+  (:func:`lazy_init`), so that importing ``headlab`` does not need the hidden modules; what
+  rebuilding a HeadModel argument needs (:attr:`Sandbox.needed`) is never hidden. The worker's own code is
   a copy of two files (``worker.py``, ``values.py``) in a folder of its own. Read-write: one fresh
   folder, ``/submission``, holding the handed-out files. Nothing else exists in its view: not the
   chapters (solutions), not the other submissions, not the gradebook, not ``/etc/passwd``, not the
@@ -35,8 +38,10 @@ disabled), :func:`find_bwrap` says why, and the grader refuses to grade unless t
 
 from __future__ import annotations
 
+import ast
 import functools
 import glob
+import json
 import importlib.util
 import os
 import platform
@@ -48,7 +53,7 @@ import tempfile
 import weakref
 from pathlib import Path
 
-__all__ = ["Sandbox", "IsolationUnavailable", "find_bwrap", "seccomp_filter", "FOLDER"]
+__all__ = ["Sandbox", "IsolationUnavailable", "find_bwrap", "seccomp_filter", "hidden_modules", "lazy_init", "FOLDER"]
 
 FOLDER = "/submission"  # where the worker's own folder appears inside the sandbox
 _HERE = Path(__file__).resolve().parent
@@ -136,20 +141,69 @@ def _module_location(name: str) -> tuple[str, bool] | None:
     return (base + ".py", False) if os.path.isfile(base + ".py") else None
 
 
-@functools.lru_cache(maxsize=1)
-def _needed_by_headlab() -> frozenset[str]:
-    """The modules ``import headlab`` loads: what rebuilds a HeadModel passed as an argument. They are never
-    hidden, even when a check forbids them (the library-call detector then watches them: see the README)."""
-    out = subprocess.run([sys.executable, "-c", "import headlab, sys; print(' '.join(sys.modules))"],
-                         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    return frozenset(m for m in out.stdout.split() if m.startswith("headlab"))
+def lazy_init(source: str, package: str) -> str | None:
+    """A package ``__init__`` that binds its re-exported names on first use (PEP 562), built from ``source``,
+    the real one, or None when that does more than re-export (then it stays as it is). Each top-level
+    ``from headlab.x import name`` becomes an entry of a table that the module's ``__getattr__`` reads, so
+    importing the package (which a setup cell and a pickled HeadModel need) loads none of its modules, and a
+    module the sandbox hides stays out unless something asks for one of its names."""
+    tree = ast.parse(source)
+    where, kept = {}, []
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) or \
+                isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("headlab"):
+            where.update({(a.asname or a.name): (node.module, a.name) for a in node.names if a.name != "*"})
+        elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id.startswith("__") for t in node.targets):
+            kept.append(ast.unparse(node))
+        else:
+            return None
+    return "\n".join([
+        f'"""{package} as a grading worker sees it: each name loads on first use (deviating.exercises.sandbox)."""',
+        "import importlib", *kept, f"_WHERE = {where!r}", "",
+        "def __getattr__(name):",
+        "    if name not in _WHERE:",
+        "        raise AttributeError(f\"module {__name__!r} has no attribute {name!r}\")",
+        "    module, attribute = _WHERE[name]",
+        "    if module == __name__:  # a sub-module of this package",
+        "        value = importlib.import_module(f'{module}.{attribute}')",
+        "    else:",
+        "        value = getattr(importlib.import_module(module), attribute)",
+        "    globals()[name] = value",
+        "    return value", ""])
 
 
-def hidden_modules(forbid: tuple[str, ...]) -> tuple[str, ...]:
-    """The modules of ``forbid`` that the sandbox hides (see :class:`Sandbox`): all but those ``import headlab``
-    needs (or their parents)."""
-    needed = _needed_by_headlab()
-    return tuple(m for m in forbid if not any(n == m or n.startswith(m + ".") for n in needed))
+def _children(package: str) -> list[str]:
+    """The modules and sub-packages directly inside one of the book's packages (found on disk)."""
+    found = _module_location(package)
+    if found is None or not found[1]:
+        return []
+    names = []
+    for entry in sorted(os.listdir(found[0])):
+        path = os.path.join(found[0], entry)
+        if entry.endswith(".py") and entry != "__init__.py":
+            names.append(f"{package}.{entry[:-3]}")
+        elif os.path.isdir(path) and entry != "__pycache__" and entry.isidentifier():
+            names.append(f"{package}.{entry}")
+    return names
+
+
+def hidden_modules(forbid: tuple[str, ...], needed: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """The modules the sandbox hides for a check that forbids ``forbid`` (see :class:`Sandbox`): each forbidden
+    module, except what ``needed`` holds (what rebuilds a HeadModel passed as an argument,
+    :attr:`Sandbox.needed`); of a forbidden package that a needed module lies in, every part not needed."""
+    def within(m: str) -> bool:
+        return any(n == m or n.startswith(m + ".") for n in needed)
+
+    hidden, todo = [], list(forbid)
+    while todo:
+        m = todo.pop(0)
+        if not within(m):
+            hidden.append(m)
+        elif m not in needed or _module_location(m) and _module_location(m)[1]:
+            todo += [c for c in _children(m) if c not in todo]
+    return tuple(dict.fromkeys(hidden))
 
 
 class Sandbox:
@@ -171,6 +225,33 @@ class Sandbox:
         for name in ("worker.py", "values.py"):
             shutil.copyfile(_HERE / name, package / name)
         self.packages = {name: d for name in ("headlab", "deviating") if (d := _package_dir(name)) is not None}
+        self._inits: dict[str, str] = {}  # a package's __init__.py -> its lazy stand-in (see lazy_init)
+        root = self.packages.get("headlab")
+        for init in sorted(Path(root).rglob("__init__.py")) if root else ():
+            package = ".".join(init.parent.relative_to(Path(root).parent).parts)
+            lazy = lazy_init(init.read_text(), package)
+            if lazy is not None:
+                self._inits[str(init)] = os.path.join(self._code, f"{package}.init.py")
+                Path(self._inits[str(init)]).write_text(lazy)
+        self.needed = self._needed()
+
+    def _needed(self) -> frozenset[str]:
+        """The book's modules that rebuilding a HeadModel loads in this sandbox (never hidden: the library-call
+        detector watches them instead; see the README)."""
+        if "headlab" not in self.packages:
+            return frozenset()
+        code = ("import json, sys\nimport headlab.heads.model, headlab.models.gpt\n"
+                "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('headlab', 'deviating')))))")
+        r, w = os.pipe()
+        try:
+            out = subprocess.run(self.command("/tmp", ["-c", code], (), w, None), pass_fds=(w,), capture_output=True,
+                                 text=True, timeout=300, env={"PYTHONPATH": self.pythonpath(), "PATH": "/usr/bin"})
+        finally:
+            os.close(r)
+            os.close(w)
+        if out.returncode != 0:
+            raise IsolationUnavailable(f"a sandboxed Python could not import headlab: {out.stderr.strip()[-300:]}")
+        return frozenset(json.loads(out.stdout.strip().splitlines()[-1]))
 
     def _view(self, hide: tuple[str, ...]) -> list[str]:
         args: list[str] = []
@@ -188,6 +269,10 @@ class Sandbox:
             args += ["--symlink", os.path.realpath(sys.prefix), sys.prefix]
         for d in self.packages.values():
             args += ["--ro-bind", d, d]
+        for init, lazy in self._inits.items():  # headlab's names load on first use (see lazy_init)
+            args += ["--ro-bind", lazy, init]
+            for pyc in glob.glob(os.path.join(os.path.dirname(init), "__pycache__", "__init__.*.pyc")):
+                args += ["--ro-bind", "/dev/null", pyc]
         masks = [os.path.join(self.packages["deviating"], "exercises")] if "deviating" in self.packages else []
         masks += [found[0] for m in hide if (found := _module_location(m)) is not None]
         masks = [m for m in masks if not any(m.startswith(other + os.sep) for other in masks)]  # once hidden, hidden

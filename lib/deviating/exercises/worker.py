@@ -301,7 +301,10 @@ def main(argv: list[str]) -> int:
     start = pickle.loads(read_frame(rd, 1 << 30))
     os.chdir(start["folder"])
     if needs_torch(start["setup"], start["stub"]):
-        import headlab  # noqa: F401 (torch loads its libraries with ctypes, which the hook refuses)
+        try:  # torch loads its libraries with ctypes, which the hook refuses: load it (and the model) first
+            import headlab.heads.model  # noqa: F401
+        except ImportError:
+            pass
     install_policy(start["folder"])
     namespace: dict = {"__name__": "__main__"}
     try:
