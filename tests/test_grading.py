@@ -2,8 +2,12 @@
 a mixed submission and a broken one, each exercise in its own grading worker.
 
 One small notebook is the fixture: four real exercises of the book (their task, stub, solution and
-check cells, copied from the chapters), so the test starts 16 short workers, not whole chapters.
+check cells, copied from the chapters), so the test starts 16 short workers, not whole chapters,
+each inside the grader's sandbox (bubblewrap: the tests skip without it, and fail under CI).
 Every call has a limit of TIMEOUT seconds, so the looping submission cannot stall the run.
+The drawn cases (deviating.exercises.drawn) are tested here on the checks that draw them: the solutions
+pass them on every seed, each wrong solution of tests/wrong_solutions scores the same on every seed,
+and a table of the fixed cases' answers scores 0 on them.
 The cheats a submission can try are in test_cheats.py.
 """
 
@@ -20,6 +24,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from cheats.isolation import sandbox_or_skip
 from conftest import ROOT, chapter_notebooks
 from make_student import find_exercises
 
@@ -31,6 +36,7 @@ pytestmark = pytest.mark.slow
 LABELS = ["ex-00-softmax", "ex-06-gini", "ex-03-sink", "ex-09-redundant"]  # numpy only
 POINTS = {"ex-00-softmax": 1.0, "ex-06-gini": 2.0, "ex-03-sink": 1.0, "ex-09-redundant": 1.0}
 TIMEOUT = 4
+SEED = 20261206  # the drawn cases of the fixture's run (a real run draws its seed from os.urandom)
 
 
 def _book_fixture() -> nbformat.NotebookNode:
@@ -93,7 +99,8 @@ def graded(tmp_path_factory) -> dict:
     for name, nb in subs.items():
         paths[name] = tmp / f"{name}.ipynb"
         nbformat.write(nb, paths[name])
-    grades = {name: grade_notebook(p, timeout=TIMEOUT) for name, p in paths.items()}
+    sandbox = sandbox_or_skip()
+    grades = {name: grade_notebook(p, timeout=TIMEOUT, sandbox=sandbox, seed=SEED) for name, p in paths.items()}
     return {"grades": grades, "paths": paths, "tmp": tmp, "student": paths["blank"]}
 
 
@@ -116,16 +123,18 @@ def test_full_solutions_score_full_marks(graded) -> None:
 def test_mixed_submission_gets_partial_credit_per_case(graded) -> None:
     grade = graded["grades"]["mixed"]
     by = {e.label: e for e in grade.exercises}
-    # the naive softmax overflows on 4 of the 8 rows; the last-layer sink is right on 4 of 5 inputs
+    # the naive softmax overflows on 4 of the 8 drawn rows (only they count); the last-layer sink is right
+    # on 4 of the 5 fixed inputs, and on none of the 3 drawn ones (their last layer leans to a decoy)
     assert (by["ex-00-softmax"].passed, by["ex-00-softmax"].total) == (4, 8)
-    assert (by["ex-03-sink"].passed, by["ex-03-sink"].total) == (4, 5)
-    assert _points(grade) == {"ex-00-softmax": 0.5, "ex-06-gini": 2.0, "ex-03-sink": 0.8, "ex-09-redundant": 0.0}
-    assert grade.points == 3.3
-    assert "wrong on case 3 of 8" in by["ex-00-softmax"].reason
-    # the report says, per failed case, the input, the expected value and what came back (computed here)
+    assert (by["ex-03-sink"].passed, by["ex-03-sink"].total) == (0, 3)
+    assert _points(grade) == {"ex-00-softmax": 0.5, "ex-06-gini": 2.0, "ex-03-sink": 0.0, "ex-09-redundant": 0.0}
+    assert grade.points == 2.5
+    assert "wrong on case 11 of 16, a case drawn from the secret seed: log p plus about 1000" in \
+        by["ex-00-softmax"].reason
+    # the report says, per failed case (fixed and drawn), the input, the expected value and what came back
     failure = by["ex-00-softmax"].failures[0]
     assert "expected: [0.1, 0.2, 0.3, 0.4]" in failure and "got:      [nan, nan, nan, nan]" in failure
-    assert len(by["ex-00-softmax"].failures) == 4 and len(by["ex-03-sink"].failures) == 1
+    assert len(by["ex-00-softmax"].failures) == 8 and len(by["ex-03-sink"].failures) == 1 + 3
 
 
 def test_broken_submission_never_crashes_the_grader(graded) -> None:
@@ -134,7 +143,9 @@ def test_broken_submission_never_crashes_the_grader(graded) -> None:
     assert grade.points == 0
     # the stub deleted, the library's softmax imported under its name in a cell that never runs
     assert "no function 'stable_softmax' is defined: the stub cell was deleted" in by["ex-00-softmax"].reason
-    assert "headlab.stats.inequality.gini" in by["ex-06-gini"].reason  # the library's answer, from the stub
+    # the library's answer, imported by the stub, is not in the worker's view: the stub cell fails, and says why
+    assert "ImportError at line 1 of the stub cell" in by["ex-06-gini"].reason, by["ex-06-gini"].reason
+    assert "not importable while grading: " in by["ex-06-gini"].reason and "headlab.stats," in by["ex-06-gini"].reason
     assert "time limit of 4 s" in by["ex-03-sink"].reason  # an infinite loop inside the function
     assert by["ex-03-sink"].failures and "ran past the time limit" in by["ex-03-sink"].failures[0]
     assert "no function 'is_redundant'" in by["ex-09-redundant"].reason  # its cell did not compile
@@ -151,10 +162,10 @@ def test_csv_gradebook_and_gradescope_results(graded, tmp_path) -> None:
     write_csv(grades, tmp_path / "grades.csv")
     rows = list(csv.DictReader((tmp_path / "grades.csv").open(encoding="utf-8")))
     assert [r["submission"] for r in rows] == ["blank", "solutions", "mixed", "broken"]
-    assert [r["total"] for r in rows] == ["0", "5", "3.3", "0"]
-    assert rows[2]["ex-03-sink"] == "0.8" and rows[2]["max"] == "5"
+    assert [r["total"] for r in rows] == ["0", "5", "2.5", "0"]
+    assert rows[2]["ex-03-sink"] == "0" and rows[2]["ex-06-gini"] == "2" and rows[2]["max"] == "5"
     results = gradescope_results(graded["grades"]["mixed"])
-    assert results["score"] == 3.3
+    assert results["score"] == 2.5
     assert [t["max_score"] for t in results["tests"]] == [POINTS[e.label] for e in graded["grades"]["mixed"].exercises]
     assert json.loads(json.dumps(results)) == results  # plain JSON
 
@@ -164,11 +175,13 @@ def test_the_cli_handles_a_file_that_is_not_a_notebook(graded, tmp_path) -> None
     bad.write_text("this is not json")
     out = tmp_path / "results.json"
     proc = subprocess.run([sys.executable, "-m", "deviating", "grade", str(bad), "--reference", str(graded["student"]),
-                           "--gradescope", str(out), "--csv", str(tmp_path / "g.csv")],
+                           "--gradescope", str(out), "--csv", str(tmp_path / "g.csv"), "--unsafe-no-isolation"],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     results = json.loads(out.read_text())
     assert results["score"] == 0 and "not a readable notebook" in results["output"]
+    assert "graded WITHOUT operating-system isolation" in results["output"]  # the gradebook records it
+    assert "graded WITHOUT operating-system isolation" in (tmp_path / "g.csv").read_text()
     assert len(results["tests"]) == 4
     proc = subprocess.run([sys.executable, "-m", "deviating", "grade", str(bad), str(bad), "--gradescope", str(out)],
                           capture_output=True, text=True, cwd=ROOT)
@@ -246,3 +259,178 @@ def test_a_check_that_wraps_the_function_still_reaches_the_worker(tmp_path) -> N
         fn.close()
     assert results[-1].status == "passed", results[-1].messages[:1]
     assert fn.forbid == ("deviating.kernels", "headlab.kernels")
+
+
+# ----------------------------------------------------------------------- the drawn cases (no worker needed)
+
+
+def _check_and_solution(label: str):  # noqa: ANN202
+    """The check of exercise ``label`` and the book's solution of it, run in this process."""
+    import importlib
+
+    import numpy as np
+
+    for path in chapter_notebooks():
+        chapter = nbformat.read(path, as_version=4)
+        for ex in find_exercises(chapter, path):
+            if ex.label == label:
+                namespace = {"np": np, "__name__": "__main__"}
+                exec("\n\n".join(chapter.cells[i].source for i in ex.solution_cells), namespace)  # noqa: S102
+                return getattr(importlib.import_module(ex.check_module), ex.check_name), namespace[ex.function]
+    raise AssertionError(label)
+
+
+def _drawn_score(check, fn, seed: int) -> tuple[int, int]:  # noqa: ANN001
+    """(drawn cases passed, drawn cases) of ``check`` on ``fn`` with the secret seed ``seed``."""
+    import contextlib
+    import io
+
+    from deviating.exercises import recording
+    from deviating.exercises.drawn import drawing
+
+    with drawing(seed) as counts, recording() as results, contextlib.redirect_stdout(io.StringIO()):
+        check(fn)
+    (n,), r = counts, results[-1]
+    assert len(r.passed) == r.total
+    return int(sum(r.passed[-n:])), n
+
+
+DRAWN_LABELS = ["ex-00-softmax", "ex-01-one-query", "ex-01-causal", "ex-01-ceiling", "ex-01-name-heads",
+                "ex-03-sink", "ex-06-gini"]
+SEEDS = [1, 2, 977, 2**40 + 3, 123456789]
+
+
+@pytest.mark.parametrize("label", DRAWN_LABELS)
+def test_the_solution_passes_the_drawn_cases_on_every_seed_and_each_wrong_one_scores_the_same(label) -> None:
+    from wrong_solutions import ch00, ch01, ch03, ch06
+
+    check, solution = _check_and_solution(label)
+    for seed in SEEDS:
+        assert _drawn_score(check, solution, seed)[0] == _drawn_score(check, solution, seed)[1], seed
+    wrong = {**ch00.CATALOGUE, **ch01.CATALOGUE, **ch03.CATALOGUE, **ch06.CATALOGUE}[label]
+    assert len(wrong) >= 3
+    for fn in wrong:
+        scores = {_drawn_score(check, fn, seed) for seed in SEEDS}
+        assert len(scores) == 1, (fn.__name__, scores)  # the same grade on every seed
+        ((passed, n),) = scores
+        assert passed < n, fn.__name__  # and never full marks
+
+
+def test_other_seeds_draw_other_cases_and_students_see_none() -> None:
+    """Two seeds give different inputs; outside grading a check runs its fixed cases only."""
+    import numpy as np
+
+    from deviating.exercises.ch01 import _drawn_one_query_cases
+    from deviating.exercises.drawn import drawing, drawn
+
+    assert drawn(_drawn_one_query_cases) == []  # a student's own run: no drawn case at all
+    with drawing(1):
+        a = drawn(_drawn_one_query_cases)
+    with drawing(2):
+        b = drawn(_drawn_one_query_cases)
+    with drawing(1):
+        again = drawn(_drawn_one_query_cases)
+    assert len(a) == len(b) == 5
+    assert not np.allclose(a[1].args[1].ravel()[:4], b[1].args[1].ravel()[:4])
+    assert all(np.array_equal(x, y) for c, d in zip(a, again) for x, y in zip(c.args, d.args))
+    with pytest.raises(ValueError, match="non-negative int"):
+        with drawing(-1):
+            pass
+
+
+@pytest.mark.parametrize("label,cases", [
+    ("ex-00-softmax", "deviating.exercises.ch00:_softmax_cases"),
+    ("ex-01-one-query", "deviating.exercises.ch01:_one_query_cases"),
+    ("ex-01-causal", "deviating.exercises.ch01:_causal_cases"),
+    ("ex-01-name-heads", "deviating.exercises.ch01:_name_cases"),
+])
+def test_a_table_of_the_fixed_answers_scores_zero_on_the_drawn_cases(label: str, cases: str) -> None:
+    """The cheat of a student who reads the checks at home: a stub that looks its input up in a table
+    of the fixed cases' answers. It passes every fixed case, and none of the drawn ones."""
+    import contextlib
+    import importlib
+    import io
+
+    import numpy as np
+
+    from deviating.exercises import recording
+    from deviating.exercises.drawn import drawing
+
+    module, name = cases.split(":")
+    table = [(c.args, c.expected) for c in getattr(importlib.import_module(module), name)()]
+
+    def lookup(*args):  # noqa: ANN002, ANN202
+        for known, answer in table:
+            if len(known) == len(args) and all(np.shape(a) == np.shape(k) and np.allclose(a, k) for a, k in zip(args, known)):
+                return answer
+        return np.zeros(np.shape(args[-1])[-1:])
+
+    check, _ = _check_and_solution(label)
+    with drawing(99) as counts, recording() as results, contextlib.redirect_stdout(io.StringIO()):
+        check(lookup)
+    (n,), r = counts, results[-1]
+    assert all(r.passed[:-n]) and not any(r.passed[-n:]), r.passed
+
+
+def test_the_grade_counts_only_the_drawn_cases(graded) -> None:
+    """The naive softmax passes 4 of the 8 fixed cases and 4 of the 8 drawn ones: 4 of 8 is the drawn count."""
+    (e,) = [e for e in graded["grades"]["mixed"].exercises if e.label == "ex-00-softmax"]
+    assert e.total == 8 and sum("a case drawn from the secret seed" in f for f in e.failures) == 4
+
+
+# ----------------------------------------------------------------------- the grader's own hygiene
+
+
+def test_a_symlinked_or_special_hand_in_is_refused_with_its_reason(graded, tmp_path) -> None:
+    import os
+
+    link = tmp_path / "link.ipynb"
+    link.symlink_to(graded["paths"]["solutions"])  # the book's notebook, behind a link: 8 of 8 if followed
+    fifo = tmp_path / "fifo.ipynb"
+    os.mkfifo(fifo)
+    for path, why in ((link, "refused: the submission is a symbolic link"), (fifo, "not a regular file")):
+        grade = grade_notebook(path, reference=graded["student"], unsafe=True, seed=SEED)
+        assert grade.points == 0 and len(grade.exercises) == 4
+        assert any(why in note for note in grade.notes), grade.notes
+        assert all(why in e.reason for e in grade.exercises)
+
+
+def test_the_gradebook_is_written_atomically(graded, tmp_path) -> None:
+    import os
+
+    from deviating.exercises.gradebook import write_atomically
+
+    target = tmp_path / "grades.csv"
+    target.write_text("the old gradebook\n")
+
+    def half_then_crash(fh):  # noqa: ANN001, ANN202
+        fh.write("alice,8")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        write_atomically(target, half_then_crash)
+    assert target.read_text() == "the old gradebook\n" and [p.name for p in tmp_path.iterdir()] == ["grades.csv"]
+    write_csv(list(graded["grades"].values()), target)
+    assert target.read_text().startswith("submission,") and [p.name for p in tmp_path.iterdir()] == ["grades.csv"]
+    fresh = tmp_path / "fresh.csv"
+    write_csv(list(graded["grades"].values()), fresh)  # a new gradebook: the permissions open() would give
+    umask = os.umask(0)
+    os.umask(umask)
+    assert fresh.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_the_cli_names_a_bad_reference_and_refuses_to_grade_without_bwrap(graded, tmp_path) -> None:
+    import os
+
+    bad = tmp_path / "handout.ipynb"
+    bad.write_text("{not json")
+    proc = subprocess.run([sys.executable, "-m", "deviating", "grade", str(graded["student"]), "--reference", str(bad),
+                           "--unsafe-no-isolation"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and f"--reference {bad}: not a readable notebook" in proc.stderr, proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "deviating", "grade", str(graded["student"])], capture_output=True,
+                          text=True, cwd=ROOT, env={**os.environ, "PATH": str(tmp_path)})  # no bwrap on the PATH
+    assert proc.returncode == 2 and "refusing to grade: bubblewrap (bwrap) is not installed" in proc.stderr, proc.stderr
+    assert "--unsafe-no-isolation" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "deviating", "grade", str(graded["student"]), "--seed", "-3",
+                           "--unsafe-no-isolation"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "--seed must be a non-negative integer, got -3" in proc.stderr, proc.stderr

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from deviating.exercises import Case, run_cases
+from deviating.exercises.drawn import MARK, drawn
 
 __all__ = ["check_stable_softmax"]
 
@@ -78,4 +79,40 @@ def check_stable_softmax(fn: Callable[[np.ndarray], np.ndarray]) -> None:
     ``fn(scores)`` must return ``softmax(scores)`` along the last axis, with the
     same shape, finite for any finite row, and weight 0 for ``-inf`` scores.
     """
-    run_cases(fn, _softmax_cases(), forbid=("deviating.kernels", "headlab.kernels"))
+    run_cases(fn, _softmax_cases() + drawn(_drawn_softmax_cases), forbid=("deviating.kernels", "headlab.kernels"))
+
+
+def _drawn_softmax_cases(rng: np.random.Generator) -> list[Case]:
+    """The fixed cases' eight kinds, with random sizes, weights and shifts (drawn when grading:
+    :mod:`deviating.exercises.drawn`). softmax(c + log p) = p / sum(p) gives every answer."""
+    def weights(n: int) -> np.ndarray:
+        return rng.uniform(0.5, 5.0, n)
+
+    n = int(rng.integers(2, 10))
+    p, big, small = weights(n), weights(int(rng.integers(2, 8))), weights(int(rng.integers(2, 8)))
+    masked = weights(int(rng.integers(3, 8)))
+    keep = rng.permutation(len(masked)) < int(rng.integers(1, len(masked)))  # at least one key kept and one masked
+    m = int(rng.integers(2, 7))
+    rows, row_scales = weights(m), [rng.uniform(900.0, 1100.0), rng.uniform(-3.0, 3.0)]
+    rows2 = weights(m)
+    spread, s = weights(int(rng.integers(2, 6))), rng.uniform(750.0, 900.0)  # exp(750) overflows
+    a, b, k = int(rng.integers(2, 4)), int(rng.integers(1, 3)), int(rng.integers(2, 6))
+    batch = rng.uniform(0.5, 5.0, (a, b, k))
+    shifts = rng.uniform(-20.0, 20.0, (a, b, 1))
+    name = MARK + ": "
+    return [
+        Case(name + f"a uniform row of {n}", args=(np.full(n, rng.uniform(-5.0, 5.0)),), expected=np.full(n, 1.0 / n)),
+        Case(name + "log p plus a small constant", args=(np.log(p) + rng.uniform(-3.0, 3.0),), expected=p / p.sum()),
+        Case(name + "log p plus about 1000", args=(np.log(big) + rng.uniform(900.0, 1100.0),), expected=big / big.sum()),
+        Case(name + "log p minus about 1000", args=(np.log(small) - rng.uniform(900.0, 1100.0),),
+             expected=small / small.sum()),
+        Case(name + "masked keys (-inf)", args=(np.where(keep, np.log(masked), -np.inf),),
+             expected=np.where(keep, masked, 0.0) / masked[keep].sum()),
+        Case(name + "two rows on very different scales",
+             args=(np.stack([np.log(rows) + row_scales[0], np.log(rows2) + row_scales[1]]),),
+             expected=np.stack([rows / rows.sum(), rows2 / rows2.sum()])),
+        Case(name + "a wide spread: 0, then about 800 + log p", args=(np.concatenate([[0.0], s + np.log(spread)]),),
+             expected=np.concatenate([[0.0], spread / spread.sum()])),
+        Case(name + f"a batch of shape {(a, b, k)}, each row shifted by its own constant",
+             args=(np.log(batch) + shifts,), expected=batch / batch.sum(axis=-1, keepdims=True)),
+    ]

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from deviating.exercises import Case, compare_number, run_cases
+from deviating.exercises.drawn import MARK, drawn
 
 __all__ = ["check_attend_one_query", "check_causal_attention", "check_name_heads",
            "check_order_blind_accuracy"]
@@ -77,7 +78,38 @@ def check_attend_one_query(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], An
     ``fn(q, K, V)`` with ``q (d,)``, ``K (n_k, d)``, ``V (n_k, d_v)`` must return the output
     ``(d_v,)``: ``sum_j softmax(K q / sqrt(d))_j V[j]``.
     """
-    run_cases(fn, _one_query_cases(), what="one query", forbid=_KERNELS)
+    run_cases(fn, _one_query_cases() + drawn(_drawn_one_query_cases), what="one query", forbid=_KERNELS)
+
+
+_DRAWN = MARK + ": "
+
+
+def _sizes(rng: np.random.Generator) -> tuple[int, int, int]:
+    """(d, n_k, d_v), three different sizes: dividing by sqrt(n_k) or sqrt(d_v) instead of sqrt(d) shows."""
+    d, n_k, d_v = (int(x) for x in rng.choice(np.arange(2, 9), size=3, replace=False))
+    return d, n_k, d_v
+
+
+def _drawn_one_query_cases(rng: np.random.Generator) -> list[Case]:
+    """The fixed cases' kinds with random sizes, weights and values (drawn when grading: :mod:`.drawn`)."""
+    cases = []
+    d, n_k, d_v = _sizes(rng)
+    values = rng.normal(size=(n_k, d_v))
+    cases.append(Case(_DRAWN + f"a zero query, n_k = {n_k}", args=(np.zeros(d), rng.normal(size=(n_k, d)), values),
+                      expected=values.mean(axis=0)))
+    for shift in (0.0, 0.0, rng.uniform(800.0, 1000.0)):  # planted weights twice, then with huge scores
+        d, n_k, d_v = _sizes(rng)
+        w = rng.uniform(0.5, 5.0, n_k)
+        w /= w.sum()
+        q, keys = _planted_keys(w, d, int(rng.integers(d)), rng.normal(size=(n_k, d)))
+        keys[:, int(np.argmax(q))] += np.sqrt(d) * shift  # the same shift on every score: the same weights
+        values = rng.normal(size=(n_k, d_v))
+        what = "huge scores, planted weights" if shift else f"planted weights, d = {d}, n_k = {n_k}, d_v = {d_v}"
+        cases.append(Case(_DRAWN + what, args=(q, keys, values), expected=w @ values))
+    value = rng.normal(size=(1, int(rng.integers(2, 6))))
+    cases.append(Case(_DRAWN + "one key only", args=(rng.normal(size=3), rng.normal(size=(1, 3)), value),
+                      expected=value[0]))
+    return cases
 
 
 # --------------------------------------------------------------------------- causal mask
@@ -131,7 +163,31 @@ def _causal_cases() -> list[Case]:
 def check_causal_attention(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], Any]) -> None:
     """Check causal self-attention: ``fn(Q, K, V)`` with ``Q, K (n, d)``, ``V (n, d_v)`` returns
     ``(n, d_v)`` where row i attends to keys ``0..i`` only."""
-    run_cases(fn, _causal_cases(), what="causal attention", forbid=_KERNELS)
+    run_cases(fn, _causal_cases() + drawn(_drawn_causal_cases), what="causal attention", forbid=_KERNELS)
+
+
+def _drawn_causal_cases(rng: np.random.Generator) -> list[Case]:
+    """The fixed cases' kinds with random sizes, weights and values (drawn when grading: :mod:`.drawn`)."""
+    n, d = int(rng.integers(3, 8)), int(rng.integers(2, 5))
+    cumulative_mean = np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]
+    values = rng.normal(size=(n, int(rng.integers(2, 5))))
+    cases = [Case(_DRAWN + f"zero queries, n = {n}", args=(np.zeros((n, d)), rng.normal(size=(n, d)), values),
+                  expected=cumulative_mean @ values)]
+    keys = np.zeros((n, d))
+    keys[-1, 0] = np.sqrt(d) * rng.uniform(40.0, 60.0)  # only the last query may see the key they all love
+    queries = np.tile(np.eye(d)[0], (n, 1))
+    cases.append(Case(_DRAWN + "every query loves the last key", args=(queries, keys, values),
+                      expected=np.vstack([cumulative_mean[:-1] @ values, values[-1:]])))
+    for shift in (0.0, rng.uniform(800.0, 1000.0)):
+        n = int(rng.integers(3, 8))
+        d = int(rng.choice([k for k in range(2, 7) if k != n]))
+        w = rng.uniform(0.5, 5.0, n)
+        (queries, keys, values), out = _causal_planted(w / w.sum(), d, int(rng.integers(d)),
+                                                       rng.normal(size=(n, int(rng.integers(2, 5)))))
+        keys[:, int(np.argmax(queries[0]))] += np.sqrt(d) * shift
+        cases.append(Case(_DRAWN + ("huge scores, planted weights" if shift else f"planted weights, n = {n}, d = {d}"),
+                          args=(queries, keys, values), expected=out))
+    return cases
 
 
 # --------------------------------------------------------------------------- naming heads
@@ -214,8 +270,36 @@ def _compare_labels(got: Any, expected: list[str]) -> str | None:
 def check_name_heads(fn: Callable[[np.ndarray], Any]) -> None:
     """Check a function that labels each head of a pattern ``(head, q_pos, k_pos)`` as
     ``"previous"``, ``"topic"`` (key position 1) or ``"other"``."""
-    run_cases(fn, _name_cases(), compare=_compare_labels, what="naming heads",
+    run_cases(fn, _name_cases() + drawn(_drawn_name_cases), compare=_compare_labels, what="naming heads",
               forbid=("headlab.analysis.detect",))
+
+
+def _drawn_name_cases(rng: np.random.Generator) -> list[Case]:
+    """Three stacks of heads of the fixed cases' kinds, in random order, sizes and noise (drawn when
+    grading: :mod:`.drawn`); each kind's label follows from its construction."""
+    def head(kind: str, n: int) -> tuple[np.ndarray, str]:
+        mix = rng.uniform(0.0, 0.4)
+        if kind in ("previous", "topic"):
+            return _planted(n, kind, mix=mix), kind
+        if kind == "first":
+            return _planted(n, "first", mix=mix), "other"
+        if kind == "uniform":
+            return np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None], "other"
+        if kind == "half":  # exactly 0.5 on the previous token: not "more than"
+            return _rows_on(n, {i: {i - 1: 0.5} for i in range(3, n)}), "other"
+        if kind == "early":  # on the previous token at queries 1 and 2, which do not count, 0.5 after
+            return _rows_on(n, {1: {0: 1.0}, 2: {1: 1.0}, **{i: {i - 1: 0.5} for i in range(3, n)}}), "other"
+        i = int(rng.integers(3, n))  # on the previous token at one query only
+        return _rows_on(n, {i: {i - 1: 1.0}}), "other"
+
+    cases = []
+    for kinds in (["previous", "topic"], ["uniform", "first", "early", rng.choice(["previous", "topic"])],
+                  ["one row", "half", rng.choice(["previous", "topic"])]):
+        n = int(rng.integers(6, 15))
+        heads = [head(str(k), n) for k in rng.permutation(kinds)]
+        cases.append(Case(_DRAWN + f"{len(heads)} heads over {n} positions", args=(np.stack([h for h, _ in heads]),),
+                          expected=[label for _, label in heads]))
+    return cases
 
 
 # --------------------------------------------------------------------------- the order-blind ceiling
@@ -240,5 +324,11 @@ def check_order_blind_accuracy(fn: Callable[[int], Any]) -> None:
         Case("10 letters", args=(10,), expected=0.75 + 1 / 20, hidden=True),
         Case("6 letters", args=(6,), expected=0.75 + 1 / 12, hidden=True),
     ]
-    run_cases(fn, cases, compare=lambda got, exp: compare_number(got, exp, atol=1e-9, rtol=0),
+    run_cases(fn, cases + drawn(_drawn_ceiling_cases), compare=lambda got, exp: compare_number(got, exp, atol=1e-9, rtol=0),
               what="the ceiling", forbid=("deviating.experiments",))
+
+
+def _drawn_ceiling_cases(rng: np.random.Generator) -> list[Case]:
+    """Three even alphabet sizes (drawn when grading: :mod:`.drawn`); the answer by counting, 3/4 + 1/(2n)."""
+    sizes = 2 * rng.choice(np.arange(2, 101), size=3, replace=False)
+    return [Case(_DRAWN + f"{n} letters", args=(int(n),), expected=0.75 + 1 / (2 * int(n))) for n in sizes]

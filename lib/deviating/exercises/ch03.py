@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from deviating.exercises import Case, compare_arrays, compare_number, run_cases
+from deviating.exercises.drawn import MARK, drawn
 from deviating.exercises.fixtures import hand_pattern as _rows
 
 _DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas", "headlab.roles")
@@ -97,7 +98,30 @@ def _same_position(got, expected) -> str | None:
 def check_find_sink(fn: Callable[[np.ndarray], int]) -> None:
     """Check ``fn(patterns)``: the key position that receives the most attention, summed over
     every layer, head and query of ``patterns`` ``(n_layers, n_heads, pos, pos)``."""
-    run_cases(fn, _sink_cases(), compare=_same_position, forbid=_DETECTORS)
+    run_cases(fn, _sink_cases() + drawn(_drawn_sink_cases), compare=_same_position, forbid=_DETECTORS)
+
+
+def _drawn_sink_cases(rng: np.random.Generator) -> list[Case]:
+    """Three stacks of 4 or 5 layers (drawn when grading: :mod:`.drawn`): the middle layers put 0.7-0.9 of
+    every row on the sink; the first layer leans 0.4-0.5 towards one decoy, the last towards another, and
+    one row of a middle head sits wholly on a third. The sink gets at least 1.4 x heads x positions of
+    weight, a decoy at most 0.8 x heads x positions: it is the answer by construction."""
+    cases = []
+    for _ in range(3):
+        pos, heads, layers = int(rng.integers(6, 10)), int(rng.integers(2, 4)), int(rng.integers(4, 6))
+        sink, first, last, sharp = (int(x) for x in rng.choice(np.arange(1, pos), size=4, replace=False))
+
+        def lean(key: int, low: float, high: float) -> np.ndarray:
+            return _rows(pos, {i: {key: rng.uniform(low, high)} for i in range(pos)}, causal=False)
+
+        stack = [[lean(first, 0.4, 0.5) for _ in range(heads)]]
+        stack += [[lean(sink, 0.7, 0.9) for _ in range(heads)] for _ in range(layers - 2)]
+        stack += [[lean(last, 0.4, 0.5) for _ in range(heads)]]
+        row = int(rng.integers(pos))
+        stack[1][0][row] = np.eye(pos)[sharp]
+        cases.append(Case(MARK + f": {layers} layers, {heads} heads, {pos} positions", args=(np.array(stack),),
+                          expected=sink))
+    return cases
 
 
 # ----------------------------------------------------------- a previous-token lift over uniform

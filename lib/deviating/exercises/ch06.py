@@ -7,6 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from deviating.exercises import Case, compare_arrays, compare_number, run_cases
+from deviating.exercises.drawn import MARK, drawn
 
 __all__ = ["check_mean_ablation", "check_most_redundant_pair", "check_gini", "check_gate_importance",
            "check_resample_ablation"]
@@ -119,8 +120,31 @@ def _gini_cases() -> list[Case]:
 
 def check_gini(fn: Callable) -> None:
     """``fn(effects)``: the Gini coefficient of the positive parts of a 1-d array of head effects."""
-    run_cases(fn, _gini_cases(), compare=lambda got, exp: compare_number(got, exp, atol=1e-9, rtol=1e-9),
+    run_cases(fn, _gini_cases() + drawn(_drawn_gini_cases),
+              compare=lambda got, exp: compare_number(got, exp, atol=1e-9, rtol=1e-9),
               what="the Gini coefficient", forbid=(*_IMPORTANCE, "headlab.stats"))
+
+
+def _drawn_gini_cases(rng: np.random.Generator) -> list[Case]:
+    """Effects whose Gini follows from their construction (drawn when grading: :mod:`.drawn`): n equal
+    shares give 0; k equal shares among n heads, the rest 0 or negative, give (n - k) / n; p heads at a and
+    q heads at b > a give p q (b - a) / (n (p a + q b))."""
+    n = int(rng.integers(3, 12))
+    k = int(rng.integers(1, n))
+    c = rng.uniform(0.5, 5.0)
+    shares = rng.permutation(np.r_[np.full(k, c), np.zeros(n - k)])
+    negative = rng.permutation(np.r_[np.full(k, c), -rng.uniform(0.1, 3.0, n - k)])
+    p, q = (int(x) for x in rng.integers(1, 6, size=2))
+    a = rng.uniform(0.5, 2.0)
+    b = a + rng.uniform(0.5, 3.0)
+    two = rng.permutation(np.r_[np.full(p, a), np.full(q, b)])
+    return [
+        Case(MARK + f": {n} equal shares", args=(np.full(n, rng.uniform(0.5, 5.0)),), expected=0.0),
+        Case(MARK + f": {k} equal shares among {n} heads", args=(shares,), expected=(n - k) / n),
+        Case(MARK + f": {k} equal shares, {n - k} negative effects", args=(negative,), expected=(n - k) / n),
+        Case(MARK + f": {p} heads at one effect, {q} at a larger one", args=(two,),
+             expected=p * q * (b - a) / ((p + q) * (p * a + q * b))),
+    ]
 
 
 # --------------------------------------------------------------------------- gate gradients

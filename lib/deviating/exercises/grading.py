@@ -15,89 +15,67 @@ live only in this process; nothing the worker prints or patches reaches it.
 Why it holds: the only thing that crosses from the student's code to the grader is a value, built
 by a strict decoder that runs none of the sender's code (no pickle, no ``__eq__``, no
 ``__array__``), so a submission can change what its function returns, never how it is judged.
-Replacing the grading function, the checks, the recording, ``json``, ``print`` or ``numpy`` in the
-worker changes that process only, which decides nothing. What the worker could still do is
-*compute* the expected value itself, by reading the check module or the solutions: its audit
-hook refuses to open files outside its folder and the Python installation (the check modules
-``deviating/exercises/chNN.py`` included) and it holds no expected value in memory (the checks
-never run there). Forged output lines, a huge output, ``sys.exit``/``os._exit``, a cell that never
-returns, a fork bomb or memory exhaustion end the worker or one call, and give 0 for the cases
-they touch, with the reason (:mod:`deviating.exercises.remote`). A case passes only when the
-grader's comparison of the decoded value with the expected one says so; the exercise earns
-``points x passed cases / cases``. Points come from the difficulty (★☆☆ 1, ★★☆ 2, ★★★ 3) unless
-the exercise-start cell's metadata sets ``{"headlab": {"points": N}}``.
+What the worker could still do is *compute* the expected value itself, from the checks, the
+solutions or the library's answer: the operating system keeps those out of its reach. Each
+worker runs inside bubblewrap (:mod:`deviating.exercises.sandbox`: another user, its own PID and
+network namespaces, a seccomp filter, and a filesystem view without the checks, the chapters, the
+other submissions, the gradebook and the modules the exercise under grade must not call); its
+audit hook (:mod:`deviating.exercises.worker`) stays as a second layer that explains refusals.
+Without ``bwrap`` the grader refuses to grade, unless told ``--unsafe-no-isolation``, which every
+grade then records in its notes. Forged output lines, a huge output, ``sys.exit``/``os._exit``,
+a cell that never returns, a fork bomb or memory exhaustion end the worker or one call, and give 0
+for the cases they touch, with the reason (:mod:`deviating.exercises.remote`).
+
+Cases the student cannot know: each run draws extra cases from a secret seed (``os.urandom``,
+or ``--seed``), with the checks' own constructions (:mod:`deviating.exercises.drawn`), the
+expected values computed here. Where a check draws cases, only those count: the exercise earns
+``points x passed drawn cases / drawn cases`` (the fixed cases, which students can read, still
+run and are reported). Elsewhere it earns ``points x passed cases / cases``. Points come from the
+difficulty (★☆☆ 1, ★★☆ 2, ★★★ 3) unless the exercise-start cell's metadata sets
+``{"headlab": {"points": N}}``.
 
 Which exercises a notebook has, and their points and checks, come from ``--reference`` (the
 handed-out notebook: safest, since a student cannot edit it), else from the submission's metadata
 (written by ``scripts/make_student.py``), else from its exercise markers; the check named must be
 a ``check_*`` of a ``deviating.exercises.chNN`` module (or ``fused``). Files are copied into a submission's
 folder only from the handed-out folder (``--handout``, default the reference's folder), never from
-beside the submission. A cell other than a stub that binds the name of a function a stub asks
-for is reported in the notes (it is never run).
-
-For production, run the grader in a container without a network and with a read-only root (the
-README's "Teaching with this book" gives the exact ``docker run`` command).
+beside the submission. A submission that is a symbolic link or not a regular file is not read (0,
+with the reason). A cell other than a stub that binds the name of a function a stub asks for is
+reported in the notes (it is never run). The gradebook (``--csv``, ``--gradescope``) is written
+atomically (a temporary file beside it, then a rename), after every worker and everything it
+started has ended; no worker can see it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
+import functools
 import importlib
 import io
 import json
+import os
 import re
 import shutil
+import stat
 import tempfile
 import textwrap
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from deviating.exercises import recording
 from deviating.exercises.notebook import DEF_RE, STUB_TAG, MalformedExercise, bound_names, exercise_index, \
     setup_cell_index
+from deviating.exercises.drawn import MARK, drawing
+from deviating.exercises.gradebook import ExerciseGrade, Grade, gradescope_results, write_atomically, write_csv
 from deviating.exercises.remote import Limits, RemoteFunction, StubProblem, WorkerFailed
+from deviating.exercises.sandbox import IsolationUnavailable, Sandbox, hidden_modules
 
 __all__ = ["ExerciseGrade", "Grade", "grade_notebook", "write_csv", "gradescope_results", "add_commands"]
 
 CHECK_MODULE_RE = re.compile(r"^deviating\.exercises\.(ch\d{2}|fused)$")
 CHECK_NAME_RE = re.compile(r"^check_[a-z0-9_]+$")
 HANDOUT_LIMIT = 50_000_000  # bytes: a bigger handed-out file is not copied
-
-
-@dataclass
-class ExerciseGrade:
-    """One exercise of one submission: the points earned and why not more."""
-
-    label: str
-    title: str
-    points: float
-    max_points: float
-    passed: int = 0
-    total: int = 0
-    reason: str = ""
-    failures: list[str] = field(default_factory=list)  # per failed case: its input, expected and got
-
-    def to_json(self) -> dict:
-        return {"label": self.label, "title": self.title, "points": self.points, "max_points": self.max_points,
-                "passed": self.passed, "total": self.total, "reason": self.reason, "failures": list(self.failures)}
-
-
-@dataclass
-class Grade:
-    """A submission's grade: one :class:`ExerciseGrade` per exercise, and notes on the whole run."""
-
-    submission: str
-    exercises: list[ExerciseGrade] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def points(self) -> float:
-        return round(sum(e.points for e in self.exercises), 6)
-
-    @property
-    def max_points(self) -> float:
-        return sum(e.max_points for e in self.exercises)
+UNSAFE_NOTE = ("graded WITHOUT operating-system isolation (--unsafe-no-isolation): the student's code could "
+               "read the checks and other files; review this grade")
 
 
 # ----------------------------------------------------------------------- the grader
@@ -122,6 +100,37 @@ def _check_of(spec: dict):  # noqa: ANN202
     return check
 
 
+class _Probe:
+    """Stands in once for a student's function, to learn which modules a check forbids (no call runs)."""
+
+    def __init__(self, name: str):
+        self.__name__ = name
+        self.forbid: tuple = ()
+
+    def remote_call(self, args, kwargs, forbid):  # noqa: ANN001, ANN201, ARG002
+        self.forbid = tuple(forbid)
+        raise NotImplementedError
+
+    def __call__(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN204 (a check that wraps it: .forbid is set)
+        raise NotImplementedError
+
+
+@functools.lru_cache(maxsize=None)
+def _forbidden(check) -> tuple[str, ...]:  # noqa: ANN001
+    """The modules ``check`` forbids the student's function to call (what the sandbox hides)."""
+    probe = _Probe(check.__name__)
+    with recording(), contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.suppress(Exception):
+            check(probe)
+    return probe.forbid
+
+
+@functools.lru_cache(maxsize=1)
+def default_sandbox() -> Sandbox:
+    """The grader's sandbox (one per process); IsolationUnavailable where bubblewrap cannot run."""
+    return Sandbox()
+
+
 _STUB_REASONS = {
     "missing": "no function {f!r} is defined: the stub cell was deleted, renamed, or does not define it",
     "broken": "its stub cell failed to run ({why}), so no function {f!r} is defined",
@@ -130,7 +139,19 @@ _STUB_REASONS = {
 }
 
 
-def _grade_exercise(e: ExerciseGrade, spec: dict, nb, setup: str, folder: str, limits: Limits) -> list[str]:
+def _import_hint(reason: str, hide: tuple[str, ...]) -> str:
+    """What to add to a stub's failure to import a module the sandbox hides (the worker names the module)."""
+    found = re.search(r"\(module ([\w.]+)\)", reason)
+    module = found.group(1) if found else ""
+    if module and any(module == m or module.startswith(m + ".") or m.startswith(module + ".") for m in hide):
+        return f"; not importable while grading: {', '.join(hide)}, the library's own answer to this exercise"
+    if module == "deviating.exercises" or module.startswith("deviating.exercises."):
+        return "; the checks and the grader are not importable while grading"
+    return ""
+
+
+def _grade_exercise(e: ExerciseGrade, spec: dict, nb, setup: str, folder: str, limits: Limits,  # noqa: PLR0913
+                    sandbox: Sandbox | None, seed: int) -> list[str]:
     """Grade one exercise into ``e``; return notes on what happened to its worker."""
     function = spec.get("function") or ""
     try:
@@ -142,17 +163,19 @@ def _grade_exercise(e: ExerciseGrade, spec: dict, nb, setup: str, folder: str, l
     if found is None:
         e.reason = _STUB_REASONS["missing"].format(f=function)
         return []
-    fn = RemoteFunction(function, setup, found[1], folder, limits)
+    hide = hidden_modules(_forbidden(check), sandbox.needed) if sandbox is not None else ()
+    fn = RemoteFunction(function, setup, found[1], folder, limits, sandbox=sandbox, hide=hide)
     try:
         try:
             fn.start()
         except StubProblem as err:
-            e.reason = _STUB_REASONS.get(err.kind, "{why}").format(f=function, why=str(err))
+            why = str(err) + _import_hint(str(err), hide)
+            e.reason = _STUB_REASONS.get(err.kind, "{why}").format(f=function, why=why)
             return [f"cell {found[0]}: {e.reason}"] if err.kind == "broken" else []
         except WorkerFailed as err:
             e.reason = f"its grading worker failed before the first case: {err}"
             return []
-        with recording() as results, contextlib.redirect_stdout(io.StringIO()):  # the check's own ✓/✗ line
+        with drawing(seed) as counts, recording() as results, contextlib.redirect_stdout(io.StringIO()):
             try:
                 check(fn)
             except Exception as err:  # noqa: BLE001 (a check that fails outside its cases: say so)
@@ -164,36 +187,76 @@ def _grade_exercise(e: ExerciseGrade, spec: dict, nb, setup: str, folder: str, l
         e.reason = "the check recorded no result"
         return fn.events
     r = results[-1]
-    e.passed, e.total = r.n_passed, r.total
+    n = counts[-1] if counts else 0  # the drawn cases, last: only they count where there are some
+    passed = (list(r.passed) + [False] * r.total)[:r.total]
+    e.passed, e.total = int(sum(passed[-n:] if n else passed)), n or r.total
     e.points = round(e.max_points * e.passed / e.total, 6) if e.total else 0.0
     e.failures = list(r.messages)
-    e.reason = "" if r.status == "passed" else ("not implemented yet" if r.status == "not implemented"
-                                                else (r.messages[0].splitlines()[0] if r.messages else r.reason))
+    first = [m for m in r.messages if not n or MARK in m] or r.messages
+    e.reason = "" if e.passed == e.total else ("not implemented yet" if r.status == "not implemented"
+                                               else (first[0].splitlines()[0] if first else r.reason))
     counts = {event: fn.events.count(event) for event in fn.events}  # in order, each once
     return [f"{e.label}: {event}" + (f" ({n} times)" if n > 1 else "") for event, n in counts.items()]
 
 
-def grade_notebook(path: str | Path, *, reference: str | Path | None = None, timeout: int = 60,
+def _read_submission(path: Path):  # noqa: ANN202
+    """The notebook at ``path``, read without following a symbolic link; ValueError saying why not."""
+    import nbformat
+
+    try:
+        st = os.lstat(path)
+    except OSError as err:
+        raise ValueError(f"not readable ({err.strerror})") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise ValueError(f"refused: the submission is a symbolic link (to {os.readlink(path)}), not a file; "
+                         "hand in the notebook itself")
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError("refused: the submission is not a regular file (a folder, a pipe or a device)")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, encoding="utf-8") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise ValueError("refused: the submission is not a regular file")
+        try:
+            return nbformat.read(fh, as_version=4)
+        except Exception as err:  # noqa: BLE001 (any unreadable file: 0, with the reason)
+            raise ValueError(f"not a readable notebook: {type(err).__name__}: {str(err)[:200]}") from None
+
+
+def _read_reference(reference: str | Path):  # noqa: ANN202
+    import nbformat
+
+    try:
+        return nbformat.read(reference, as_version=4)
+    except Exception as err:  # noqa: BLE001 (say which file, and why)
+        raise ValueError(f"--reference {reference}: not a readable notebook ({type(err).__name__}: "
+                         f"{str(err)[:160]}); give the handed-out .ipynb") from None
+
+
+def grade_notebook(path: str | Path, *, reference: str | Path | None = None, timeout: int = 60,  # noqa: PLR0913
                    startup_timeout: int = 120, handout: str | Path | None = None,
-                   limits: Limits | None = None) -> Grade:
+                   limits: Limits | None = None, sandbox: Sandbox | None = None, unsafe: bool = False,
+                   seed: int | None = None) -> Grade:
     """Grade every exercise of one submission, each in its own grading worker (see the module docstring).
 
     ``timeout`` is the limit of each call of the student's function, ``startup_timeout`` that of a
     worker's setup, in seconds; ``limits`` sets the others (memory, CPU time, ...). ``handout`` is
     the folder whose files (not notebooks) are copied into the submission's folder: by default the
-    reference's folder, and none without a reference.
+    reference's folder, and none without a reference. The workers run in ``sandbox`` (by default
+    :func:`default_sandbox`, which raises IsolationUnavailable where bubblewrap is missing), or, with
+    ``unsafe=True``, as plain processes (noted in the grade). ``seed`` draws the hidden cases
+    (:mod:`deviating.exercises.drawn`); by default a fresh one from ``os.urandom``.
     """
-    import nbformat
-
     path = Path(path)
     limits = limits or Limits(timeout=timeout, startup=startup_timeout)
+    sandbox = None if unsafe else (sandbox or default_sandbox())
+    seed = int.from_bytes(os.urandom(8), "big") if seed is None else seed
     grade = Grade(submission=path.stem)
-    ref_nb = nbformat.read(reference, as_version=4) if reference is not None else None
+    ref_nb = _read_reference(reference) if reference is not None else None
     try:
-        nb = nbformat.read(path, as_version=4)
-    except Exception as err:  # noqa: BLE001 (any unreadable file: 0, with the reason)
+        nb = _read_submission(path)
+    except ValueError as err:
         nb = None
-        grade.notes.append(f"not a readable notebook: {type(err).__name__}: {str(err)[:200]}")
+        grade.notes.append(str(err))
     try:
         specs = exercise_index(ref_nb if ref_nb is not None else nb, reference or path) if (ref_nb or nb) else []
     except MalformedExercise as err:
@@ -203,6 +266,8 @@ def grade_notebook(path: str | Path, *, reference: str | Path | None = None, tim
         raise ValueError(f"{path}: no exercise found (no student-edition metadata, no exercise markers); pass "
                          "--reference with the handed-out notebook")
     grade.exercises = [ExerciseGrade(s["label"], s["title"], 0.0, float(s["points"])) for s in specs]
+    if unsafe:
+        grade.notes.append(UNSAFE_NOTE)
     if nb is None:
         for e in grade.exercises:
             e.reason = grade.notes[0]
@@ -227,48 +292,36 @@ def grade_notebook(path: str | Path, *, reference: str | Path | None = None, tim
                     and extra.stat().st_size < HANDOUT_LIMIT:
                 shutil.copy2(extra, Path(folder) / extra.name)
         for e, spec in zip(grade.exercises, specs):
-            grade.notes += _grade_exercise(e, spec, nb, setup, folder, limits)
+            grade.notes += _grade_exercise(e, spec, nb, setup, folder, limits, sandbox, seed)
     return grade
 
 
 # ----------------------------------------------------------------------- outputs
 
 
-def write_csv(grades: list[Grade], path: str | Path) -> None:
-    """One row per submission: its points per exercise, the total, the maximum, and the reasons."""
-    labels = list(dict.fromkeys(e.label for g in grades for e in g.exercises))
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["submission", *labels, "total", "max", "notes"])
-        for g in grades:
-            by_label = {e.label: e for e in g.exercises}
-            notes = "; ".join([f"{e.label}: {e.reason}" for e in g.exercises if e.reason] + g.notes)
-            writer.writerow([g.submission, *(f"{by_label[l].points:g}" if l in by_label else "" for l in labels),
-                             f"{g.points:g}", f"{g.max_points:g}", notes])
-
-
-def gradescope_results(grade: Grade) -> dict:
-    """Gradescope's autograder ``results.json`` for one submission: one test per exercise."""
-    return {
-        "score": grade.points,
-        "output": "\n".join(grade.notes) or f"{grade.points:g} of {grade.max_points:g} points",
-        "tests": [{"name": f"{e.label}: {e.title}", "score": e.points, "max_score": e.max_points,
-                   "status": "passed" if e.points == e.max_points else "failed",
-                   "output": e.reason or f"all {e.total} known-answer checks passed"} for e in grade.exercises],
-    }
-
-
 def _cmd_grade(args) -> int:  # noqa: ANN001
     if args.gradescope and len(args.submissions) != 1:
         raise ValueError("--gradescope writes one results.json: give exactly one submission")
     for name in [*args.submissions, *([args.reference] if args.reference else [])]:
-        if not Path(name).is_file():
+        if not os.path.lexists(name):
             raise ValueError(f"{name}: no such file; give the path of a submitted .ipynb (and --reference the "
                              "handed-out notebook)")
+    if args.reference:
+        _read_reference(args.reference)
+    if args.seed is not None and args.seed < 0:
+        raise ValueError(f"--seed must be a non-negative integer, got {args.seed}")
+    sandbox = None
+    if not args.unsafe_no_isolation:
+        try:
+            sandbox = default_sandbox()
+        except IsolationUnavailable as err:
+            raise ValueError(f"refusing to grade: {err}") from None
+    seed = int.from_bytes(os.urandom(8), "big") if args.seed is None else args.seed
     grades = []
     for sub in args.submissions:
         g = grade_notebook(sub, reference=args.reference, timeout=args.timeout, handout=args.handout,
-                           limits=Limits(timeout=args.timeout, memory_mb=args.memory_mb, cpu_s=args.cpu_s))
+                           limits=Limits(timeout=args.timeout, memory_mb=args.memory_mb, cpu_s=args.cpu_s),
+                           sandbox=sandbox, unsafe=args.unsafe_no_isolation, seed=seed)
         grades.append(g)
         print(f"{g.submission}: {g.points:g} / {g.max_points:g}")
         for e in g.exercises:
@@ -282,7 +335,7 @@ def _cmd_grade(args) -> int:  # noqa: ANN001
         write_csv(grades, args.csv)
         print(f"wrote {args.csv}")
     if args.gradescope:
-        Path(args.gradescope).write_text(json.dumps(gradescope_results(grades[0]), indent=1))
+        write_atomically(args.gradescope, lambda fh: fh.write(json.dumps(gradescope_results(grades[0]), indent=1)))
         print(f"wrote {args.gradescope}")
     return 0
 
@@ -300,4 +353,9 @@ def add_commands(sub) -> None:  # noqa: ANN001
     p.add_argument("--memory-mb", type=int, default=4096, help="memory of a grading worker (default %(default)s)")
     p.add_argument("--cpu-s", type=int, default=600, help="CPU seconds of a grading worker (default %(default)s)")
     p.add_argument("--details", action="store_true", help="print every failed case: input, expected, got")
+    p.add_argument("--seed", type=int, help="the secret seed of the drawn cases (default: a fresh one from "
+                                            "os.urandom; give one only to reproduce a run)")
+    p.add_argument("--unsafe-no-isolation", action="store_true",
+                   help="grade without bubblewrap: the students' code runs as plain processes that can read the "
+                        "checks and other files (every grade records it)")
     p.set_defaults(func=_cmd_grade)

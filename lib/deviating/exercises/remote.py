@@ -14,6 +14,14 @@ its address space (``memory_mb``: past it the worker gets ``MemoryError``), its 
 (``file_mb``: SIGXFSZ), open files, no core dumps; processes and threads are refused by the
 worker's audit hook and capped with RLIMIT_NPROC (a fork bomb ends at the first fork). A call
 past ``timeout`` kills the worker; the next call starts a fresh one, at most ``restarts`` times.
+
+Isolation: given a :class:`deviating.exercises.sandbox.Sandbox`, the worker runs inside bubblewrap
+(its own user, PID and network namespaces, a filesystem view without the checks, the chapters or
+the library's answer to the exercise: see that module). Ending a worker kills the first process of
+its PID namespace and waits for the sandbox to exit, which the kernel allows only once every
+process of the namespace is gone: a ``setsid`` child cannot outlive its worker. Without a sandbox
+(``--unsafe-no-isolation``) the worker runs as a plain process in its own session, and only that
+session is killed.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from typing import Any
 
 from deviating.exercises import ForbiddenCall
 from deviating.exercises.guard import forbidden_message
+from deviating.exercises.sandbox import FOLDER, Sandbox
 from deviating.exercises.values import MAX_BYTES, decode
 from deviating.exercises.worker import write_frame
 
@@ -119,12 +128,17 @@ def _dumps(obj: Any) -> bytes:
 
 
 class RemoteFunction:
-    """The student's function ``name`` (from ``stub``, after ``setup``), run by a worker in ``folder``."""
+    """The student's function ``name`` (from ``stub``, after ``setup``), run by a worker in ``folder``:
+    inside ``sandbox`` when given (hiding the modules ``hide``), else as a plain process."""
 
-    def __init__(self, name: str, setup: str, stub: str, folder: str | Path, limits: Limits = Limits()):
+    def __init__(self, name: str, setup: str, stub: str, folder: str | Path, limits: Limits = Limits(),
+                 sandbox: Sandbox | None = None, hide: tuple[str, ...] = ()):
         self.__name__ = self.__qualname__ = name
         self.__module__ = "submission"
         self._setup, self._stub, self._folder, self._limits = setup, stub, str(folder), limits
+        self._sandbox, self._hide = sandbox, tuple(hide)
+        self._inside = FOLDER if sandbox is not None else self._folder  # the folder, as the worker sees it
+        self._pidfd: int | None = None  # the sandbox's first process (its PID namespace's init)
         self._proc: subprocess.Popen | None = None
         self._fds: tuple[int, int] | None = None
         self._restarts = -1
@@ -134,10 +148,45 @@ class RemoteFunction:
     # ------------------------------------------------------------------ the worker
     def _env(self) -> dict:
         keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH")}
-        return {**keep, "HOME": self._folder, "MPLCONFIGDIR": self._folder, "TMPDIR": self._folder,
+        path = self._sandbox.pythonpath() if self._sandbox is not None else os.pathsep.join(p for p in sys.path if p)
+        return {**keep, "HOME": self._inside, "MPLCONFIGDIR": self._inside, "TMPDIR": self._inside,
                 "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
                 "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HEADLAB_WRITE_CLAIMS": "0",
-                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path}
+
+    def _spawn(self, from_grader: int, to_grader: int) -> None:
+        args = [str(from_grader), str(to_grader)]
+        limits = _limit(self._limits, _user_tasks() + self._limits.tasks)
+        common = dict(env=self._env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                      preexec_fn=limits)
+        if self._sandbox is None:
+            self._proc = subprocess.Popen([sys.executable, "-m", "deviating.exercises.worker", *args], cwd=self._folder,
+                                          pass_fds=(from_grader, to_grader), **common)
+            return
+        info_r, info_w = os.pipe()
+        fds = [from_grader, to_grader, info_w]
+        seccomp = None
+        if self._sandbox.seccomp is not None:
+            seccomp = os.memfd_create("seccomp")
+            os.write(seccomp, self._sandbox.seccomp)
+            os.lseek(seccomp, 0, os.SEEK_SET)
+            fds.append(seccomp)
+        try:
+            cmd = self._sandbox.command(self._folder, ["-m", "gradingworker.worker", *args], self._hide, info_w, seccomp)
+            self._proc = subprocess.Popen(cmd, cwd="/", pass_fds=tuple(fds), **common)
+        finally:
+            for fd in (info_w, seccomp):
+                if fd is not None:
+                    os.close(fd)
+        try:
+            info = b""
+            while select.select([info_r], [], [], self._limits.startup)[0] and (chunk := os.read(info_r, 4096)):
+                info += chunk
+            self._pidfd = os.pidfd_open(int(json.loads(info)["child-pid"]))
+        except (ValueError, KeyError, TypeError, OSError):
+            self._pidfd = None  # the sandbox did not start (bwrap exited): the first read says so
+        finally:
+            os.close(info_r)
 
     def start(self) -> None:
         """Start a fresh worker and run the setup and the stub; raise StubProblem if no function comes of it."""
@@ -145,16 +194,17 @@ class RemoteFunction:
         self._restarts += 1
         from_grader, to_worker = os.pipe()
         from_worker, to_grader = os.pipe()
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "deviating.exercises.worker", str(from_grader), str(to_grader)],
-            cwd=self._folder, env=self._env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, pass_fds=(from_grader, to_grader),
-            preexec_fn=_limit(self._limits, _user_tasks() + self._limits.tasks))
-        os.close(from_grader)
-        os.close(to_grader)
+        try:
+            self._spawn(from_grader, to_grader)
+        finally:
+            os.close(from_grader)
+            os.close(to_grader)
         self._fds = (to_worker, from_worker)
-        write_frame(to_worker, pickle.dumps({"folder": self._folder, "setup": self._setup, "stub": self._stub,
-                                             "function": self.__name__}))
+        try:
+            write_frame(to_worker, pickle.dumps({"folder": self._inside, "setup": self._setup, "stub": self._stub,
+                                                 "function": self.__name__}))
+        except OSError:
+            pass  # the worker is gone already: the read below says how
         head, _ = self._receive(self._limits.startup, "the setup and the stub")
         if head.get("status") not in ("ready", "missing", "broken", "library", "setup"):
             self.close()
@@ -164,12 +214,22 @@ class RemoteFunction:
             raise StubProblem(str(head["status"])[:40], str(head.get("reason") or head.get("owner") or "")[:300])
 
     def close(self) -> None:
+        """End the worker and everything it started; return once none of it runs (see the module docstring)."""
+        if self._pidfd is not None:  # the namespace's init: its death ends every process of the namespace
+            try:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         if self._proc is not None:
             try:
                 os.killpg(self._proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
             self._proc.wait()
+        if self._pidfd is not None:  # bwrap exits after its init is reaped; wait for the init all the same
+            select.select([self._pidfd], [], [], 30)
+            os.close(self._pidfd)
+            self._pidfd = None
         for fd in self._fds or ():
             try:
                 os.close(fd)
@@ -179,6 +239,8 @@ class RemoteFunction:
 
     def _death(self) -> str:
         code = self._proc.wait() if self._proc is not None else None
+        if code is not None and self._sandbox is not None and code > 128:  # bwrap's status for a signal
+            code = 128 - code
         if code is not None and code < 0:
             return f"the worker was stopped by {_SIGNALS.get(-code, f'signal {-code}')}"
         return f"the worker process exited (status {code}: sys.exit or os._exit in the student's code?)"
@@ -229,7 +291,8 @@ class RemoteFunction:
         """The student's function on ``args``: its value (plain data), or an exception saying why not."""
         if self._proc is None or self._proc.poll() is not None:
             if self._restarts >= self._limits.restarts:
-                raise WorkerFailed("not run: the worker was stopped before and has no restart left")
+                why = f" ({self.events[-1]})" if self.events else ""
+                raise WorkerFailed(f"not run: the worker was stopped before{why} and has no restart left")
             self.start()
         try:
             write_frame(self._fds[0], _dumps({"args": args, "kwargs": kwargs, "forbid": list(forbid)}))

@@ -1,13 +1,17 @@
 """The grading worker: a fresh process that holds one exercise's stub and the chapter's setup, nothing else.
 
-``python -m deviating.exercises.worker READ_FD WRITE_FD`` is started by the grader
-(:mod:`deviating.exercises.remote`) in the submission's own empty folder, under resource limits,
-with its standard output and error thrown away. It reads requests from ``READ_FD`` and writes
-answers to ``WRITE_FD``, one frame each (8 bytes of length, then the bytes):
+``python -m gradingworker.worker READ_FD WRITE_FD`` (a copy of this module and of
+:mod:`deviating.exercises.values`, see :mod:`deviating.exercises.sandbox`; without isolation
+``python -m deviating.exercises.worker``) is started by the grader (:mod:`deviating.exercises.remote`)
+in the submission's own folder, under resource limits, with its standard output and error thrown
+away. It reads requests from ``READ_FD`` and writes answers to ``WRITE_FD``, one frame each
+(8 bytes of length, then the bytes):
 
 1. the first request (a pickle, from the grader: trusted) holds the setup's source, the stub's
    source, the function's name and the folder; the worker installs its audit hook, runs the setup
-   then the stub in one namespace, and answers whether the function is there;
+   (statement by statement: one that fails to import, e.g. the checks or a module hidden from the
+   sandbox, or that names what such an import would have bound, is skipped) then the stub in one
+   namespace, and answers whether the function is there;
 2. every further request holds one call's arguments (a pickle from the grader) and the modules
    the call must not use; the answer (JSON, :mod:`deviating.exercises.values`) is the returned
    value, or the exception's type, or that the call used a forbidden module, and the arguments
@@ -16,15 +20,18 @@ answers to ``WRITE_FD``, one frame each (8 bytes of length, then the bytes):
 The answers are data: nothing the worker sends is run by the grader, and the grader never
 unpickles what comes back. The worker decides nothing; it only computes the student's values.
 
-The audit hook (:func:`install_policy`, PEP 578: a hook cannot be removed once added) refuses,
+The fence is the operating system's (:mod:`deviating.exercises.sandbox`). The audit hook
+(:func:`install_policy`, PEP 578: a hook cannot be removed once added) is a second layer that
+explains refusals in the grade's reason; it refuses,
 from then on: opening or listing a file outside the folder and the Python installation (the
 check modules that hold the expected answers are outside it: ``deviating/exercises/chNN.py``),
 writing outside the folder, starting a process or a thread, signals to other processes, any
 network address other than loopback (``connect``, ``sendto``, ``sendmsg``, ``bind``, name
 look-ups: refused before a packet leaves), ``ctypes``, ``gc``'s object lists, and changing the
 profiler that watches for the library's own answer. PEP 578 says a hook alone is no sandbox;
-here it only keeps the student's *values* honest (no expected answer read from disk, no
-library answer): the grade itself does not depend on it, since the grade is computed elsewhere.
+native code (``torch.from_file``, ``sqlite3``, ``_posixsubprocess``) raises no event, and a stub can
+replace what raises one. The grade does not depend on it: it is computed elsewhere, and the
+sandbox decides what the worker can reach.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import importlib.util
 import json
 import os
 import pickle
+import re
 import struct
 import sys
 import threading
@@ -46,6 +54,7 @@ import numpy as np  # noqa: F401 (the setup's most common import, loaded before 
 __all__ = ["read_frame", "write_frame", "install_policy", "needs_torch", "main", "Refused"]
 
 _HEADER = struct.Struct(">Q")
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*){0,8}")
 _EXERCISES = str(Path(__file__).resolve().parent)
 _PROCESS = {"os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen",
             "os.killpg", "signal.pthread_kill", "_thread.start_new_thread", "os.startfile", "pty.spawn",
@@ -106,11 +115,12 @@ def install_policy(folder: str) -> None:
     import site
 
     folder = os.path.realpath(folder)
-    packages = [os.path.dirname(os.path.realpath(m.__file__)) for m in (sys.modules.get("deviating"),)
-                if m is not None and getattr(m, "__file__", None)]
-    spec = importlib.util.find_spec("headlab")  # its folder, without importing it
-    if spec is not None and spec.submodule_search_locations:
-        packages.append(os.path.realpath(next(iter(spec.submodule_search_locations))))
+    packages = []
+    for name in ("headlab", "deviating"):
+        spec = importlib.util.find_spec(name)  # its folder, without importing it
+        if spec is not None and spec.submodule_search_locations:
+            packages.append(os.path.realpath(next(iter(spec.submodule_search_locations))))
+    checks = tuple(os.path.join(p, "exercises") for p in packages if p.endswith("deviating")) + (_EXERCISES,)
     reads = tuple({folder, *packages, *(os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)),
                    *(os.path.realpath(p) for p in site.getsitepackages() + [site.getusersitepackages()]),
                    "/usr", "/lib", "/lib64", "/etc/fonts", "/etc/ld.so.cache", "/etc/localtime",
@@ -135,7 +145,7 @@ def install_policy(folder: str) -> None:
         if type(path) is int:
             return True
         real = where(path)
-        return real is not None and _under(real, reads) and (not _under(real, (_EXERCISES,)) or real in loaded)
+        return real is not None and _under(real, reads) and (not _under(real, checks) or real in loaded)
 
     def hook(event: str, args: tuple) -> None:
         if event == "open":
@@ -224,6 +234,9 @@ def _where(err: BaseException) -> str:
         return f"Refused{line}: {str(err)[:200]}"
     if isinstance(err, MemoryError):
         return f"MemoryError{line}: it ran out of its memory limit"
+    name = getattr(err, "name", None) if isinstance(err, ImportError) else None
+    if type(name) is str and _MODULE_NAME.fullmatch(name):  # a module's name, never the student's text
+        return f"{type(err).__name__}{line} (module {name})"
     return f"{type(err).__name__}{line}"
 
 
@@ -237,7 +250,7 @@ def _echo(x):  # noqa: ANN001, ANN202
 
 
 def _answer(fd: int, **payload) -> None:
-    from deviating.exercises.values import BadValue, encode
+    from .values import BadValue, encode
 
     try:
         body = encode(payload.pop("value")) if "value" in payload else b"null"
@@ -268,25 +281,42 @@ def needs_torch(*sources: str) -> bool:
     return False
 
 
+def _run_setup(source: str, namespace: dict) -> None:
+    """The chapter's setup (the handed-out notebook's: trusted), one top-level statement at a time. A
+    statement that raises ImportError (the checks, a module the sandbox hides) or NameError (a name such
+    an import would have bound) is skipped; any other error stops the setup."""
+    tree = ast.parse(source, "<setup cell>")
+    for node in tree.body:
+        code = compile(ast.Module(body=[node], type_ignores=[]), "<setup cell>", "exec")
+        try:
+            exec(code, namespace)  # noqa: S102
+        except (ImportError, NameError):
+            continue
+
+
 def main(argv: list[str]) -> int:
     rd, wr = int(argv[0]), int(argv[1])
-    from deviating.exercises.values import BadValue, encode  # noqa: F401 (loaded before the hook)
+    from .values import BadValue, encode  # noqa: F401 (loaded before the hook)
 
     start = pickle.loads(read_frame(rd, 1 << 30))
     os.chdir(start["folder"])
     if needs_torch(start["setup"], start["stub"]):
-        import headlab  # noqa: F401 (torch loads its libraries with ctypes, which the hook refuses)
+        try:  # torch loads its libraries with ctypes, which the hook refuses: load it (and the model) first
+            import headlab.heads.model  # noqa: F401
+        except ImportError:
+            pass
     install_policy(start["folder"])
     namespace: dict = {"__name__": "__main__"}
-    for what, source in (("setup", start["setup"]), ("stub", start["stub"])):
-        try:
-            exec(compile(source, f"<{what} cell>", "exec"), namespace)  # noqa: S102 (the student's code, fenced)
-        except BaseException as err:  # noqa: BLE001
-            if what == "stub":
-                _answer(wr, status="broken", reason=_where(err))
-                return 0
-            _answer(wr, status="setup", reason=_where(err))
-            return 0
+    try:
+        _run_setup(start["setup"], namespace)
+    except BaseException as err:  # noqa: BLE001
+        _answer(wr, status="setup", reason=_where(err))
+        return 0
+    try:
+        exec(compile(start["stub"], "<stub cell>", "exec"), namespace)  # noqa: S102 (the student's code, fenced)
+    except BaseException as err:  # noqa: BLE001
+        _answer(wr, status="broken", reason=_where(err))
+        return 0
     fn = namespace.get(start["function"])
     if not callable(fn):
         _answer(wr, status="missing")
