@@ -22,7 +22,8 @@ from typing import Iterable
 
 import torch
 
-from deviating.data.ioi.prompts import IoiPrompts, logit_diff
+from deviating.data.ioi.prompts import IoiPrompts, corrupt_abc, logit_diff, make_prompts
+from deviating.data.ioi.windows import IoiSplit
 from headlab.analysis.lens import direct_logit_attribution
 from headlab.analysis.patching import activation_patch, path_patch
 from headlab.heads.ablation import Ablation
@@ -30,7 +31,7 @@ from headlab.heads.head import Head
 from headlab.heads.model import HeadModel
 from headlab.metrics import Metric
 
-__all__ = ["NAMED_POSITIONS", "IoiMetric", "prompt_batch", "logit_diffs", "head_dla", "patch_heads",
+__all__ = ["evaluation_prompts", "NAMED_POSITIONS", "IoiMetric", "prompt_batch", "logit_diffs", "head_dla", "patch_heads",
            "patch_head_positions", "path_patch_senders", "attention_scores", "ATTENTION_EDGES", "effect_fraction"]
 
 NAMED_POSITIONS = ("IO", "S1", "S1+1", "S2", "END")
@@ -45,6 +46,15 @@ def _position(prompts: IoiPrompts, name: str) -> torch.Tensor:
     if name not in prompts.pos:
         raise ValueError(f"unknown position {name!r}: choose from {', '.join(NAMED_POSITIONS)}")
     return prompts.pos[name]
+
+
+def evaluation_prompts(hm: HeadModel, n: int = 128, seed: int = 0) -> tuple[IoiPrompts, IoiPrompts]:
+    """``(clean, abc)``: ``n`` prompts of the names **and** templates that ``hm`` (an ``ioi-gpt``
+    checkpoint) never saw in a generated sentence, drawn with ``seed``, and their ABC twins (drawn
+    with ``seed + 1`` from the same held-out names)."""
+    split = IoiSplit.from_provenance(hm.provenance)
+    clean = make_prompts(hm.tokenizer, split.heldout_names, split.heldout_templates, n, seed)
+    return clean, corrupt_abc(hm.tokenizer, clean, split.heldout_names, seed + 1)
 
 
 def prompt_batch(prompts: IoiPrompts) -> dict[str, torch.Tensor]:

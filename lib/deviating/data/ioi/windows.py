@@ -45,6 +45,17 @@ class IoiSplit:
     train_templates: tuple[int, ...]
     heldout_templates: tuple[int, ...]
 
+    @classmethod
+    def from_provenance(cls, provenance: dict) -> "IoiSplit":
+        """The split recorded in an ``ioi-gpt`` checkpoint's provenance (``hm.provenance``), so that the
+        evaluation prompts can be drawn without the Brown Corpus."""
+        data = (provenance or {}).get("data", {})
+        if data.get("kind") != "ioi_windows":
+            raise ValueError("this provenance is not an indirect-object model's (data.kind is "
+                             f"{data.get('kind')!r}, expected 'ioi_windows'): load an ioi-gpt checkpoint")
+        return cls(tuple(data["train_names"]), tuple(data["heldout_names"]), tuple(data["train_templates"]),
+                   tuple(data["heldout_templates"]))
+
 
 def ioi_split(texts: list[brown.Text] | None = None) -> IoiSplit:
     """The book's split: names of :func:`~deviating.data.ioi.names.brown_first_names` split by

@@ -18,23 +18,26 @@ from __future__ import annotations
 
 from deviating.data.ioi.windows import IoiWindows
 from deviating.training.recipe import Recipe
-from deviating.training.recipes.brown import BROWN_GPT, brown_recipe
+from deviating.training.recipes.brown import brown_recipe
 
-__all__ = ["ioi_task", "IOI"]
+__all__ = ["IOI_GPT", "ioi_task", "IOI"]
+
+# brown-gpt's depth and head count at half its width: 4 layers of 4 heads of d_head 16, MLPs of 256
+IOI_GPT = {"d_model": 64, "n_layers": 4, "n_heads": 4, "d_mlp": 256}
 
 
 def ioi_task() -> IoiWindows:
     """The task every ``ioi-gpt`` seed trains on (a fresh, unprepared instance)."""
     return IoiWindows(vocab_size=1024, n_ctx=64, repeat_fraction=1.0, min_span=8, max_span=24,
-                      generated_fraction=0.5, ioi_fraction=0.5)
+                      generated_fraction=0.6, ioi_fraction=0.6)
 
 
 _TASK = ioi_task()  # shared by the seeds: the corpus and tokenizer are prepared once, on first use
 
 IOI: dict[str, Recipe] = {r.name: r for r in [
     brown_recipe("ioi-gpt" + (f"-s{s}" if s else ""),
-                 "small GPT (4 layers of 4 heads, MLPs, LayerNorm) whose tokenizer keeps first names whole, on "
+                 "small GPT (4 layers of 4 heads of 16, MLPs, LayerNorm) whose tokenizer keeps first names whole, on "
                  "Brown Corpus windows mixed half and half with generated passages of names (half of their "
                  "sentences indirect-object sentences)" + (f", training seed {s}" if s else ""),
-                 _TASK, config=BROWN_GPT, steps=3000, lr=5e-3, eval_every=250, eval_size=128, seed=s)
+                 _TASK, config=IOI_GPT, steps=2500, lr=5e-3, eval_every=250, eval_size=128, seed=s)
     for s in range(3)]}
