@@ -76,9 +76,10 @@ def backup_test(hm: HeadModel, prompts: IoiPrompts, removed: Iterable[Head], abl
                 *, seed: int = 0) -> BackupResult:
     """Ablate ``removed`` and measure the drop of the metric and each other head's change of direct
     share, with 95% bootstrap intervals over prompts (``seed`` for the resampling)."""
-    removed = [tuple(h) for h in hm.check_heads(removed)]
+    removed = list(removed)
     if not removed:
         raise ValueError("removed is empty: name the heads whose removal is tested (e.g. the name movers)")
+    removed = [tuple(h) for h in hm.check_heads(removed)]
     clean = logit_diffs(hm, prompts)
     ablated = logit_diffs(hm, prompts, removed, ablation)
     dla_clean = head_dla(hm, prompts)
@@ -97,7 +98,8 @@ def backup_test(hm: HeadModel, prompts: IoiPrompts, removed: Iterable[Head], abl
 
 def complement(hm: HeadModel, circuit: Iterable[Head]) -> list[Head]:
     """Every head of ``hm`` not in ``circuit``."""
-    keep = {tuple(h) for h in hm.check_heads(circuit)}
+    circuit = list(circuit)
+    keep = {tuple(h) for h in hm.check_heads(circuit)} if circuit else set()
     return [(l, h) for l in range(hm.n_layers) for h in range(hm.n_heads) if (l, h) not in keep]
 
 
@@ -107,7 +109,8 @@ def faithfulness(hm: HeadModel, prompts: IoiPrompts, circuit: Iterable[Head], re
     of no head at all (every head ablated), the whole model's, and ``faithfulness`` = circuit /
     model (1: the circuit alone does what the model does); ``interval`` its 95% bootstrap interval
     over prompts (of the ratio of means)."""
-    circuit = [tuple(h) for h in hm.check_heads(circuit)]
+    circuit = list(circuit)
+    circuit = [tuple(h) for h in hm.check_heads(circuit)] if circuit else []  # [] : no head kept
     full = logit_diffs(hm, prompts)
     everyone = [(l, h) for l in range(hm.n_layers) for h in range(hm.n_heads)]
     out = {}
