@@ -18,7 +18,7 @@ Sections:
 * ``groups``: chapter 6's pair ablations (every pair of heads in a layer) and random groups
   across layers, on the book's organism, against one forward per group.
 * ``tiles``: the GPT-2 case at 1, 2, 3, 4, 6 and 12 groups per pass: why the CPU budget of
-  ``headlab.analysis.sweep.tile_budget`` is what it is.
+  ``headlab.heads.replay.tile_budget`` is what it is.
 * ``live``: live-ablation latency (MiniLM, 8 sentences; goal p95 < 100 ms per toggle).
 
 Every timing is interleaved with its baseline (a, b, a, b, ...) after a warm-up, and reported as
@@ -47,8 +47,9 @@ import torch  # noqa: E402
 
 import headlab  # noqa: E402
 from deviating.training.recipes import RECIPES  # noqa: E402
-from deviating.analysis.importance import pair_effects, subset_effects  # noqa: E402
-from headlab.analysis.sweep import chunk_plan, loop_sweep, sweep  # noqa: E402
+from headlab.analysis.importance import pair_effects, subset_effects  # noqa: E402
+from headlab.analysis.sweep import loop_sweep, sweep  # noqa: E402
+from headlab.heads.replay import chunk_plan  # noqa: E402
 from headlab.cli import DEFAULT_TEXTS  # noqa: E402
 from headlab.viz.widgets import LiveAblation  # noqa: E402
 

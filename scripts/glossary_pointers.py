@@ -67,8 +67,10 @@ def rewritten(text: str, uses: dict[str, tuple[str, str]]) -> str:
         if POINTER.search(body):
             body = POINTER.sub(lambda _: new, body, count=1)
         else:
-            head, sep, tail = body.partition("\n\n(")  # the end of this entry's definition
-            body = head.rstrip("\n") + " " + new + "\n" + (sep + tail if sep else "\n")
+            # the end of this entry's definition: the next target or the next section heading
+            end = re.search(r"\n\n(?=\(|#)", body)
+            head, tail = (body[:end.start()], body[end.start():]) if end else (body, "")
+            body = head.rstrip("\n") + " " + new + (tail if tail else "\n\n")
         out += [f"({name})=", body]
     return "".join(out)
 

@@ -5,7 +5,8 @@ Prints, per chapter: words of Markdown, sentences, the mean sentence length, sen
 :data:`LONG` words, and computed numbers in the prose (glued values outside tables). The
 budgets (:data:`BUDGETS`) are what ``tests/test_prose_budget.py`` asserts.
 
-What counts as prose: the Markdown cells, without code blocks, math blocks (``$$ ... $$``), HTML
+What counts as prose: the Markdown cells outside the exercises (an exercise's and a solution's
+text is not counted: :func:`outside_exercises`), without code blocks, math blocks (``$$ ... $$``), HTML
 comments, directive fences and their ``:option:`` lines, and table rows (a table is where
 numbers belong, so its words and numbers are not prose). Markup is read as the reader sees it:
 a link counts its text, a role (``{glue:text}`x```, ``{term}`y```) one word, inline code one word.
@@ -183,6 +184,30 @@ def markdown_cells(notebook: Path) -> list[str]:
     return ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
 
 
+_BLOCK_START = re.compile(r"^\s*(`{3,}|:{3,})\{(exercise|solution)-start\}")
+_BLOCK_END = re.compile(r"^\s*(`{3,}|:{3,})\{(exercise|solution)-end\}")
+
+
+def outside_exercises(cells: list[str]) -> list[str]:
+    """The Markdown cells that are not an exercise's or a solution's text (issue 39: the exercises'
+    text is outside the word budget). A cell that opens with ``{exercise-start}`` or
+    ``{solution-start}`` begins such a block; the cell with the matching ``-end`` closes it."""
+    out, inside = [], False
+    for cell in cells:
+        if _BLOCK_START.match(cell):
+            inside = True
+        if not inside:
+            out.append(cell)
+        if _BLOCK_END.search(cell) and inside:
+            inside = False
+    return out
+
+
+def prose_cells(notebook: Path) -> list[str]:
+    """What the word budget counts: the Markdown cells outside the exercises (:func:`outside_exercises`)."""
+    return outside_exercises(markdown_cells(notebook))
+
+
 def numbered_chapters() -> list[Path]:
     """The notebooks of the nine numbered chapters (01 to 09) as ``_toc.yml``'s numbered part lists
     them, a chapter's sections (a second page) included; the ledger (10) and the appendices are not
@@ -201,7 +226,7 @@ def main(argv: list[str]) -> int:
     total = Counts()
     print(f"{'chapter':28} {'words':>6} {'sent.':>6} {'mean':>5} {'>40':>4} {'numbers':>7}")
     for p in paths:
-        c = count(markdown_cells(p))
+        c = count(prose_cells(p))
         total.words += c.words
         total.sentences += c.sentences
         total.long += c.long
@@ -215,7 +240,7 @@ def main(argv: list[str]) -> int:
     in_chapters = {p for p in chapter_pages()}
     words = long = 0
     for p in book_pages():
-        c = plain_count(markdown_cells(p))
+        c = plain_count(prose_cells(p))
         words += c.words if p in in_chapters else 0
         long += c.long
         print(f"{p.stem:34} {c.words:6d} {c.sentences:6d} {c.mean_sentence:5.1f} {c.long:4d}")

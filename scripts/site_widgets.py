@@ -85,7 +85,7 @@ def widget_models(site: Path) -> dict[str, list[str]]:
             state = json.loads(html_lib.unescape(match.group(1)) if "&quot;" in match.group(1) else match.group(1))
             for model in state.get("state", {}).values():
                 s = model.get("state", {})
-                if not str(s.get("_anywidget_id", "")).startswith("headlab."):
+                if not str(s.get("_anywidget_id", "")).startswith(("headlab.", "deviating.")):
                     continue
                 files = s.get("onnx")
                 files = list(files.values()) if isinstance(files, dict) else [files] if files else []

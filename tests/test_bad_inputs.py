@@ -274,9 +274,8 @@ def _(env):
 
 rows("api: heads", "batches batch_size", [0, -1, 1.5, True, "2"],
      lambda env, v: list(env[ORGANISM].batches(env.PROBES[ORGANISM], v)), (ValueError, TypeError), lambda v: esc(repr(v)))
-rows("api: heads", "metric kind", ["los", "cosine", "retrieval"],
-     lambda env, v: env[ORGANISM].metric(run(env[ORGANISM], ["the dog ."]), env[ORGANISM].tokenize(["the dog ."]), kind=v),
-     ValueError, lambda v: esc(repr(v)))
+rows("api: metrics", "metric kind", ["los", "cosine", "retrieval"],
+     lambda env, v: Metric(v).bound(env[ORGANISM]), ValueError, lambda v: esc(repr(v)))
 rows("api: heads", "replacements mode", ["avg", None], lambda env, v: env[ORGANISM].replacements(v, [0]),
      (ValueError, TypeError), lambda v: esc(repr(v)))
 rows("api: heads", "replacements layers", [[1.5], [9]],
@@ -701,6 +700,51 @@ rows("api: loading", "load device_map", ["everywhere", 5, ["cpu"]],
      lambda env, v: headlab.load(MINILM, device_map=v), (ValueError, TypeError), lambda v: esc(repr(v)))
 ROWS.append(Row("api: loading", "load max_memory without device_map",
                 lambda env: headlab.load(MINILM, max_memory={"cpu": "1GB"}), (ValueError,), "max_memory"))
+rows("api: loading", "load max_memory", [{"cpu": -5}, {"cpu": "lots"}, {"gpu0": "1GB"}, {"cpu": True}],
+     lambda env, v: headlab.load(MINILM, device_map="auto", max_memory=v), (ValueError,),
+     lambda v: esc(repr(next(iter(v.values())) if next(iter(v)) == "cpu" else next(iter(v)))))
+ROWS.append(Row("api: loading", "load device_map naming no module",
+                lambda env: headlab.load(MINILM, device_map={"bogus.module": "cpu"}), (ValueError,), "bogus.module"))
+ROWS.append(Row("api: loading", "load offload_folder that is a file",
+                lambda env: headlab.load(MINILM, device_map="auto", offload_folder=env.file("weights.bin", "x")),
+                (ValueError,), "is a file"))
+
+
+# ------------------------------------------------------------------ flags, models and metrics of the measurements
+
+def _patch(env, **kwargs):
+    from headlab import activation_patch
+    m = env[ORGANISM]
+    return activation_patch(m, env.PROBES[ORGANISM][:1], ["the cat sees the dog ."], **kwargs)
+
+
+rows("api: patching", "activation_patch normalise", ["no", 1, None], lambda env, v: _patch(env, normalise=v),
+     TypeError, lambda v: esc(repr(v)))
+rows("api: patching", "activation_patch positions", ["no", 0], lambda env, v: _patch(env, positions=v),
+     TypeError, lambda v: esc(repr(v)))
+ROWS.append(Row("api: patching", "activation_patch metric of one number",
+                lambda env: _patch(env, metric=lambda out, batch: out.mean()), (ValueError,), r"returned shape \(\)"))
+ROWS.append(Row("api: patching", "path_patch metric of one number",
+                lambda env: headlab.path_patch(env[ORGANISM], env.PROBES[ORGANISM][:1], ["the cat sees the dog ."],
+                                               (0, 0), (1, 1), metric=lambda out, batch: out.sum()),
+                (ValueError,), r"returned shape \(\)"))
+ROWS.append(Row("api: patching", "activation_patch on a raw model",
+                lambda env: headlab.activation_patch(env[ORGANISM].model, ["a"], ["b"]), (TypeError,),
+                "needs a HeadModel, got GPT"))
+ROWS.append(Row("api: sweep", "sweep on a raw model", lambda env: headlab.sweep(env[ORGANISM].model, ["a"]),
+                (TypeError,), "needs a HeadModel, got GPT"))
+rows("api: metrics", "LogitMetric tokens", [(True, 2), (1.5, 2), [(1, 2), (3,)]],
+     lambda env, v: headlab.LogitMetric("logit_diff", v), ValueError, lambda v: "token id")
+rows("api: widgets", "temperature_widget step", [0, -0.1, 100.0, True],
+     lambda env, v: __import__("deviating.figures.widgets", fromlist=["x"]).temperature_widget([1.0, 2.0], ["a", "b"], step=v),
+     ValueError, lambda v: esc(repr(v)))
+ROWS.append(Row("api: widgets", "heads_widget given one string",
+                lambda env: __import__("deviating.figures.widgets", fromlist=["x"]).heads_widget({8: env[ORGANISM]}, "the dog ."),
+                (TypeError,), "one string"))
+ROWS.append(Row("api: metrics", "LogitMetric at the last token of an all-padding row",
+                lambda env: headlab.LogitMetric("prob", (1,))(torch.zeros(1, 3, 5), {
+                    "input_ids": torch.zeros(1, 3, dtype=torch.long),
+                    "attention_mask": torch.zeros(1, 3, dtype=torch.long)}), (ValueError,), "only padding"))
 
 
 # ------------------------------------------------------------------------------ the command line

@@ -1,5 +1,5 @@
 """The adjustable-heads widget of chapter 2: its computation (HeadCountPatterns). Its front-end,
-headlab.viz.live.heads_widget, is tested in test_live_widgets.py and, clicked, in test_site_widgets.py."""
+deviating.figures.widgets.heads_widget, is tested in test_live_widgets.py and, clicked, in test_site_widgets.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from headlab import HeadModel
 from headlab.models.gpt import GPT, GPTConfig
 from deviating.data.windows import LanguageWindows
-from headlab.viz.widgets import HeadCountPatterns
+from deviating.figures.widgets import HeadCountPatterns
 
 TEXT = "the loud hunter sleeps . he smiles ."
 

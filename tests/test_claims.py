@@ -73,7 +73,7 @@ def _lead_row(low, high, seeds=(None,)):
 
     ms = tuple(Measurement("held-out items", 0.12, low, high, 185, s) for s in seeds)
     return ClaimRow("C4", "MiniLM, English set", "accuracy lead over the nearest mention", 0.0,
-                    "nearest-mention baseline", "greater", ms)
+                    "nearest-mention baseline", "greater", ms, unit="accuracy")
 
 
 def test_a_measured_row_gets_its_verdict_from_the_rule_and_shows_its_numbers(tmp_path, monkeypatch):
@@ -110,9 +110,9 @@ def test_rejudging_old_rows_changes_verdicts_and_refuses_zero_width_without_cras
     spec.loader.exec_module(rejudge)
     seeds = tuple(Measurement("all", e, e - 0.02, e + 0.02, 128, s) for s, e in enumerate((0.51, 0.21, 0.23)))
     spread = ClaimRow("C5", "attn-only-2l, 3 seeds", "share of the score lost", 0.0, "no harm", "greater", seeds,
-                      headline=Measurement("over seeds", 0.32, -0.1, 0.73, 3))
+                      headline=Measurement("over seeds", 0.32, -0.1, 0.73, 3), unit="share")
     flat = ClaimRow("C19", "MiniLM, 64 sentences", "share of heads below 1%", 0.5, "half", "greater",
-                    (Measurement("zero", 0.85, 0.85, 0.85, 64),))
+                    (Measurement("zero", 0.85, 0.85, 0.85, 64),), unit="share")
     old = []
     for row, stored in ((spread, "holds"), (flat, "holds")):  # what the old rule said, schema version 1
         entry = {"kind": "measured", **to_json(row)}

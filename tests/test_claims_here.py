@@ -12,7 +12,7 @@ def _row(effects, claim="C8", model="organism, 3 seeds", conditions=("zero",)):
     ms = tuple(Measurement(condition=c, effect=e, low=e - 0.05, high=e + 0.05, n=64, seed=s)
                for c in conditions for s, e in enumerate(effects))
     return ClaimRow(claim, model, "Gini of mean effects", null=0.3, null_label="exponential reference",
-                    direction="greater", measurements=ms, headline=ms[0])
+                    direction="greater", measurements=ms, headline=ms[0], unit="share")
 
 
 def test_the_table_shows_the_rules_verdict_and_links_claim_and_ledger():

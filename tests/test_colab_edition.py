@@ -120,11 +120,11 @@ def test_a_captioned_table_keeps_its_caption_and_rows() -> None:
 
 
 def test_literalinclude_inlines_the_code_it_names() -> None:
-    text = "Read it:\n\n```{literalinclude} ../../lib/deviating/report/checks.py\n:pyobject: keep_section\n```"
+    text = "Read it:\n\n```{literalinclude} ../../lib/headlab/report/checks.py\n:pyobject: keep_section\n```"
     got = plain_markdown(text, _links())
-    source = (ROOT / "lib/deviating/report/checks.py").read_text(encoding="utf-8")
+    source = (ROOT / "lib/headlab/report/checks.py").read_text(encoding="utf-8")
     first = next(line for line in source.splitlines() if line.startswith("def keep_section("))
-    assert f"blob/{COMMIT}/lib/deviating/report/checks.py" in got and "```python\n" + first in got
+    assert f"blob/{COMMIT}/lib/headlab/report/checks.py" in got and "```python\n" + first in got
     assert got.rstrip().endswith("```") and not raw_syntax(got)
     with pytest.raises(ValueError, match="no file"):
         plain_markdown("```{literalinclude} ../nowhere.py\n```", _links())
@@ -134,7 +134,7 @@ def test_roles_and_targets_become_text_and_links() -> None:
     links = _links(labels={"sec-keep": ("chapters/09_checklist/09_checklist", "sec-keep")},
                    titles={"chapters/05_induction/05_induction": "Induction heads"}, glossary="chapters/glossary")
     text = ("(sec-keep)=\n## Keep\n\nSee {doc}`../05_induction/05_induction`, {ref}`this section <sec-keep>`, "
-            "an {term}`induction head`, {func}`~deviating.report.checks.keep_section`, {math}`\\sqrt{d}` and "
+            "an {term}`induction head`, {func}`~headlab.report.checks.keep_section`, {math}`\\sqrt{d}` and "
             "{ref}`unknown-label`.\n% a comment\n```python\n{note}`kept` in code\n```")
     got = plain_markdown(text, links)
     assert got == ("## Keep\n\nSee [Induction heads](https://example.org/book/chapters/05_induction/05_induction.html), "

@@ -430,17 +430,17 @@ def test_copying_needs_an_unembedding():
     ov = ov_copying_score(gpt2, k=3)
     assert ov.shape == (2, 4) and bool(((ov >= 0) & (ov <= 1)).all())
     unembed = unembedding(gpt2)
-    assert unembed.center and unembed.gamma is not None  # GPT-2's final LayerNorm is folded in
+    assert unembed.linear.centres and unembed.linear.gamma is not None  # GPT-2's final LayerNorm is folded in
     batch = random_batch(gpt2, n=2, seq=6)
     _, cache = gpt2.run_with_cache(batch)
     dla = dla_copying_score(cache.pattern(0), cache.result(0), batch["input_ids"], unembed)
     # against the full logits, computed the long way for one query
-    logits = unembed.logits(cache.result(0)[0, 5])  # (head, d_vocab)
+    logits = unembed.direct(cache.result(0)[0, 5])  # (head, d_vocab)
     key = cache.pattern(0)[0, :, 5].argmax(-1)  # (head,)
     t = batch["input_ids"][0, key]
     one = logits[torch.arange(4), t] - logits.mean(-1)
     assert dla.shape == (2, 4) and torch.isfinite(dla).all()
-    full = torch.stack([unembed.logits(cache.result(0)[0, i]) for i in range(6)])  # (pos, head, vocab)
+    full = torch.stack([unembed.direct(cache.result(0)[0, i]) for i in range(6)])  # (pos, head, vocab)
     keys = cache.pattern(0)[0].argmax(-1)  # (head, pos)
     values = torch.stack([full[i, torch.arange(4), batch["input_ids"][0, keys[:, i]]] - full[i].mean(-1)
                           for i in range(6)])

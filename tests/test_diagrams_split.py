@@ -49,7 +49,7 @@ def test_patterns_by_head_count_fit_the_column_with_one_colour_bar():
     import numpy as np
 
     from headlab.viz.figures import COLUMN_WIDTH
-    from headlab.viz.patterns import plot_patterns_by_head_count
+    from deviating.figures.patterns import plot_patterns_by_head_count
 
     tokens = list("abcde")
     patterns = {h: np.full((h, 5, 5), 0.2) for h in (1, 2, 8)}

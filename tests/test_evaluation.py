@@ -7,7 +7,8 @@ from types import SimpleNamespace as Item
 import pytest
 import torch
 
-from headlab.metrics import ItemMetric, Metric, agreement_metric, copy_metric, pronoun_metric
+from deviating.data.language.metrics import agreement_metric, copy_metric, pronoun_metric
+from headlab.metrics import ItemMetric, Metric
 from headlab.analysis.sweep import loop_sweep, sweep
 from tiny_models import make_model, random_batch
 

@@ -20,3 +20,12 @@ def test_pointers_are_replaced_added_and_marked_unused():
     assert "Another thing. *Introduced in* {doc}`chapter 0 </chapters/00_z/z>`.\n" in got
     assert "A third. *Not yet used in a chapter.*\n" in got
     assert rewritten(got, uses) == got  # running twice changes nothing
+
+
+def test_a_pointer_added_to_the_last_entry_of_a_section_stays_in_it():
+    """A new pointer goes at the end of the definition, never after the next section's heading
+    (the glossary once read "## Beyond heads *Introduced in* ...")."""
+    text = "(gl-a)=\n### A\n\nA thing.\n\n## Next section\n\n(gl-b)=\n### B\n\nAnother.\n"
+    got = rewritten(text, {"gl-a": ("chapters/01_x/01_x", "S"), "gl-b": ("chapters/02_y/02_y", "")})
+    assert "A thing. *Introduced in* {doc}`chapter 1 </chapters/01_x/01_x>`, \"S\".\n\n## Next section\n" in got
+    assert "## Next section\n\n(gl-b)=" in got

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from deviating.analysis.importance import (Importance, PairEffects, backup_heads, gradient_importance,
+from headlab.analysis.importance import (Importance, PairEffects, backup_heads, gradient_importance,
                                 head_importance, lorenz_curve, pair_effects, rank_disagreements,
                                 subset_effects, top_k_share)
 from headlab.heads.ablation import Ablation
-from headlab.metrics import Metric
+from headlab.metrics import LogitMetric, Metric
 from tiny_models import make_model, random_batch
 
 
@@ -60,9 +60,9 @@ def test_pair_effects_are_real_group_ablations():
     pe = pair_effects(hm, batch)
     assert len(pe.pairs) == 2 * 6  # all pairs within each of 2 layers of 4 heads
     with torch.no_grad():
-        clean = hm.metric(hm(batch), batch)
+        clean = Metric().bound(hm).score(hm(batch), batch)
         with hm.ablate([(1, 0), (1, 2)]):
-            both = hm.metric(hm(batch), batch)
+            both = Metric().bound(hm).score(hm(batch), batch)
     torch.testing.assert_close(pe.pairs[((1, 0), (1, 2))], both - clean, atol=1e-5, rtol=1e-4)
     inter = pe.interaction((1, 2), (1, 0))
     torch.testing.assert_close(inter, pe.pairs[((1, 0), (1, 2))] - pe.singles[(1, 0)] - pe.singles[(1, 2)])
@@ -102,8 +102,14 @@ def test_gradient_importance_takes_the_metric_and_its_loss_mask():
     grads = gradient_importance(hm, batch, metric=Metric("loss", loss_mask=mask), batch_size=2)
     torch.testing.assert_close(grads, hm.head_gradients(batch, Metric(loss_mask=mask)), atol=1e-5, rtol=1e-4)
     assert not torch.allclose(grads, hm.head_gradients(batch), atol=1e-4)  # the mask changed what counts
-    with pytest.raises(ValueError, match="differentiates a named metric"):
-        gradient_importance(hm, batch, metric=lambda output, b: output[:, -1, 0])
+    # a differentiable callable, one token pair per input: chunks keep each input's own pair
+    pairs = LogitMetric("logit_diff", [(1, 2), (3, 4), (5, 6)])
+    whole = hm.head_gradients(batch, Metric(pairs))
+    torch.testing.assert_close(gradient_importance(hm, batch, metric=pairs, batch_size=1), whole, atol=1e-5, rtol=1e-4)
+    same_pair = hm.head_gradients(batch, Metric(LogitMetric("logit_diff", (1, 2))))
+    assert not torch.allclose(whole[1:], same_pair[1:], atol=1e-4)  # inputs 1 and 2 read their own pairs
+    with pytest.raises(ValueError, match="carry no gradient"):
+        gradient_importance(hm, batch, metric=lambda output, b: torch.zeros(len(output)))
     with pytest.raises(TypeError, match="unexpected keyword argument 'kind'"):  # removed in 0.2.0
         gradient_importance(hm, batch, kind="loss", loss_mask=mask, batch_size=2)
 
@@ -115,9 +121,9 @@ def test_mean_ablation_reaches_every_group_measurement():
     ablation = Ablation("mean", reference=random_batch(hm, n=4, seq=8, seed=3))
     pe = pair_effects(hm, batch, pairs=[((1, 0), (1, 2))], ablation=ablation)
     with torch.no_grad():
-        clean = hm.metric(hm(batch), batch)
+        clean = Metric().bound(hm).score(hm(batch), batch)
         with hm.ablate([(1, 0), (1, 2)], ablation=ablation):
-            both = hm.metric(hm(batch), batch)
+            both = Metric().bound(hm).score(hm(batch), batch)
     torch.testing.assert_close(pe.pairs[((1, 0), (1, 2))], both - clean, atol=1e-5, rtol=1e-4)
     zero = pair_effects(hm, batch, pairs=[((1, 0), (1, 2))])
     assert not torch.allclose(zero.pairs[((1, 0), (1, 2))], pe.pairs[((1, 0), (1, 2))])

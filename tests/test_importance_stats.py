@@ -55,7 +55,7 @@ def test_mean_interaction_and_gini_against_the_exponential_reference():
 
 
 def test_group_effects_equal_the_sweep_on_the_loss():
-    from deviating.analysis.effects import causal_lm_metrics, group_effects
+    from headlab.analysis.effects import causal_lm_metrics, group_effects
     from headlab.analysis.sweep import sweep
     from headlab.heads.ablation import Ablation
     from tiny_models import make_model, random_batch

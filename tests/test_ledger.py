@@ -12,7 +12,8 @@ import pytest
 
 from conftest import CHAPTERS, chapter_notebooks
 
-from deviating.ledger import (CLAIMS, SCHEMA, Verdict, badge, chapter_link, claims_dir, counts_markdown, disagreements,
+from deviating.ledger_page import chapter_link, counts_markdown
+from deviating.ledger import (CLAIMS, SCHEMA, Verdict, badge, claims_dir, disagreements,
                             load_all, markdown_table, model_key, summary)
 
 CLAIMS_DIR = claims_dir()
@@ -138,7 +139,7 @@ def test_model_key_and_disagreements_on_known_cases() -> None:
 
     def measured(quantity, effect):
         row = ClaimRow("C15", "organism, layer 2", quantity, null=0.5, null_label="half", direction="greater",
-                       measurements=(Measurement("all", effect, effect - 0.01, effect + 0.01, 8),))
+                       measurements=(Measurement("all", effect, effect - 0.01, effect + 0.01, 80),), unit="share")
         return {"chapter": "ch08", "kind": "measured", **to_json(row)}
 
     ledger["C15"] = [measured("share of polysemantic heads", 0.5), measured("features found again", 3.0)]
@@ -148,7 +149,8 @@ def test_model_key_and_disagreements_on_known_cases() -> None:
 
 
 def test_badges_spell_out_the_verdict() -> None:
-    for kind in ("holds", "holds with conditions", "inconclusive", "does not hold here"):
+    for kind in ("holds", "holds with conditions", "inconclusive", "does not hold here",
+                 "significant but inside the band"):
         assert f">{kind}</span>" in badge(kind)
     assert "typed by hand" in badge("holds", typed=True)
     with pytest.raises(ValueError, match="'maybe'"):
@@ -205,14 +207,16 @@ def test_the_ledger_links_only_pages_in_the_toc(tmp_path, monkeypatch, capsys) -
 
 
 def test_the_reasoning_of_each_row_shows_effect_unit_band_holm_and_verdict() -> None:
-    from deviating.ledger import reasoning_markdown
+    from deviating.ledger_page import reasoning_markdown
 
     ledger = load_all()
     text = reasoning_markdown(ledger)
     n_measured = sum(1 for rows in ledger.values() for r in rows if r.get("kind") == "measured")
     assert text.count("<details>") == n_measured
-    assert "| condition | effect [95% interval] | unit, n | band | p (Holm) | counts as |" in text
-    assert "3 seeds" in text and "sentences" in text and "±0.01" in text
+    assert ("| condition | role | effect [95% interval] | unit, n | band | test | p (Holm) | p (BH, ledger) | "
+            "counts as |") in text
+    assert "3 seeds" in text and "sentences" in text and "±0.01" in text and "| primary |" in text
+    assert "beside: a saturated metric" in text and "beside the row" in text
     for kind in ("holds in", "does not hold here", "held in each network trained"):
         assert kind in text
 
@@ -257,17 +261,23 @@ def test_a_verdict_decided_by_a_named_condition_says_which():
 
     ms = (Measurement("subject head", -0.25, -0.3, -0.2, 69, 1), Measurement("subject head", -0.19, -0.22, -0.15, 69, 2),
           Measurement("copy head", 0.65, 0.55, 0.72, 50, 1), Measurement("copy head", 0.58, 0.48, 0.64, 50, 2))
+    ms = ms + tuple(Measurement(m.condition, m.effect, m.low, m.high, m.n, 3) for m in ms[::2])  # 3 seeds
     named = ClaimRow("C14", "organism", "a role's margin over its baseline", 0.0, "baseline", "greater", ms,
-                     headline=Measurement("over seeds", -0.22, -0.6, 0.2, 2), required=("subject head", "copy head"))
+                     required=("subject head", "copy head"), primary="copy head", unit="accuracy")
     j = verdict(named)
     assert j.kind == "does not hold here"
     assert named_condition_failing(j).startswith("subject head (contradicted")
     assert reasoning_text(j).startswith("the condition the claim names does not hold: subject head")
     assert one_line_reason(named, j).startswith("decided by the condition the claim names, subject head;")
     free = ClaimRow("C14", "organism", "a role's margin over its baseline", 0.0, "baseline", "greater", ms,
-                    headline=Measurement("over seeds", -0.22, -0.6, 0.2, 2))  # nothing required: no such clause
+                    primary="copy head", unit="accuracy")  # nothing required: no such clause
     assert named_condition_failing(verdict(free)) == "" and "names" not in reasoning_text(verdict(free))
     assert "across seeds" in one_line_reason(free, verdict(free))
+    # the primary endpoint decides, and says so
+    first = ClaimRow("C14", "organism", "a role's margin over its baseline", 0.0, "baseline", "greater", ms,
+                     unit="accuracy")
+    assert reasoning_text(verdict(first)).startswith("the primary endpoint does not hold: subject head")
+    assert one_line_reason(first, verdict(first)).startswith("decided by the primary endpoint, subject head;")
     minilm = ClaimRow("C10", "MiniLM, 87 held-out sentences", "heads removed", 0.0, "together", "greater",
-                      (Measurement("mean order", 0.0, -2.0, 4.0, 87),))
+                      (Measurement("mean order", 0.0, -2.0, 4.0, 87),), unit="count")
     assert "0 of 1 conditions hold on 87 sentences" in one_line_reason(minilm, verdict(minilm))  # no seeds here

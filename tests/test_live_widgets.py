@@ -1,4 +1,5 @@
-"""The live widgets (headlab.viz.live): their Python side, and their JavaScript run by node.
+"""The live widgets (headlab.viz.live, and the book's deviating.figures.widgets built on it): their
+Python side, and their JavaScript run by node.
 
 * Python: the browser tokenizer equals the models' tokenizers; each widget's view is
   the view of headlab's PyTorch computation (HeadCountPatterns, LiveAblation) and
@@ -25,9 +26,10 @@ import torch
 import headlab
 from conftest import in_ci
 from headlab.metrics import next_token_loss
-from headlab.viz.live import (JS_DIR, AblationWidget, ablation_widget, encode, heads_widget, packed,
-                              shipped_checkpoint, temperature_widget, tokenizer_spec, unpack)
-from headlab.viz.widgets import HeadCountPatterns, LiveAblation
+from deviating.figures.widgets import JS, HeadCountPatterns, heads_widget, temperature_widget
+from headlab.viz.live import (JS_DIR, AblationWidget, ablation_widget, encode, packed, shipped_checkpoint,
+                              tokenizer_spec, unpack, widget_module)
+from headlab.viz.widgets import LiveAblation
 
 SENTENCE = "the loud hunter that the prince taught is small . he sleeps ."
 
@@ -277,10 +279,8 @@ def test_js_bpe_equals_python(tmp_path, brown):
 
 @pytest.mark.parametrize("name", ["temperature", "heads", "ablation"])
 def test_each_widget_module_parses(tmp_path, name):
-    from headlab.viz.live import _esm  # noqa: PLC2701 (the module text is what the browser imports)
-
-    path = tmp_path / f"{name}.mjs"
-    path.write_text(_esm(name))
+    path = tmp_path / f"{name}.mjs"  # the module text is what the browser imports
+    path.write_text(widget_module(name, JS_DIR if name == "ablation" else JS))
     proc = subprocess.run([node(), "--check", str(path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     out = run_js(tmp_path, f"const m = await import({json.dumps(path.as_uri())}); "

@@ -11,6 +11,7 @@ import torch
 from headlab.heads.ablation import Ablation
 from headlab.heads.adapters import UnsupportedModelError
 from headlab.heads.model import AblationNotApplied, HeadModel
+from headlab.metrics import Metric
 from tiny_models import ADAPTER_FACTORIES, make_model, random_batch
 
 
@@ -152,7 +153,8 @@ def test_head_gradients_match_finite_differences(tiny):
     kind = "loss" if hm.causal else "retrieval"
     with torch.no_grad():
         clean_out = hm(batch)
-        pooled = None if hm.causal else hm.metric(clean_out, batch)
+        metric = Metric(kind).bound(hm)
+        pooled = metric.reference(hm, batch)
         eps = 1e-3
         for layer, head in [(0, 1), (1, 2)]:
             values = []
@@ -160,7 +162,7 @@ def test_head_gradients_match_finite_differences(tiny):
                 gate = torch.ones(hm.n_layers, hm.n_heads, dtype=torch.float64)
                 gate[layer, head] += sign * eps
                 with hm.gated(gate.float()):
-                    values.append(hm.metric(hm(batch), batch, clean=pooled, kind=kind))
+                    values.append(metric.score(hm(batch), batch, pooled))
             fd = (values[0] - values[1]) / (2 * eps)
             torch.testing.assert_close(grad[:, layer, head], fd, atol=2e-3, rtol=5e-2)
     assert all(p.grad is None for p in hm.model.parameters())

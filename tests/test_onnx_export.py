@@ -114,3 +114,20 @@ def test_export_file_is_named_by_checkpoint_and_cached(tmp_path):
     assert export_organism("attn-only-2l", tmp_path).stat().st_mtime_ns == stamp  # reused, not rewritten
     with pytest.raises(ValueError, match="unknown organism 'nope'"):
         export_organism("nope", tmp_path)
+
+
+def test_export_leaves_the_model_as_it_found_it_and_checks_the_path_first(tmp_path):
+    model = GPT(GPTConfig(d_vocab=11, n_ctx=8, d_model=16, n_layers=1, n_heads=2, d_mlp=0)).train()
+    export_gpt(model, tmp_path / "m.onnx")
+    assert model.training  # the export traces in eval mode, then puts the caller's mode back
+    model.eval()
+    export_gpt(model)
+    assert not model.training
+    with pytest.raises(ValueError, match="does not exist"):
+        export_gpt(model, tmp_path / "missing" / "m.onnx")
+    with pytest.raises(ValueError, match="is a folder"):
+        export_gpt(model, tmp_path)
+    with pytest.raises(ValueError, match="is not a folder"):
+        export_organism("attn-only-1l", tmp_path, checkpoint_dir=tmp_path / "nonexistent")
+    with pytest.raises(ValueError, match="is a file"):
+        export_organism("attn-only-1l", tmp_path / "m.onnx")

@@ -172,7 +172,8 @@ def test_dla_components_are_what_the_model_computed():
     hm = make_model("gpt2")
     batch = random_batch(hm)
     att = direct_logit_attribution(hm, batch, (3, 5))
-    norm, W_U, _ = hm.readout()
+    readout = hm.readout()
+    norm, W_U = readout.norm, readout.W_U
     with torch.no_grad(), hm.residual_stream() as stream, hm.capture(("z",)) as cache, \
             hm.outputs_of(hm.blocks[1].mlp) as mlp:
         hm.forward(batch)
@@ -290,7 +291,8 @@ def test_patch_resid_and_residual_stream():
     with torch.no_grad(), hm.residual_stream() as stream:
         logits = hm.forward(batch)
     assert len(stream) == hm.n_layers + 1
-    norm, W_U, _ = hm.readout()
+    readout = hm.readout()
+    norm, W_U = readout.norm, readout.W_U
     torch.testing.assert_close(norm(stream[-1]) @ W_U, logits)
     with torch.no_grad(), hm.patch_resid(lambda layer, x: torch.zeros_like(x), layers=[1]):
         zeroed = hm.forward(batch)
@@ -299,3 +301,19 @@ def test_patch_resid_and_residual_stream():
         with torch.no_grad(), hm.patch_resid(lambda layer, x: x[:, :1]):
             hm.forward(batch)
     assert hm.hooks_installed == 0
+
+
+def test_direct_logit_attribution_reads_each_input_own_pair():
+    from headlab import direct_logit_attribution
+    hm = make_model("gpt2")
+    batch = random_batch(hm, n=3, seq=6)
+    pairs = [(1, 2), (5, 3), (7, 9)]
+    each = direct_logit_attribution(hm, batch, pairs, pos=-1)
+    for i, pair in enumerate(pairs):
+        alone = direct_logit_attribution(hm, {k: v[i:i + 1] for k, v in batch.items()}, pair, pos=-1)
+        torch.testing.assert_close(each.heads[i], alone.heads[0])
+        torch.testing.assert_close(each.logits[i], alone.logits[0])
+    torch.testing.assert_close(each.total(), each.logits, atol=1e-6, rtol=1e-6)
+    for bad in (True, (True, 2), [(1, 2)] * 2, 1.5, torch.ones(3, 2)):
+        with pytest.raises(ValueError, match="tokens must be"):
+            direct_logit_attribution(hm, batch, bad, pos=-1)

@@ -84,8 +84,8 @@ def test_dla_equals_transformer_lens(models):
     _, cache = bridge.run_with_cache(ids)
     stack = cache.stack_head_results(layer=-1, pos_slice=-1)  # (layer * head, batch, d_model)
     stack = cache.apply_ln_to_stack(stack, layer=-1, pos_slice=-1)  # centred, divided by the frozen scale
-    norm, W_U, _ = hm.readout()
-    theirs = stack @ (norm.weight.detach() * (W_U[:, A] - W_U[:, B]))  # the LayerNorm's gain, unfolded
+    readout = hm.readout()
+    theirs = stack @ (readout.norm.weight.detach() * (readout.W_U[:, A] - readout.W_U[:, B]))  # the LayerNorm's gain, unfolded
     ours = direct_logit_attribution(hm, ids, (A, B), pos=-1).heads  # (batch, layer, head)
     torch.testing.assert_close(ours.flatten(1).T.float(), theirs, atol=1e-5, rtol=0)
 

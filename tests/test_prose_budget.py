@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from prose_budget import (BUDGETS, LONG, book_pages, chapter_of, chapter_pages, count, idle_identifiers,
-                          markdown_cells, numbered_chapters, plain_count, prose_blocks, typed_role_heads)
+                          markdown_cells, numbered_chapters, outside_exercises, prose_cells, plain_count, prose_blocks, typed_role_heads)
 
 CHAPTERS = numbered_chapters()
 
@@ -28,13 +28,22 @@ def test_the_counter_reads_prose_as_a_reader_does():
     assert "x = 1" not in " ".join(prose_blocks(text)) and "a comment" not in " ".join(prose_blocks(text))
 
 
+def test_the_exercises_text_is_outside_the_budget():
+    cells = ["Prose before.", "```{exercise-start} Do it ★☆☆\n:label: ex-01-x\n```\n\nA long task text.",
+             "```{exercise-end}\n```", "```{solution-start} ex-01-x\n:class: dropdown\n```",
+             "```{solution-end}\n```", "Prose after.",
+             "```{exercise-start} Two cells ★☆☆\n:label: ex-01-y\n```", "More task text.", "```{exercise-end}\n```"]
+    assert outside_exercises(cells) == ["Prose before.", "Prose after."]
+    assert count(outside_exercises(cells)).words == 4 < count(cells).words
+
+
 def test_the_counter_finds_a_long_sentence():
     long = " ".join(["word"] * (LONG + 1)) + "."
     assert count([long]).long == 1 and count(["Short. " * 3]).long == 0
 
 
 def test_the_book_fits_its_word_budget():
-    words = {p.stem: count(markdown_cells(p)).words for p in CHAPTERS}
+    words = {p.stem: count(prose_cells(p)).words for p in CHAPTERS}
     assert len({chapter_of(p) for p in CHAPTERS}) == 9, f"expected the nine numbered chapters, found {sorted(words)}"
     assert sum(words.values()) <= BUDGETS["book_words"], (
         f"the nine chapters hold {sum(words.values())} words of prose (budget {BUDGETS['book_words']}): {words}")
@@ -52,7 +61,7 @@ def test_the_book_has_few_long_sentences():
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.stem)
 def test_each_chapter_fits_its_budget(notebook):
     """Per page: a chapter over budget is split into pages (chapter 7 has two), each within it."""
-    c = count(markdown_cells(notebook))
+    c = count(prose_cells(notebook))
     problems = []
     if c.words > BUDGETS["chapter_words"]:
         problems.append(f"{c.words} words (at most {BUDGETS['chapter_words']})")
@@ -82,7 +91,7 @@ def test_the_plain_count_reads_fences_away_and_runs_on_at_headings_and_tables():
 
 def test_the_chapters_fit_the_word_budget_by_the_plain_count():
     pages = chapter_pages()
-    words = {p.stem: plain_count(markdown_cells(p)).words for p in pages}
+    words = {p.stem: plain_count(prose_cells(p)).words for p in pages}
     assert len({chapter_of(p) for p in pages}) == 9, sorted(words)
     assert sum(words.values()) <= BUDGETS["book_words"], (
         f"chapters 1-9 hold {sum(words.values())} words by the plain count (budget {BUDGETS['book_words']}): {words}")
@@ -98,7 +107,7 @@ def test_the_whole_book_has_few_long_sentences_by_the_plain_count():
 
 @pytest.mark.parametrize("notebook", PAGES, ids=lambda p: p.stem)
 def test_each_page_fits_its_budget_by_the_plain_count(notebook):
-    c = plain_count(markdown_cells(notebook))
+    c = plain_count(prose_cells(notebook))
     assert c.words <= BUDGETS["chapter_words"], f"{notebook.stem}: {c.words} words"
     assert c.mean_sentence <= BUDGETS["mean_sentence"], (
         f"{notebook.stem}: a mean sentence of {c.mean_sentence:.1f} words by the plain count "
@@ -108,7 +117,7 @@ def test_each_page_fits_its_budget_by_the_plain_count(notebook):
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.stem)
 def test_a_head_named_with_a_role_is_glued_not_typed(notebook):
     """One name per head (issue 26, item 4): where the prose names a head with its role, the id comes
-    from the role's labels (deviating.roles) through glue, so the text cannot drift from the definition."""
+    from the role's labels (headlab.roles) through glue, so the text cannot drift from the definition."""
     typed = typed_role_heads(markdown_cells(notebook))
     assert not typed, (f"{notebook.stem}: {len(typed)} sentences type a head id beside a role; glue it from "
                        "the role's labels instead:\n" + "\n".join(typed[:5]))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from deviating.analysis.importance import head_importance
+from headlab.analysis.importance import head_importance
 from headlab.analysis.sweep import sweep
-from deviating.analysis.prune import EvalSet, PruningCurve, iterative_order, order_by, pruning_curve, random_order
+from headlab.metrics import Metric
+from headlab.analysis.prune import EvalSet, PruningCurve, iterative_order, order_by, pruning_curve, random_order
 from tiny_models import make_model, random_batch
 
 
@@ -25,11 +26,11 @@ def test_curve_points_are_real_ablations():
     order = random_order(hm, seed=1)
     curve = pruning_curve(hm, order, {"all": EvalSet(batch)}, counts=[0, 3, 8])
     with torch.no_grad():
-        clean = hm.metric(hm(batch), batch)
+        clean = Metric().bound(hm).score(hm(batch), batch)
         with hm.ablate(order[:3]):
-            three = hm.metric(hm(batch), batch)
+            three = Metric().bound(hm).score(hm(batch), batch)
         with hm.ablate(order):
-            everything = hm.metric(hm(batch), batch)
+            everything = Metric().bound(hm).score(hm(batch), batch)
     torch.testing.assert_close(curve.values["all"][0], clean)
     torch.testing.assert_close(curve.values["all"][1], three, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(curve.values["all"][2], everything, atol=1e-5, rtol=1e-4)
@@ -86,7 +87,7 @@ def test_bad_orders():
 
 def test_shared_curve_matches_one_set_at_a_time():
     """One forward per count for all metrics gives the same values as pruning_curve per set."""
-    from deviating.analysis.prune import pruning_curve_shared, window_loss
+    from headlab.analysis.prune import pruning_curve_shared, window_loss
 
     hm = make_model("gpt2")
     batch = random_batch(hm, n=4, seq=6)
@@ -119,7 +120,7 @@ def test_shared_curve_matches_one_set_at_a_time():
 
 
 def test_first_failure_on_stored_curves():
-    from deviating.analysis.prune import first_failure
+    from headlab.analysis.prune import first_failure
 
     counts = [0, 2, 4, 8]
     assert first_failure([0.9, 0.88, 0.80, 0.5], counts, 0.05, higher_is_better=True) == 4  # accuracy falls

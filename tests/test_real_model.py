@@ -184,7 +184,7 @@ def test_the_chapters_gpt2_cells_run_on_a_random_gpt2(brown_lm, held):
     that reads its own tokenizer (as GPT-2 small would in Colab): the atlas, the catalogue, the
     induction rule and the circuit search. A random model names no induction head."""
     from deviating.analysis.circuit_search import induction_circuit
-    from deviating.roles.induction import induction_heads
+    from headlab.roles.induction import induction_heads
     from headlab.analysis.atlas import compute_atlas
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast

@@ -11,12 +11,14 @@ import pytest
 import torch
 
 import deviating.__main__ as entry
-import deviating.report as report_module
+import headlab.__main__ as library_entry
+import headlab.report as report_module
 from deviating.planted import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
-from deviating.analysis.importance import Importance
-from deviating.report import JSON_KEYS, THRESHOLDS, checklist, render_markdown, write_report
-from deviating.report import ablation_section, keep_section
-from deviating.report.thresholds import ROLES, TAIL_MEAN_BELOW, TAIL_WORST_ABOVE
+from deviating.report import book_data
+from headlab.analysis.importance import Importance
+from headlab.report import JSON_KEYS, THRESHOLDS, ReportData, checklist, render_markdown, write_report
+from headlab.report import ablation_section, keep_section
+from headlab.report.thresholds import ROLES, TAIL_MEAN_BELOW, TAIL_WORST_ABOVE
 
 from tiny_models import make_model
 
@@ -29,7 +31,7 @@ def planted_report() -> dict:
 
 @pytest.fixture
 def cli():
-    """``python -m headlab`` in-process."""
+    """``python -m deviating`` in-process (``report`` with the book's data)."""
     return entry.main
 
 
@@ -70,9 +72,9 @@ def test_json_has_every_documented_key_and_no_nan(planted_report):
             assert set(planted_report[section]) == set(keys), section
     doc = report_module.__doc__
     for key in {k for keys in JSON_KEYS.values() for k in keys}:
-        assert f"``{key}``" in doc, f"report.json key {key!r} is not documented in deviating.report's docstring"
+        assert f"``{key}``" in doc, f"report.json key {key!r} is not documented in headlab.report's docstring"
     for name in THRESHOLDS:
-        assert f"``{name}``" in doc, f"threshold {name} is not documented in deviating.report's docstring"
+        assert f"``{name}``" in doc, f"threshold {name} is not documented in headlab.report's docstring"
     assert planted_report["thresholds"] == THRESHOLDS
     json.dumps(planted_report, allow_nan=False)  # a NaN would raise: nothing is silently NaN
     per_text = planted_report["ablation"]["per_text"]
@@ -101,14 +103,14 @@ def test_attn_only_2l_circuit_is_the_roles_own_numbers():
     the same heads and the same relative drops as calling the role's functions directly, and the
     report's orphans are what orphan_heads finds on the same texts, metric and split."""
     import headlab
-    from deviating.roles.induction import induction_dependence, induction_heads
-    from deviating.roles.orphan import orphan_heads
-    from deviating.report.inputs import report_inputs
+    from headlab.roles.induction import induction_dependence, induction_heads
+    from headlab.roles.orphan import orphan_heads
+    from headlab.report.inputs import report_inputs
     from headlab.stats import split_items
     from deviating.training.recipes import RECIPES
 
     hm = headlab.load("attn-only-2l")
-    report = checklist(hm, n_texts=12, scope="top", top_k=4)
+    report = checklist(hm, n_texts=12, scope="top", top_k=4, data=book_data(hm))
     circuits = report["circuits"]
     verified = circuits["verified"]
     assert verified, circuits["pairs"]
@@ -128,7 +130,7 @@ def test_attn_only_2l_circuit_is_the_roles_own_numbers():
         assert (got["value"], got["low"], got["high"]) == tuple(round(x, 4) for x in
                                                                 (dep.relative.value, dep.relative.low, dep.relative.high))
 
-    inputs, _, _ = report_inputs(hm, None, 12, 0)
+    inputs, _, _ = report_inputs(hm, None, 12, 0, book_data(hm))
     found = orphan_heads(hm, inputs, split=split_items(12, seed=0))
     assert [o["head"] for o in report["patterns_vs_writes"]["orphan_candidates"]] == [list(o.head) for o in
                                                                                        found.candidates]
@@ -239,3 +241,96 @@ def test_chapter_9_quotes_chapter_5s_induction_dependence():
     ch9 = _glued(chapters / "09_checklist" / "09_checklist.ipynb")
     for mine, theirs in (("cut0_lo", "cut_own_lo"), ("cut0_hi", "cut_own_hi")):
         assert float(ch9[mine]) == round(float(ch5[theirs]), 4), (mine, ch9[mine], ch5[theirs])
+
+
+# ------------------------------------------------------------- the generic path and the data plug-in
+
+
+def test_book_data_is_the_books_and_none_elsewhere():
+    import headlab
+    from deviating.report.book import LANGUAGE, SPAN_TASK
+
+    assert book_data(headlab.load("attn-only-2l")) is SPAN_TASK
+    assert book_data(headlab.load("organism-small-s0")) is LANGUAGE
+    assert book_data(planted_model()) is None and book_data(make_model("gpt2")) is None
+
+
+def test_report_data_refuses_what_is_not_a_function():
+    with pytest.raises(TypeError, match="ReportData.own_text must be a function or None, got int"):
+        ReportData(own_text=3)
+    with pytest.raises(TypeError, match="data must be a headlab.report.ReportData or None, got str"):
+        checklist(planted_model(), n_texts=4, data="deviating.report:book_data")
+
+
+def test_a_plug_in_of_ones_own_gives_texts_own_text_and_tasks():
+    """A model the library knows nothing about, with a ReportData written for it: the report reads
+    its texts, runs the induction role on its own text and finds the task specialist it was told of."""
+    from headlab.report.detectors import TargetSet, previous_occurrence_targets
+
+    hm = planted_model()
+    g = torch.Generator().manual_seed(1)
+    body = torch.randint(3, hm.vocab_size, (8, 10), generator=g)
+    ids = torch.cat([body, body], 1)  # every sequence repeated once: induction targets in the second half
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    calls = []
+
+    def texts(model, n, seed):
+        calls.append(("texts", n, seed))
+        return batch, "my sixteen-token repeats"
+
+    def own_text(model, seed):
+        calls.append(("own_text", seed))
+        targets = previous_occurrence_targets(ids, torch.ones_like(ids, dtype=torch.bool), torch.zeros(8, dtype=torch.long))
+        return TargetSet(batch, targets, "my repeats", "own text", every_repeat=True)
+
+    def task_shares(model, n_windows, seed):
+        calls.append(("task_shares", n_windows, seed))
+        share = torch.zeros(model.n_layers, model.n_heads)
+        share[0, 0] = 0.9  # the previous-token head carries the task
+        return {"my task": share}
+
+    report = checklist(hm, n_texts=6, seed=3, data=ReportData(texts, own_text, task_shares))
+    assert ("texts", 6, 3) in calls and ("own_text", 3) in calls and ("task_shares", THRESHOLDS["TASK_WINDOWS"], 3) in calls
+    assert report["inputs"]["source"] == "my sixteen-token repeats" and report["inputs"]["n_texts"] == 6
+    assert report["circuits"]["inputs"]["own text"] == "my repeats"
+    assert list(INDUCTION_HEAD) in report["circuits"]["induction_heads"]["own text"]
+    tasks = report["tasks"]
+    assert tasks["measured"] and tasks["best"] == {"my task": {"head": [0, 0], "share": 0.9}}
+    below = float(torch.tensor(report["ablation"]["mean"])[0, 0]) < float(torch.tensor(report["ablation"]["mean"]).median())
+    assert ([s["head"] for s in tasks["specialists"]] == [[0, 0]]) == below
+
+
+def test_tasks_section_lists_specialists_below_the_median():
+    from headlab.report.data import tasks_section
+
+    hm = planted_model()
+    assert (hm.n_layers, hm.n_heads) == (2, 2)
+    mean = torch.tensor([[0.01, 0.5], [0.3, 0.02]])  # median 0.02 (torch: the lower middle value)
+    share = torch.zeros_like(mean)
+    share[0, 0], share[0, 1] = 0.6, 0.8  # 0.0 is below the median effect, 0.1 is not
+    got = tasks_section(hm, mean, {"t": share}, 16, 0.5)
+    assert got["specialists"] == [{"head": [0, 0], "task": "t", "share": 0.6, "mean_effect": 0.01}]
+    assert got["best"] == {"t": {"head": [0, 1], "share": 0.8}} and got["windows"] == 16
+    assert tasks_section(hm, mean, None, 16, 0.5)["measured"] is False
+
+
+def test_the_library_command_runs_without_the_books_data_and_with_it(tmp_path, capsys):
+    """``python -m headlab report`` knows no book: on attn-only-2l without --data the own text is
+    the given texts repeated and the tasks are not measured; --data deviating.report:book_data (the
+    default of ``python -m deviating report``) brings the span task's evaluation sequences back."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("t1 t2 t3 t4 t5\nt5 t6 t7 t8\nt9 t8 t7 t6 t5\nt2 t4 t6 t8\n", encoding="utf-8")
+    common = ["report", "--model", "attn-only-2l", "--texts", str(texts), "--quiet", "--pairs", "top", "--top-k", "2"]
+    assert library_entry.main(common + ["--out", str(tmp_path / "plain")]) == 0
+    plain = json.loads((tmp_path / "plain" / "report.json").read_text())
+    assert plain["circuits"]["inputs"]["own text"].startswith("4 of the model's own texts, each followed by")
+    assert not plain["tasks"]["measured"] and "ReportData(task_shares=...)" in plain["tasks"]["why"]
+    assert library_entry.main(common + ["--out", str(tmp_path / "book"), "--data", "deviating.report:book_data"]) == 0
+    book = json.loads((tmp_path / "book" / "report.json").read_text())
+    assert book["circuits"]["inputs"]["own text"].startswith("the 256 evaluation sequences of the model's training")
+    assert book["inputs"] == plain["inputs"] and book["ablation"] == plain["ablation"]  # the texts were given
+    assert entry.main(common + ["--out", str(tmp_path / "deviating")]) == 0
+    assert json.loads((tmp_path / "deviating" / "report.json").read_text())["circuits"] == book["circuits"]
+    capsys.readouterr()
+    assert library_entry.main(common + ["--out", str(tmp_path / "x"), "--data", "deviating.report"]) == 2
+    assert "--data 'deviating.report': give MODULE:FUNCTION, e.g. deviating.report:book_data" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The role definitions (deviating.roles) and the label null (detect.calibration), on known answers.
+"""The role definitions (headlab.roles) and the label null (detect.calibration), on known answers.
 
 The planted model of deviating.planted has its heads set by hand: 0.0 copies the previous
 token, 0.1 attends to the first token and writes nothing, 1.0 is an induction head, 1.1 attends
@@ -16,9 +16,9 @@ from headlab.analysis.detect.annotated import RelationSet
 from headlab.analysis.detect.calibration import (
     calibrated_thresholds, decoy_lifts, label_stability, offset_scores,
 )
-from deviating.roles.orphan import named_heads, orphan_heads, orphans_from_effects
-from deviating.roles.positional import first_token_heads, previous_token_heads
-from deviating.roles.syntactic import (
+from headlab.roles.orphan import named_heads, orphan_heads, orphans_from_effects
+from headlab.roles.positional import first_token_heads, previous_token_heads
+from headlab.roles.syntactic import (
     OFFSET, english_split, relation_head, relation_outcomes, relations_outcomes,
 )
 from headlab.analysis.texts import repeated_tokens
@@ -108,7 +108,7 @@ def test_previous_and_first_token_heads_are_the_planted_ones(planted) -> None:
 
 def test_fixed_key_heads_needs_one_key(planted) -> None:
     hm, batch = planted
-    from deviating.roles.positional import fixed_key_heads
+    from headlab.roles.positional import fixed_key_heads
 
     with pytest.raises(ValueError, match="exactly one"):
         fixed_key_heads(hm, batch)

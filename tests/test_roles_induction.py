@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import headlab
-from deviating.roles import induction as role
-from deviating.roles.induction import (
+from headlab.roles import induction as role
+from headlab.roles.induction import (
     COPY_SHARE, INDUCTION_LIFT, copying_half, induction_dependence, induction_heads, induction_lifts,
 )
 from deviating.exercises.fixtures import repeated_batch, uniform_induction_score
@@ -162,3 +162,39 @@ def test_bad_queries_are_refused(planted, tokens):
     first_only[:, 0] = True  # position 0 never repeats a token
     with pytest.raises(ValueError, match="in queries"):
         induction_lifts(planted, tokens, first_only)
+
+
+def test_the_atlas_labels_and_the_roles_share_one_bar_each():
+    """One definition per role: the label rule names a head ``induction`` at the induction role's
+    attention-half bar (0.3, not the 0.4 of the other families) and ``previous_token`` at the
+    previous-token role's minimum lift; a head between the two bars is labelled induction."""
+    import inspect
+
+    from headlab.analysis.detect import DEFAULT_THRESHOLDS, label_heads
+    from headlab.roles.positional import fixed_key_heads
+
+    assert DEFAULT_THRESHOLDS.bar("induction") == INDUCTION_LIFT == 0.3
+    assert inspect.signature(induction_heads).parameters["threshold"].default == DEFAULT_THRESHOLDS.bar("induction")
+    assert inspect.signature(fixed_key_heads).parameters["min_lift"].default == \
+        DEFAULT_THRESHOLDS.bar("previous_token") == DEFAULT_THRESHOLDS.lift == 0.4
+    # lifts over uniform attention (uniform 0): head 0 between the bars, head 1 below both its bars,
+    # head 2 where both families reach their bars (the larger lift names it)
+    scores = {"induction": torch.tensor([[0.35, 0.25, 0.45]]), "previous_token": torch.tensor([[0.1, 0.38, 0.5]])}
+    uniform = {name: torch.zeros(1, 3) for name in scores}
+    labels = label_heads(scores, uniform=uniform)
+    assert labels.labels == [["induction", "unlabelled", "previous_token"]]
+    assert labels.strength[0, 1] == pytest.approx(0.38)  # unlabelled: its best lift
+
+
+def test_the_atlas_and_the_role_find_the_same_induction_head(planted):
+    """On the atlas's own repeated random tokens, the heads the atlas labels ``induction`` are the
+    heads the role finds (both halves) on those inputs."""
+    from headlab.analysis.atlas import compute_atlas, repeated_random_tokens
+
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 16, (8, 20), generator=g)
+    atlas = compute_atlas(planted, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, effect="write_norm")
+    labelled = {tuple(h["head"]) for h in atlas["heads"] if h["label"] == "induction"}
+    repeats = repeated_random_tokens(planted, n=32, length=8, seed=0)
+    found = induction_heads(planted, repeats, n_resamples=500)
+    assert labelled == set(found.heads) == {INDUCTION_HEAD}

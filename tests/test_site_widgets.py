@@ -137,13 +137,14 @@ def site() -> Path:
 
 
 def widget_states(html: str) -> list[dict]:
-    """The embedded state of every headlab live widget of a page, in page order."""
+    """The embedded state of every live widget of a page (headlab's and the book's), in page order."""
     match = re.search(r'<script type="application/vnd\.jupyter\.widget-state\+json">(.*?)</script>', html, re.S)
     assert match, f"no {WIDGET_STATE} on the page"
     state = json.loads(match.group(1))["state"]
     views = re.findall(r'<script type="application/vnd\.jupyter\.widget-view\+json">(.*?)</script>', html, re.S)
     ids = [json.loads(html_lib.unescape(v))["model_id"] for v in views]
-    return [state[i]["state"] for i in ids if str(state[i]["state"].get("_anywidget_id", "")).startswith("headlab.")]
+    return [state[i]["state"] for i in ids
+            if str(state[i]["state"].get("_anywidget_id", "")).startswith(("headlab.", "deviating."))]
 
 
 def click(page, name: str, selector: str, value=None, index: int = 0) -> None:
@@ -214,7 +215,7 @@ def test_temperature_widget(site, browser_page):
 
 
 def test_heads_widget(site, browser_page):
-    from headlab.viz.widgets import HeadCountPatterns
+    from deviating.figures.widgets import HeadCountPatterns
 
     (state,) = widget_states((site / PAGES["heads"]).read_text(encoding="utf8"))
     core = HeadCountPatterns({h: headlab.load(f"heads-{h}") for h in state["head_counts"]})

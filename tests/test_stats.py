@@ -369,7 +369,7 @@ def test_spearman_is_scipys_with_ties_grids_and_checks():
 
 
 def test_one_gini_and_one_rank_correlation_in_the_library():
-    import deviating.analysis.importance as importance
+    import headlab.analysis.importance as importance
 
     assert not hasattr(importance, "gini") and not hasattr(importance, "spearman")
     assert S.gini([0, 0, 4]) == pytest.approx(2 / 3)

@@ -261,7 +261,37 @@ def test_well_formed_fixture_passes(tmp_path: Path) -> None:
     ]
     assert student.metadata["headlab"]["exercises"] == [{
         "label": "ex-07-double", "title": "Double it ★☆☆", "function": "double",
-        "check_module": "deviating.exercises.ch07", "check": "check_double", "points": 1.0}]
+        "check_module": "deviating.exercises.ch07", "check": "check_double", "points": 1.0,
+        "minutes": None, "essential": None}]
+
+
+@pytest.mark.parametrize("meta, title, problem", [
+    ({"minutes": 10, "essential": True}, "Double it ★☆☆ · ~10 min · essential", None),
+    ({"minutes": 10, "essential": False}, "Double it ★☆☆ · ~10 min · optional", None),
+    ({"minutes": 10, "essential": True}, "Double it ★☆☆", "must end with ' · ~10 min · essential'"),
+    ({"minutes": 10, "essential": True}, "Double it ★☆☆ · ~15 min · essential", "must end with"),
+    ({"minutes": 10, "essential": False}, "Double it ★☆☆ · ~10 min · essential", "must end with"),
+    ({}, "Double it ★☆☆ · ~10 min · essential", "the title states a time"),
+    ({"minutes": 10}, "Double it ★☆☆ · ~10 min · essential", "needs both"),
+    ({"minutes": 0, "essential": True}, "Double it ★☆☆ · ~0 min · essential", "positive whole number"),
+    ({"minutes": "10", "essential": True}, "Double it ★☆☆ · ~10 min · essential", "positive whole number"),
+    ({"minutes": 10, "essential": "yes"}, "Double it ★☆☆ · ~10 min · essential", "true or false"),
+    ({"minutes": 10, "essential": True, "build": 1}, "Double it ★☆☆ · ~10 min · essential", "build must be"),
+])
+def test_an_exercise_s_time_and_mark_agree_with_its_title(meta, title, problem) -> None:
+    """Issue 39: the time and the essential/optional mark live in the exercise-start cell's metadata
+    and are shown in the title (the site, the student and the Colab editions all show it)."""
+    cells = _good_cells()
+    cells[1] = _md(f"```{{exercise-start}} {title}\n:label: ex-07-double\n```\nReturn twice x.")
+    cells[1].metadata["headlab"] = dict(meta, points=2)
+    nb = nbformat.v4.new_notebook(cells=cells)
+    if problem is None:
+        (ex,) = find_exercises(nb, "07_fixture/07_fixture.ipynb")
+        assert (ex.minutes, ex.essential, ex.points) == (meta["minutes"], meta["essential"], 2.0)
+        assert ex.to_json()["minutes"] == meta["minutes"]
+    else:
+        with pytest.raises(MalformedExercise, match=problem):
+            find_exercises(nb, "07_fixture/07_fixture.ipynb")
 
 
 def _drop(cells: list, *indices: int) -> list:

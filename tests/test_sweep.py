@@ -11,9 +11,9 @@ import json
 import pytest
 import torch
 
-from deviating.analysis.importance import pair_effects, subset_effects
-from headlab.analysis.sweep import (SCHEMA, SweepResult, chunk_plan, groups_per_pass, loop_sweep, sweep,
-                                    tile_budget)
+from headlab.analysis.importance import pair_effects, subset_effects
+from headlab.analysis.sweep import SCHEMA, SweepResult, loop_sweep, sweep
+from headlab.heads.replay import chunk_plan, groups_per_pass, tile_budget
 from headlab.heads.ablation import Ablation
 from headlab.heads.model import HeadModel
 from headlab.heads.replay import CleanRecord, tiled_from_gate

@@ -10,7 +10,7 @@ import torch
 
 import headlab
 from deviating.analysis.task_shares import TASKS, busiest_windows, margin_share_lost
-from headlab.metrics import agreement_metric
+from deviating.data.language.metrics import agreement_metric
 from deviating.data.language import Language, agreement_items, encode, pack
 
 

@@ -1,5 +1,6 @@
-"""The verdict rule of deviating.verdicts (issue 27): seeds as the unit, Holm across conditions, one band
-table, refusals; every kind, every edge case, the JSON form."""
+"""The verdict rule of deviating.verdicts (issues 27 and 38): seeds as the unit, Holm across the judged
+conditions, one band table with declared kinds, clear-the-band, the primary endpoint, conditions beside the
+row, equivalence tests, refusals; every kind, every edge case, the JSON form."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from deviating.verdicts import (
 
 def row(*measurements, direction="greater", null=0.0, **kw) -> ClaimRow:
     ms = tuple(Measurement(*m) if isinstance(m, tuple) else m for m in measurements)
+    kw.setdefault("unit", "accuracy")
     return ClaimRow("C4", "MiniLM", "accuracy lead over the nearest mention", null, "nearest-mention baseline",
                     direction, ms, **kw)
 
@@ -50,7 +52,9 @@ def test_direction_less():
 
 def test_an_interval_touching_the_null_does_not_exclude_it():
     assert judge(row(("all", 0.1, 0.0, 0.2, 30))).kind == "inconclusive"
-    assert judge(row(("all", 0.1, 1e-12, 0.2, 30))).kind == "holds"
+    # significant, but the interval does not clear the band's edge (0.01): its own outcome
+    assert judge(row(("all", 0.1, 1e-12, 0.2, 30))).kind == "significant but inside the band"
+    assert judge(row(("all", 0.1, 0.0101, 0.2, 30))).kind == "holds"
 
 
 def test_the_null_need_not_be_zero():
@@ -59,24 +63,41 @@ def test_the_null_need_not_be_zero():
     assert judge(row(("all", 0.62, 0.45, 0.69, 100), null=0.5)).kind == "inconclusive"
 
 
-def test_no_effect_band_comes_from_the_one_table():
-    assert set(BANDS) == set(UNITS) == {"nats", "accuracy", "share", "cosine", "rank", "count", "ratio"}
+def test_no_effect_band_comes_from_the_one_table_for_the_declared_kind():
+    assert set(BANDS) == set(UNITS) == {"nats", "accuracy", "auc", "share", "cosine", "rank", "count", "ratio"}
     w = BANDS["accuracy"]
-    # inside the table's band: no effect, even though the interval excludes 0 (the band is read first)
-    tiny = row(("all", w / 2, w / 4, 3 * w / 4, 5000))
+    # inside the table's band and not significant: no effect
+    tiny = row(("all", w / 4, -w / 4, 3 * w / 4, 100))
     assert tiny.no_effect == (-w, w) and judge(tiny).kind == "does not hold here"
-    # an interval leaving the band on the claimed side supports the claim
-    assert judge(row(("all", 0.06, 0.005, 0.11, 500))).kind == "holds"
+    # significant but inside the band: reported as its own outcome, not as "no effect"
+    small = row(("all", w / 2, w / 4, 3 * w / 4, 5000))
+    assert judge(small).kind == "significant but inside the band"
+    assert judge(small).small_under == ("all",)
+    # an interval clearing the band's edge on the claimed side holds
+    assert judge(row(("all", 0.06, 0.015, 0.11, 500))).kind == "holds"
     # the band a row may state is the table's, nothing else
     assert row(("all", 0.06, 0.005, 0.11, 500), no_effect=(-w, w)).no_effect == (-w, w)
     with pytest.raises(ValueError, match="band table"):
-        row(("all", 0.0, -0.1, 0.1, 10), no_effect=(-0.05, 0.05))
-    # every kind of quantity reads its band from the same table
-    for quantity, kind in (("validation loss (nats)", "nats"), ("Gini of mean effects", "share"),
-                           ("rank gap of sharpness", "rank"), ("heads removed", "count"),
-                           ("pattern 1 - cos", "cosine"), ("cost with 64 heads over 8", "ratio")):
-        r = ClaimRow("C8", "m", quantity, 0.5, "null", "greater", (Measurement("all", 0.6, 0.55, 0.65, 9),))
+        row(("all", 0.0, -0.1, 0.1, 100), no_effect=(-0.05, 0.05))
+    # every kind reads its band from the same table; the kind is declared, never read from the wording
+    for kind in UNITS:
+        r = ClaimRow("C8", "m", "Gini of mean effects", 0.5, "null", "greater",
+                     (Measurement("all", 0.6, 0.55, 0.65, 90),), unit=kind)
         assert r.unit_for("all") == kind and r.no_effect == band(kind, 0.5)
+    mixed = ClaimRow("C5", "m", "lift; loss", 0.0, "none", "greater",
+                     (Measurement("lift", 0.3, 0.2, 0.4, 90), Measurement("loss", 0.3, 0.2, 0.4, 90)),
+                     unit="share", units={"loss": "nats"})
+    assert (mixed.unit_for("lift"), mixed.unit_for("loss")) == ("share", "nats")
+
+
+def test_a_condition_with_no_declared_kind_is_refused():
+    # the old rule guessed "nats" from the word "loss"; the new one asks
+    r = ClaimRow("C8", "m", "validation loss (nats)", 0.0, "null", "greater", (Measurement("all", 0.6, 0.5, 0.7, 90),))
+    with pytest.raises(Refused, match="declares no kind of quantity"):
+        judge(r)
+    assert verdict(r).kind == "cannot be judged"
+    with pytest.raises(ValueError, match="unknown unit"):
+        row(("all", 0.1, 0.0, 0.2, 90), unit="furlongs")
 
 
 def test_an_across_seed_interval_that_spans_the_null_cannot_hold():
@@ -105,7 +126,7 @@ def test_an_across_seed_interval_on_the_wrong_side_of_the_null_fails():
     # C10 with the pooled tail: gaps of -2, -4, -4 heads, each seed's interval touching 0
     seeds = [("mean order", e, e - 4, 0.0 if e < -2 else 2.0, 96, s) for s, e in zip((0, 1, 2), (-2.0, -4.0, -4.0))]
     r = ClaimRow("C10", "organism", "heads removed by which the pooled tail fails before the mean loss", 0.0,
-                 "tail and loss fail together", "greater", tuple(Measurement(*m) for m in seeds),
+                 "tail and loss fail together", "greater", tuple(Measurement(*m) for m in seeds), unit="count",
                  headline=Measurement.from_estimate(over_seeds([-2.0, -4.0, -4.0]), "over seeds"))
     assert not all(m.status(0.0, "greater") == "contradicts" for m in r.measurements)  # no seed alone says so
     j = judge(r)
@@ -160,7 +181,9 @@ def test_a_required_condition_decides():
     # C10 as issue 16 describes it: the order the claim is about fails; other orders show it
     ms = [("mean order", -0.1, -0.2, -0.02, 98), ("worst-case order", 0.3, 0.1, 0.5, 98),
           ("iterative order", 0.2, 0.05, 0.4, 98)]
-    assert judge(row(*ms)).kind == "holds with conditions"  # what the old ledger said
+    # what the old ledger said, and what a row whose primary endpoint is another order says
+    assert judge(row(*ms, primary="worst-case order")).kind == "holds with conditions"
+    assert judge(row(*ms)).kind == "does not hold here"  # the first condition is the primary endpoint
     j = judge(row(*ms, required=("mean order",)))
     assert j.kind == "does not hold here"
     assert "mean order" in j.reason and "holds in 2 of 3 conditions" in j.reason
@@ -182,12 +205,13 @@ def test_a_contradicted_required_condition_speaks_before_an_open_one():
 
 
 def test_all_conditions_failing_or_mixed_failure():
-    assert judge(row(("a", -1, -2, -0.5, 10), ("b", -1, -2, -0.5, 10))).kind == "does not hold here"
-    # one contradicts, one spans, none supports: inconclusive, not "does not hold"
-    j = judge(row(("a", -1, -2, -0.5, 10), ("b", 0, -1, 1, 10)))
+    assert judge(row(("a", -1, -2, -0.5, 30), ("b", -1, -2, -0.5, 30))).kind == "does not hold here"
+    # one contradicts, one spans, none supports: the primary endpoint decides
+    j = judge(row(("a", -1, -2, -0.5, 30), ("b", 0, -1, 1, 30), primary="b"))
     assert j.kind == "inconclusive" and j.fails_under == ("a",) and j.open_under == ("b",)
+    assert judge(row(("a", -1, -2, -0.5, 30), ("b", 0, -1, 1, 30))).kind == "does not hold here"
     # one supports, one contradicts: holds with conditions, the other named
-    j = judge(row(("a", 1, 0.5, 2, 10), ("b", -1, -2, -0.5, 10)))
+    j = judge(row(("a", 1, 0.5, 2, 30), ("b", -1, -2, -0.5, 30)))
     assert j.kind == "holds with conditions" and "b (contradicted)" in j.reason
 
 
@@ -195,8 +219,12 @@ def test_headline_defaults_and_summary_fields():
     r = row(("all", 0.3, 0.1, 0.5, 82), ("long sentences", 0.2, 0.05, 0.4, 30))
     assert r.headline.condition == "all" and r.n == 82 and r.seeds == ()
     assert r.conditions == ("all", "long sentences")
-    with pytest.raises(ValueError, match="headline"):
-        row(("all", 0.3, 0.1, 0.5, 82, 0), ("all", 0.3, 0.1, 0.5, 82, 1))
+    # over seeds, the headline is the primary endpoint's mean with its t interval (df = seeds - 1)
+    over = row(("all", 0.3, 0.1, 0.5, 82, 0), ("all", 0.5, 0.3, 0.7, 82, 1), ("all", 0.4, 0.2, 0.6, 82, 2)).headline
+    t = over_seeds([0.3, 0.5, 0.4])
+    assert (over.effect, over.low, over.high, over.df) == (pytest.approx(0.4), t.low, t.high, 2)
+    with pytest.raises(ValueError, match="primary endpoint 'median'"):
+        row(("all", 0.3, 0.1, 0.5, 82), primary="median")
     seeded = row(("all", 0.3, 0.1, 0.5, 82, 2), ("all", 0.3, 0.1, 0.5, 82, 0),
                  headline=Measurement("pooled", 0.3, 0.2, 0.4, 164))
     assert seeded.seeds == (0, 2)
@@ -250,9 +278,11 @@ def test_json_round_trip_schema_and_hand_edits():
 
 
 def test_count_verdicts_and_rule_text():
-    rows = [row(("all", 1, 0.5, 2, 3)), row(("all", 1, -0.5, 2, 3)), row(("all", 1, 0.5, 2, 3))]
+    rows = [row(("all", 1, 0.5, 2, 30)), row(("all", 1, -0.5, 2, 30)), row(("all", 1, 0.5, 2, 30)),
+            row(("all", 1, 0.5, 2, 3))]
     assert count_verdicts(rows) == {"holds": 2, "holds with conditions": 0, "held in each network trained": 0,
-                                    "inconclusive": 1, "does not hold here": 0, "cannot be judged": 0}
+                                    "significant but inside the band": 0, "inconclusive": 1,
+                                    "does not hold here": 0, "cannot be judged": 1}
     text = rule_text()
     for kind in KINDS:
         assert f"*{kind}*" in text
@@ -265,19 +295,18 @@ def test_measurement_from_estimate():
 
 
 def test_the_worked_example_is_the_stored_row():
-    """The rule's worked example (chapter 7's C10 on the organism) quotes the numbers the chapter stored."""
+    """The rule's worked example (chapter 7's C10 on the organism, like for like) quotes the stored row."""
     from importlib.resources import files
 
-    rows = json.loads((files("deviating") / "results" / "claims" / "ch07.json").read_text())
-    rows = rows["rows"] if isinstance(rows, dict) else rows
+    rows = json.loads((files("deviating") / "results" / "claims" / "ch07.json").read_text())["rows"]
     stored = next(r for r in rows if r["claim"] == "C10" and r["model"].startswith("organism"))
     r = from_json(stored)
-    named = r.by_condition[r.required[0]]
-    assert r.required == ("mean order, zero ablation, tolerance 0.05",)
-    assert [(m.seed, m.effect, m.low, m.high) for m in named] == [(0, -2, -6, 2), (1, -4, -6, 0), (2, -4, -8, 0)]
-    across = over_seeds([m.effect for m in named])
-    assert (round(across.value, 1), round(across.low, 1), round(across.high, 1)) == (-3.3, -6.2, -0.5)
+    assert r.primary == "agreement, attractor vs all agreement, mean order, zero ablation, tolerance 0.05"
+    named = r.by_condition[r.primary]
+    assert [m.effect for m in named] == [2, 2, 2] and all(m.low <= 0 for m in named)
+    _, test = across_seeds([m.effect for m in named], 0.0, "greater")
+    assert test.pvalue == pytest.approx(0.125) and "sign test" in test.method
     j = judge(r)
-    assert j.kind == "does not hold here" and j.held == 0 and len(j.fails_under) == 3
+    assert j.kind == "inconclusive" and j.reason.startswith("the primary endpoint does not hold")
     text = rule_text()
-    assert "-3.3 [-6.2, -0.5]" in text and "two more fail" in text
+    assert "p = 0.125" in text and "*inconclusive*" in text

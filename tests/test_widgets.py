@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from headlab.metrics import Metric
 from headlab.viz.widgets import LiveAblation, ablation_widget
 from tiny_models import make_model
 
@@ -41,7 +42,7 @@ def test_live_ablation_matches_direct_ablation(causal):
     view = live.view([(0, 1), (1, 3)], selected=(1, 0))
     batch = causal.tokenize(["5 9 3 7 2", "4 4 8"])
     with torch.no_grad(), causal.ablate([(0, 1), (1, 3)]):
-        direct = causal.metric(causal(batch), batch)
+        direct = Metric().bound(causal).score(causal(batch), batch)
     torch.testing.assert_close(view.metric, direct)
     assert view.pattern.shape == (5, 5) and view.tokens == ["t5", "t9", "t3", "t7", "t2"]
     assert len(view.top) == 5 and all(0 <= a <= 1 and 0 <= b <= 1 for _, a, b in view.top)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from deviating.report.writing import best_head, markdown_table
+from headlab.report.writing import best_head, markdown_table
 
 
 def test_markdown_table_escapes_bars_and_checks_the_row_length():

@@ -13,7 +13,7 @@ from headlab.__main__ import main as run
 
 COMMAND_MODULES = [
     "deviating.training.runs",      # train
-    "deviating.cli",                # report (chapter 9's checklist)
+    "deviating.cli",                # report (the checklist with the book's data)
     "deviating.exercises.grading",  # grade
     "deviating.data.brown",         # fetch-brown
 ]

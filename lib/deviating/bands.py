@@ -1,40 +1,42 @@
-"""The one table of no-effect bands, and the evidence a verdict weighs (:mod:`deviating.verdicts`).
+"""The one table of no-effect bands, and the tests a verdict weighs (:mod:`deviating.verdicts`).
 
-**Bands.** Every quantity a claim row measures is of one kind (:data:`UNITS`): a loss in nats,
-an accuracy or rate, a share of a whole, a cosine distance, a rank correlation, a count of heads
-or features, a ratio of costs. :data:`BANDS` gives, once for the whole book, the half-width of the
-band around a null inside which an effect counts as none. An interval entirely inside it is
-evidence of *no effect*, so a precise null result can give *does not hold here*.
+**Bands.** Every condition a claim row measures declares its kind of quantity (:data:`UNITS`): a
+loss in nats, an accuracy or rate, an AUC, a share of a whole, a cosine distance, a rank
+correlation, a count of heads or features, a ratio of costs. The kind is declared by the row
+(``ClaimRow(unit=..., units={condition: kind})``); it is never guessed from the wording.
+:data:`BANDS` gives, once for the whole book, the half-width of the band around a null inside
+which an effect counts as none.
 
-**Evidence.** A condition is tested with a one-sided p-value in the direction the claim predicts:
+**Tests.** A condition is tested with a one-sided p-value in the direction the claim predicts:
 
 - over training seeds (the unit for a claim about what training produces):
-  :func:`across_seeds`, a one-sample t test on the per-seed effects, or, when the seeds gave
-  identical numbers (no spread to estimate), the exact sign test;
-- on one network, from its item-level interval: :func:`interval_pvalue`, the normal
-  approximation that makes "p < (1 - level) / 2" the same statement as "the interval excludes
-  the null" (the side of the interval facing the null sets the standard error).
-
-Those p-values are corrected across a claim's conditions with Holm's step-down
-(:func:`headlab.stats.holm`).
+  :func:`across_seeds`, a one-sample t test on the per-seed effects (the same t as the
+  interval :func:`headlab.stats.over_seeds` forms), or, when the seeds gave identical numbers
+  (no spread to estimate), the exact sign test;
+- on one network, from its interval: :func:`interval_pvalue`, which reads the standard error
+  off the side of the interval that faces the null, with the interval's own quantile: Student
+  t with the measurement's degrees of freedom when it was a t interval, the normal otherwise;
+- "no effect" (an equivalence condition): :func:`equivalence_pvalue`, the two one-sided tests
+  (TOST) against the band's two edges; its p-value is the larger of the two.
 """
 
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 from scipy import stats as sps
 
 from headlab.stats import Estimate, TestResult, over_seeds
 
-__all__ = ["UNITS", "BANDS", "band", "unit_of", "interval_pvalue", "across_seeds"]
+__all__ = ["UNITS", "BANDS", "MIN_SEEDS", "MIN_ITEMS", "band", "interval_pvalue", "across_seeds",
+           "equivalence_pvalue"]
 
 #: The kinds of quantity, with what they measure.
 UNITS: dict[str, str] = {
     "nats": "a loss or a divergence, nats per token",
-    "accuracy": "an accuracy, an error rate, a flip rate or an AUC (a probability)",
+    "accuracy": "an accuracy, an error rate or a flip rate (a probability)",
+    "auc": "an area under the ROC curve, or its distance from chance (0.5)",
     "share": "a share of a whole (of the heads, of a margin, of attention), or a Gini coefficient",
     "cosine": "a cosine similarity or distance (1 - cos)",
     "rank": "a rank correlation or a difference of two",
@@ -46,6 +48,7 @@ UNITS: dict[str, str] = {
 BANDS: dict[str, float] = {
     "nats": 0.01,      # a hundredth of a nat per token
     "accuracy": 0.01,  # one answer in a hundred
+    "auc": 0.05,       # an inspector that ranks a positive above a negative at most 55 times in 100
     "share": 0.01,     # one percent of the whole
     "cosine": 0.01,
     "rank": 0.05,      # a twentieth of a rank correlation
@@ -53,42 +56,11 @@ BANDS: dict[str, float] = {
     "ratio": 0.01,     # one percent of the cost
 }
 
-# What a quantity or condition text says about its kind: strong rules read the quantity first (a
-# Gini of losses is a share, not nats); then the condition, then the quantity, by keyword.
-_STRONG = (("rank gap", "rank"), ("rank correlation", "rank"), ("gini", "share"), ("heads removed", "count"),
-           ("features", "count"), ("largest rank", "count"), ("cost with", "ratio"), ("tail share", "share"),
-           ("share of heads", "share"), ("share of a task", "share"), ("share of the", "share"))
-_WEAK = (("score lost", "share"), ("lift", "share"), ("weight", "share"), ("pattern change", "share"),
-         ("accuracy", "accuracy"), ("error rate", "accuracy"), ("distractor", "accuracy"), ("flips", "accuracy"),
-         ("auc", "accuracy"), ("margin", "accuracy"),
-         ("1 - cos", "cosine"), ("cosine", "cosine"), ("similarity", "cosine"),
-         ("nats", "nats"), ("loss", "nats"), ("kl", "nats"), ("divergence", "nats"), ("retrieval", "nats"),
-         ("share", "share"), ("proportion", "share"), ("fraction", "share"))
-
-
-def _find(rules, text: str) -> str | None:
-    low = text.lower()
-    for word, kind in rules:
-        if re.search(rf"(?<![a-z]){re.escape(word)}", low):
-            return kind
-    return None
-
-
-def unit_of(quantity: str, condition: str = "") -> str:
-    """The kind of a quantity (a key of :data:`UNITS`), read from its wording and the condition's.
-
-    A quantity whose text joins two kinds with ``;`` (``"share of ... lost; loss rise, nats"``) is
-    read condition by condition.
-
-    Raises:
-        ValueError: when neither text names a kind; pass ``unit=`` to the claim row.
-    """
-    strong = None if ";" in quantity else _find(_STRONG, quantity)
-    kind = strong or _find(_WEAK, condition) or _find(_WEAK, quantity)
-    if kind is None:
-        raise ValueError(f"cannot tell the kind of quantity of {quantity!r} (condition {condition!r}); pass unit= "
-                         f"one of {', '.join(UNITS)}")
-    return kind
+#: A claim about what training produces is judged over at least this many training seeds.
+MIN_SEEDS = 3
+#: Fewer items than this, with no degrees of freedom given, are too few for a normal or bootstrap
+#: interval to be read as evidence (the same guard as ``headlab.stats.BCA_MIN_UNITS``).
+MIN_ITEMS = 20
 
 
 def band(unit: str, null: float) -> tuple[float, float]:
@@ -99,24 +71,36 @@ def band(unit: str, null: float) -> tuple[float, float]:
     return (null - w, null + w)
 
 
+def _quantile(level: float, one_sided: bool, df: float | None) -> float:
+    q = level if one_sided else 0.5 + level / 2
+    return float(sps.norm.ppf(q) if df is None else sps.t.ppf(q, df))
+
+
+def _sf(x: float, df: float | None) -> float:
+    return float(sps.norm.sf(x) if df is None else sps.t.sf(x, df))
+
+
 def interval_pvalue(effect: float, low: float, high: float, null: float, direction: str,
-                    level: float = 0.95) -> float:
+                    level: float = 0.95, df: float | None = None) -> float:
     """One-sided p-value for "the effect lies on the ``direction`` side of ``null``", from an interval.
 
     The standard error is read from the end of the interval that faces the null
-    (``(effect - low) / z`` when testing "greater" from above), with ``z`` the interval's own
-    normal quantile (two-sided, or one-sided when the other end is infinite). Then
-    ``p < (1 - level) / 2`` exactly when that end excludes the null, and the p-value can be
-    Holm-corrected with other conditions'.
+    (``(effect - low) / q`` when testing "greater" from above), with ``q`` the interval's own
+    quantile: Student t with ``df`` degrees of freedom for a t interval (``df = n - 1`` for a mean
+    over n seeds), the normal when ``df`` is None (a bootstrap or normal interval over many
+    items). Then ``p < (1 - level) / 2`` exactly when that end excludes the null.
 
     Raises:
-        ValueError: for a zero-width interval (no standard error to read: use an exact bound).
+        ValueError: for a zero-width interval (no standard error to read: use an exact bound),
+            or ``df`` that is not positive.
     """
+    if df is not None and not df > 0:
+        raise ValueError(f"degrees of freedom must be positive; got {df!r}")
     sign = 1.0 if direction == "greater" else -1.0
     d = sign * (effect - null)  # > 0 when the effect lies on the predicted side
     toward, away = (effect - low, high - effect) if sign > 0 else (high - effect, effect - low)
     one_sided = math.isinf(low) or math.isinf(high)
-    z = sps.norm.ppf(level if one_sided else 0.5 + level / 2)
+    q = _quantile(level, one_sided, df)
     spread = toward if d >= 0 else away
     if math.isinf(spread):
         return 1.0 if d <= 0 else 0.5
@@ -125,7 +109,7 @@ def interval_pvalue(effect: float, low: float, high: float, null: float, directi
             raise ValueError(f"a zero-width interval [{low:g}, {high:g}] has no standard error; give an exact "
                              "bound (headlab.stats.proportion) or the item-level interval")
         spread = max(toward, away)
-    return float(sps.norm.sf(d / (spread / z)))
+    return _sf(d / (spread / q), df)
 
 
 def across_seeds(values, null: float, direction: str, level: float = 0.95) -> tuple[Estimate, TestResult]:
@@ -151,3 +135,25 @@ def across_seeds(values, null: float, direction: str, level: float = 0.95) -> tu
     res = sps.ttest_1samp(x, null, alternative=direction)
     return est, TestResult(float(res.statistic), float(res.pvalue), int(x.size), f"t test over {x.size} seeds",
                            direction)
+
+
+def equivalence_pvalue(edges: tuple[float, float], *, values=None, interval=None, level: float = 0.95,
+                       df: float | None = None) -> float:
+    """The TOST p-value for "the effect lies inside ``edges``" (two one-sided tests, the larger p).
+
+    Give either ``values`` (per-seed effects: two one-sample t tests, :func:`scipy.stats.ttest_1samp`)
+    or ``interval`` = ``(effect, low, high)`` (the p-values read from the interval, as
+    :func:`interval_pvalue` reads them). ``p < (1 - level) / 2`` exactly when the interval lies
+    inside the edges: a blind inspector (AUC 0.5 with a narrow interval) passes.
+    """
+    lo, hi = edges
+    if values is not None:
+        x = np.asarray(values, dtype=float)
+        if np.ptp(x) == 0:  # identical seeds: no spread, no test (one measurement)
+            return 1.0
+        p_lo = sps.ttest_1samp(x, lo, alternative="greater").pvalue
+        p_hi = sps.ttest_1samp(x, hi, alternative="less").pvalue
+        return float(max(p_lo, p_hi))
+    effect, low, high = interval
+    return max(interval_pvalue(effect, low, high, lo, "greater", level, df),
+               interval_pvalue(effect, low, high, hi, "less", level, df))

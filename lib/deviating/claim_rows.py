@@ -1,5 +1,7 @@
 """What a claim was measured as: :class:`Measurement` (one condition on one network) and
-:class:`ClaimRow` (a claim on one model, every condition tested). :mod:`deviating.verdicts` judges them."""
+:class:`ClaimRow` (a claim on one model, every condition tested, with what was declared before the
+data: the primary endpoint, the kind of each quantity, the conditions reported beside the row and
+the conditions that claim "no effect"). :mod:`deviating.verdicts` judges them."""
 
 from __future__ import annotations
 
@@ -7,8 +9,9 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from headlab.stats import over_seeds
 from headlab.stats.results import Estimate
-from deviating.bands import UNITS, band, unit_of
+from deviating.bands import UNITS, band
 
 __all__ = ["DIRECTIONS", "Measurement", "ClaimRow", "Refused", "items_noun"]
 
@@ -20,7 +23,8 @@ _NOUNS = ("sentences", "windows", "sequences", "predictions", "students", "texts
 
 class Refused(ValueError):
     """A row the verdict rule cannot judge (a zero-width interval, conditions on different seeds,
-    a quantity of no known kind); the message names the value and what to do."""
+    an undeclared kind of quantity, too few seeds, a baseline that is the answer key); the message
+    names the value and what to do."""
 
 
 def items_noun(text: str) -> str:
@@ -53,6 +57,8 @@ class Measurement:
         high: upper end (may be ``inf``).
         n: number of items behind it.
         seed: the training seed, or ``None`` for a model the book did not train.
+        df: the degrees of freedom of a Student t interval (``n - 1`` for a mean over n seeds or
+            students), or ``None`` for a bootstrap or normal interval over many items.
     """
 
     condition: str
@@ -61,6 +67,7 @@ class Measurement:
     high: float
     n: int
     seed: int | None = None
+    df: float | None = None
 
     def __post_init__(self) -> None:
         if not self.condition or not self.condition.strip():
@@ -76,11 +83,14 @@ class Measurement:
             raise ValueError(f"n must be a positive count of items; got {self.n!r} for {self.condition!r}")
         if self.seed is not None and (isinstance(self.seed, bool) or int(self.seed) != self.seed):
             raise ValueError(f"seed must be an integer or None; got {self.seed!r}")
+        if self.df is not None and (isinstance(self.df, bool) or not float(self.df) > 0):
+            raise ValueError(f"df must be a positive number of degrees of freedom or None; got {self.df!r}")
 
     @classmethod
-    def from_estimate(cls, estimate: Estimate, condition: str, seed: int | None = None) -> Measurement:
+    def from_estimate(cls, estimate: Estimate, condition: str, seed: int | None = None,
+                      df: float | None = None) -> Measurement:
         """A measurement from a :class:`headlab.stats.Estimate` (its value, interval and n)."""
-        return cls(condition, estimate.value, estimate.low, estimate.high, estimate.n, seed)
+        return cls(condition, estimate.value, estimate.low, estimate.high, estimate.n, seed, df)
 
     def status(self, null: float, direction: str, no_effect: tuple[float, float] | None = None) -> str:
         """``"supports"``, ``"contradicts"`` or ``"spans"``: this measurement read by the rule."""
@@ -108,18 +118,25 @@ class ClaimRow:
         null_label: what the null or baseline is, in words.
         direction: ``"greater"`` or ``"less"``: the side of the null the claim predicts.
         measurements: one :class:`Measurement` per (condition, seed); at least one.
-        headline: the measurement the ledger prints (e.g. pooled over seeds with
-            :func:`headlab.stats.over_seeds`); by default the first condition's, which must
-            then have a single measurement. It is shown, not judged.
+        headline: the primary endpoint as the ledger prints it; by default the primary
+            condition's own measurement, or, over seeds, its mean with the t interval
+            (:func:`headlab.stats.over_seeds`).
         required: conditions the claim itself names (see the rule).
         no_effect: the no-effect band around the null; it comes from the one band table
             (:data:`deviating.bands.BANDS`) for the row's ``unit``: pass nothing, or the same band.
         level: the confidence level of every interval in the row.
         note: one sentence on what the numbers do not say (optional).
-        unit: the kind of quantity (a key of :data:`deviating.bands.UNITS`); by default read
-            from ``quantity`` (:func:`deviating.bands.unit_of`).
-        units: the kind of a condition whose kind differs from the row's, by condition name.
+        unit: the kind of quantity of every condition (a key of :data:`deviating.bands.UNITS`),
+            declared; never read from the wording. A row with no kind declared is refused.
+        units: the kind of a condition whose kind differs from ``unit``, by condition name.
         items: what ``n`` counts (``"sentences"``, ``"windows"``); by default read from ``model``.
+        primary: the primary endpoint, named before the data: the condition that decides the
+            verdict with the required ones. By default the first condition measured.
+        beside: conditions reported beside the row, with why (``"negative control"``,
+            ``"saturated metric: ..."``): shown, outside the count of conditions and outside the
+            Holm family.
+        equivalence: conditions that claim *no effect* (e.g. "unseen by the mean"): they hold when
+            the two one-sided tests put the effect inside the no-effect band.
     """
 
     claim: str
@@ -137,6 +154,9 @@ class ClaimRow:
     unit: str = ""
     units: dict[str, str] = field(default_factory=dict)
     items: str = ""
+    primary: str = ""
+    beside: dict[str, str] = field(default_factory=dict)
+    equivalence: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _CLAIM_ID.match(str(self.claim)):
@@ -146,10 +166,13 @@ class ClaimRow:
                              f"got {self.direction!r}")
         if not math.isfinite(float(self.null)):
             raise ValueError(f"null must be a finite number; got {self.null!r}")
-        object.__setattr__(self, "measurements", tuple(self.measurements))
-        object.__setattr__(self, "required", tuple(self.required))
-        if self.unit and self.unit not in tuple(UNITS):
-            raise ValueError(f"{self.claim}: unknown unit {self.unit!r}; choose from {', '.join(tuple(UNITS))}")
+        for name in ("measurements", "required", "equivalence"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "units", dict(self.units))
+        object.__setattr__(self, "beside", dict(self.beside))
+        for kind in (self.unit, *self.units.values()):
+            if kind and kind not in UNITS:
+                raise ValueError(f"{self.claim}: unknown unit {kind!r}; choose from {', '.join(UNITS)}")
         if not self.measurements:
             raise ValueError(f"{self.claim} on {self.model}: a claim row needs at least one measurement")
         seen: dict[str, set] = {}
@@ -163,36 +186,47 @@ class ClaimRow:
         for name, seeds in seen.items():
             if None in seeds and len(seeds) > 1:
                 raise ValueError(f"{self.claim}: condition {name!r} mixes seed None with numbered seeds")
-        unknown = [r for r in self.required if r not in seen]
-        if unknown:
-            raise ValueError(f"{self.claim}: required condition {unknown[0]!r} was not measured; "
+        for what, names in (("required condition", self.required), ("units", self.units),
+                            ("beside", self.beside), ("equivalence", self.equivalence)):
+            bad = [c for c in names if c not in seen]
+            if bad:
+                raise ValueError(f"{self.claim}: {what} names condition {bad[0]!r}, which was not measured; "
+                                 f"measured: {', '.join(seen)}")
+        if len(self.beside) >= len(seen):
+            raise ValueError(f"{self.claim}: every condition is reported beside the row; judge at least one")
+        if not self.primary:
+            object.__setattr__(self, "primary", next(c for c in self.conditions if c not in self.beside))
+        if self.primary not in seen:
+            raise ValueError(f"{self.claim}: the primary endpoint {self.primary!r} was not measured; "
                              f"measured: {', '.join(seen)}")
-        object.__setattr__(self, "units", dict(self.units))
-        bad = [c for c in self.units if c not in seen]
-        if bad:
-            raise ValueError(f"{self.claim}: units names condition {bad[0]!r}, which was not measured")
-        if self.no_effect is not None:
-            given = tuple(float(v) for v in self.no_effect)
-            table = band(self.unit or unit_of(self.quantity, self.conditions[0]), float(self.null))
-            if not all(math.isclose(g, t, abs_tol=1e-12) for g, t in zip(given, table)) or len(given) != 2:
-                raise ValueError(f"{self.claim}: no_effect {self.no_effect!r} is not the band table's {table} for "
-                                 f"this kind of quantity; bands come from deviating.bands.BANDS: drop no_effect=")
+        if self.primary in self.beside or any(r in self.beside for r in self.required):
+            raise ValueError(f"{self.claim}: the primary endpoint and the required conditions are judged; "
+                             "they cannot also be reported beside the row")
         if not self.items:
             object.__setattr__(self, "items", items_noun(self.model))
         if not 0 < self.level < 1:
             raise ValueError(f"level must be in (0, 1); got {self.level}")
         if self.headline is None:
-            first = self.conditions[0]
-            ms = self.by_condition[first]
-            if len(ms) != 1:
-                raise ValueError(f"{self.claim}: condition {first!r} has {len(ms)} seeds; give headline= the number "
-                                 "to print (e.g. Measurement.from_estimate(headlab.stats.over_seeds(...), ...))")
-            object.__setattr__(self, "headline", ms[0])
-        if self.no_effect is None:
-            try:
-                object.__setattr__(self, "no_effect", self.band_for(self.conditions[0]))
-            except Refused:
-                pass  # judge() refuses the row and says why
+            ms = self.by_condition[self.primary]
+            head = ms[0]
+            if len(ms) > 1:
+                est = over_seeds([m.effect for m in ms], level=self.level)
+                head = Measurement(f"{self.primary}, over seeds", est.value, est.low, est.high, est.n,
+                                   None, est.n - 1)
+            object.__setattr__(self, "headline", head)
+        if self.no_effect is not None:
+            given = tuple(float(v) for v in self.no_effect)
+            table = band(self.unit_for(self.primary), float(self.null))
+            if len(given) != 2 or not all(math.isclose(g, t, abs_tol=1e-12) for g, t in zip(given, table)):
+                raise ValueError(f"{self.claim}: no_effect {self.no_effect!r} is not the band table's {table} for "
+                                 f"this kind of quantity; bands come from deviating.bands.BANDS: drop no_effect=")
+        elif self.unit or self.primary in self.units:
+            object.__setattr__(self, "no_effect", self.band_for(self.primary))
+
+    @property
+    def judged(self) -> tuple[str, ...]:
+        """The conditions the verdict counts: every condition not reported beside the row."""
+        return tuple(c for c in self.conditions if c not in self.beside)
 
     @property
     def conditions(self) -> tuple[str, ...]:
@@ -210,17 +244,16 @@ class ClaimRow:
         return tuple(sorted({m.seed for m in self.measurements if m.seed is not None}))
 
     def unit_for(self, condition: str) -> str:
-        """The kind of quantity of one condition: ``units[condition]``, else ``unit``, else read from the text."""
-        if condition in self.units:
-            return self.units[condition]
-        if self.unit and ";" not in self.quantity:
-            return self.unit
-        try:
-            return unit_of(self.quantity, condition)
-        except ValueError as err:
-            if self.unit:
-                return self.unit
-            raise Refused(f"{self.claim} on {self.model}: {err}") from None
+        """The declared kind of quantity of one condition: ``units[condition]``, else ``unit``.
+
+        Raises:
+            Refused: when neither declares it (the kind is never read from the wording).
+        """
+        kind = self.units.get(condition) or self.unit
+        if not kind:
+            raise Refused(f"{self.claim} on {self.model}: condition {condition!r} declares no kind of quantity; pass "
+                          f"unit= (or units={{condition: kind}}), one of {', '.join(UNITS)}")
+        return kind
 
     def band_for(self, condition: str) -> tuple[float, float]:
         """The no-effect band of one condition, from the one band table."""

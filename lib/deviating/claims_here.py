@@ -27,9 +27,12 @@ def one_line_reason(row: ClaimRow, j: Judgement) -> str:
     text = f"{j.held} of {j.tested} conditions hold {unit}"
     named = named_condition_failing(j)
     if named:
-        text = f"decided by the condition the claim names, {named.split(' (')[0]}; {text}"
+        who = "the primary endpoint" if j.reason.startswith("the primary endpoint") else "the condition the claim names"
+        text = f"decided by {who}, {named.split(' (')[0]}; {text}"
     if 0 < j.held < j.tested and j.held <= 2:
         text += ": " + "; ".join(j.holds_under)
+    if j.small_under:
+        text += f"; {len(j.small_under)} significant but inside the band"
     if j.each_under:
         text += f"; {len(j.each_under)} on each seed only"
     return text

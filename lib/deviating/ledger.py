@@ -30,8 +30,8 @@ from deviating.removed import removed_entry
 from deviating.verdicts import KINDS, ClaimRow, Judgement, from_json, named_condition_failing, to_json, verdict
 
 __all__ = ["CLAIMS", "VERDICTS", "Verdict", "report", "markdown_table", "load_all", "summary", "measured_text",
-           "claims_dir", "book_root", "SCHEMA", "badge", "verdict_counts", "counts_markdown", "ledger_markdown",
-           "chapter_link", "model_key", "disagreements", "reasoning_text", "reasoning_markdown"]
+           "claims_dir", "book_root", "SCHEMA", "badge", "model_key", "disagreements", "reasoning_text",
+           "number_text"]
 
 SCHEMA = schema_of("claims")  # <claims dir>/<chapter>.json: {"schema", "chapter", "rows"}
 WRITE_ENV = "HEADLAB_WRITE_CLAIMS"  # set by the book build: report() writes the chapter's rows
@@ -90,7 +90,8 @@ class Verdict:
             raise ValueError(f"verdict must be one of {VERDICTS}, not {self.verdict!r}")
 
 
-def _number(x: float) -> str:
+def number_text(x: float) -> str:
+    """A number as the ledger prints it: three significant digits, infinities as ∞ and −∞."""
     if not math.isfinite(x):
         return "∞" if x > 0 else "−∞"
     return f"{x:.3g}"
@@ -99,10 +100,13 @@ def _number(x: float) -> str:
 def measured_text(row: ClaimRow) -> str:
     """The headline number of a measured row, with its interval, its unit and n, the null and the band:
     ``accuracy lead: 0.122 [0.031, 0.21], 185 sentences; null 0 (nearest-mention baseline), no-effect band
-    ±0.01 (accuracy)``; a headline over seeds reads ``3 seeds (0, 1, 2)``."""
+    ±0.01 (accuracy)``; a headline over seeds reads ``3 seeds (0, 1, 2)``, and one whose seeds gave
+    the same number says so (one measurement, no spread to make an interval of)."""
     h = row.headline
     seeds = row.seeds
-    if h.seed is None and len(seeds) > 1 and h.n == len(seeds):
+    if h.seed is None and len(seeds) > 1 and h.n == len(seeds) and h.low == h.high:
+        per = f"the same on each of {h.n} seeds ({', '.join(map(str, seeds))}): one measurement"
+    elif h.seed is None and len(seeds) > 1 and h.n == len(seeds):
         per = f"{h.n} seeds ({', '.join(map(str, seeds))})"
     else:
         per = f"{h.n} {row.items}" + (f", seed {seeds[0]}" if len(seeds) == 1 else
@@ -113,7 +117,8 @@ def measured_text(row: ClaimRow) -> str:
         band = f", no-effect band ±{(hi - lo) / 2:g} ({unit})"
     except ValueError:
         band = ""
-    return (f"{row.quantity}: {_number(h.effect)} [{_number(h.low)}, {_number(h.high)}], {per}; "
+    interval = "" if h.low == h.high else f" [{number_text(h.low)}, {number_text(h.high)}]"
+    return (f"{row.quantity}: {number_text(h.effect)}{interval}, {per}; "
             f"null {row.null:g} ({row.null_label}){band}")
 
 
@@ -151,18 +156,24 @@ def summary(entry: dict) -> dict:
 
 
 def reasoning_text(judgement: Judgement) -> str:
-    """Why a row got its verdict, in one line: conditions held out of tested (after Holm's correction)
-    and the conditions that hold; for a refused row, the refusal."""
+    """Why a row got its verdict, in one line: the primary endpoint or named condition that decided
+    it, if one did; conditions held out of judged (after Holm's correction) and those that hold;
+    those significant but inside the band, held on each seed only, or reported beside the row.
+    For a refused row, the refusal."""
     if judgement.kind == "cannot be judged":
         return judgement.reason
     text = f"{judgement.held} of {judgement.tested} conditions hold (Holm)"
-    named = named_condition_failing(judgement)
-    if named:
-        text = f"the condition the claim names does not hold: {named}; {text}"
+    if named_condition_failing(judgement):
+        text = f"{judgement.reason.split('; holds in ', 1)[0]}; {text}"
     if judgement.holds_under and judgement.held < judgement.tested:
         text += f": {', '.join(judgement.holds_under)}"
+    if judgement.small_under:
+        text += f"; significant but inside the band: {', '.join(judgement.small_under)}"
     if judgement.each_under:
         text += f"; on each seed only: {', '.join(judgement.each_under)}"
+    beside = [c["condition"] for c in judgement.conditions if c.get("status") == "beside"]
+    if beside:
+        text += f"; {len(beside)} beside the row, not counted"
     return text
 
 
@@ -253,10 +264,11 @@ def load_all(folder: str | Path | None = None) -> dict[str, list[dict]]:
     return out
 
 
-# ---------------------------------------------------------------------------- the ledger page
+# ---------------------------------------------------------------------------- badges (the page: deviating.ledger_page)
 
 BADGE_CLASS = {"holds": "verdict-holds", "holds with conditions": "verdict-conditions",
-               "held in each network trained": "verdict-each", "inconclusive": "verdict-inconclusive",
+               "held in each network trained": "verdict-each", "significant but inside the band": "verdict-small",
+               "inconclusive": "verdict-inconclusive",
                "does not hold here": "verdict-fails", "cannot be judged": "verdict-refused"}
 
 
@@ -267,91 +279,6 @@ def badge(verdict: str, typed: bool = False) -> str:
         raise ValueError(f"verdict must be one of {VERDICTS}, not {verdict!r}")
     label = verdict + (" (typed by hand)" if typed else "")
     return f'<span class="verdict {BADGE_CLASS[verdict]}">{html.escape(label)}</span>'
-
-
-def verdict_counts(ledger: dict[str, list[dict]]) -> dict[str, int]:
-    """How many rows of :func:`load_all`'s ledger carry each verdict, in the order of :data:`VERDICTS`."""
-    counts = {kind: 0 for kind in VERDICTS}
-    for rows in ledger.values():
-        for row in rows:
-            counts[summary(row)["verdict"]] += 1
-    return counts
-
-
-def counts_markdown(ledger: dict[str, list[dict]]) -> str:
-    """The ledger's headline: rows, claims measured, and one badge per verdict with its count."""
-    counts = verdict_counts(ledger)
-    measured = sum(1 for rows in ledger.values() if rows)
-    parts = " ".join(f"{badge(kind)} {n}" for kind, n in counts.items())
-    return (f"**{sum(counts.values())} verdicts on {measured} of {len(CLAIMS)} claims:** {parts}")
-
-
-def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def ledger_markdown(ledger: dict[str, list[dict]], where=None) -> str:  # noqa: ANN001 (a callable)
-    """The ledger as one three-column Markdown table that fits a book's column: the claim (linked to
-    its entry on the claims page, with the models and the chapter on a second line), the verdict as
-    a badge with the rule's conditions, and the number with its interval, n, seeds and null.
-
-    ``where(chapter_id)`` turns ``"ch04"`` into what the second line shows (e.g. a link to the
-    chapter's page); by default the id itself. A claim with no row reads "not measured yet".
-    """
-    where = where or (lambda chapter: chapter)
-    lines = ["| claim | verdict | measured |", "|---|---|---|"]
-    for claim, statement in CLAIMS.items():
-        head = f"**[{claim}](claim-{claim.lower()})** {_cell(statement)}"
-        if not ledger.get(claim):
-            lines.append(f"| {head} | not measured yet | — |")
-        for entry in ledger.get(claim, []):
-            s = summary(entry)
-            note = f"<br>{_cell(s['note'])}" if s["note"] else ""
-            lines.append(f"| {head}<br><small>{_cell(s['models'])} · {where(entry.get('chapter') or '')}</small> "
-                         f"| {badge(s['verdict'], s['typed'])}{note} | {_cell(s['measured'])} |")
-    return "\n".join(lines)
-
-
-def _p(x: float) -> str:
-    return "< 0.001" if x < 0.001 else f"{x:.3f}"
-
-
-def reasoning_markdown(ledger: dict[str, list[dict]]) -> str:
-    """Each measured row's reasoning, one collapsed block per row: per condition the effect and its
-    interval, the unit and n ("3 seeds", "216 sentences"), the no-effect band, the p-value after
-    Holm's correction and what the condition counts as; then the verdict with its reason."""
-    status = {"holds": "holds", "each": "on each seed only", "fails": "fails", "open": "open"}
-    out = []
-    for claim, rows in ledger.items():
-        for entry in rows:
-            s = summary(entry)
-            if s["typed"]:
-                continue
-            j = s["judgement"]
-            out += [f"<details><summary><b>{claim}</b> · {html.escape(entry.get('chapter') or '')} · "
-                    f"{html.escape(s['models'])}: {html.escape(j.kind)}</summary>", ""]
-            if j.conditions:
-                out += ["| condition | effect [95% interval] | unit, n | band | p (Holm) | counts as |",
-                        "|---|---|---|---|---|---|"]
-                for c in j.conditions:
-                    lo, hi = c["band"]
-                    out.append(f"| {_cell(c['condition'])} | {_number(c['effect'])} [{_number(c['low'])}, "
-                               f"{_number(c['high'])}] | {c['unit']}, {_cell(c['per'])} | ±{(hi - lo) / 2:g} | "
-                               f"{_p(c['p_holm'])} | {status[c['status']]} |")
-                out.append("")
-            out += [f"{_cell(j.reason)}", "", "</details>", ""]
-    return "\n".join(out).strip()
-
-
-def chapter_link(chapter: str, toc: str = "") -> str:
-    """``"ch04"`` as the ledger shows it: a link to the chapter's page (``{doc}`` role, titled by the
-    page) when ``toc`` (the text of ``_toc.yml``) lists it, else "chapter 4" (Colab, an installed
-    package, or a chapter that is not in the book)."""
-    number = chapter.removeprefix("ch")
-    if not number.isdigit():
-        raise ValueError(f"a chapter id looks like 'ch04', got {chapter!r}")
-    found = re.search(rf"file:\s*(chapters/{number}_\S+)", toc)
-    return f"{{doc}}`/{found.group(1)}`" if found else f"chapter {int(number)}"
 
 
 # The models the book measures, most specific first: what a row's free-text "model" is about.

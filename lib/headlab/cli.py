@@ -1,13 +1,16 @@
-"""The command line's analysis commands: ``heads``, ``sweep`` and ``atlas``.
+"""The command line's analysis commands: ``heads``, ``sweep``, ``atlas`` and ``report``.
 
     python -m headlab heads --model minilm
     python -m headlab sweep --model minilm --texts sentences.txt --json sweep.json
     python -m headlab atlas --model minilm --json atlas.json --png atlas.png
+    python -m headlab report --model minilm --out report_minilm
 
 Each command is a thin layer over one library function (:meth:`HeadModel` geometry,
-:func:`headlab.analysis.sweep.sweep`, :func:`headlab.analysis.atlas.compute_atlas`). Without
-``--metric``, ``sweep`` measures the model's default metric (:func:`headlab.metrics.default_kind`). The book's own commands
-(``report``, ``train``, ``grade``) are ``python -m deviating COMMAND``.
+:func:`headlab.analysis.sweep.sweep`, :func:`headlab.analysis.atlas.compute_atlas`,
+:func:`headlab.report.checklist`). Without ``--metric``, ``sweep`` measures the model's default
+metric (:func:`headlab.metrics.default_kind`). A model's own data reaches ``atlas`` and ``report``
+as a function of the loaded model named ``MODULE:FUNCTION`` (``--corpus``, ``--data``). The book's
+own commands (``train``, ``grade``, and ``report`` with the book's data) are ``python -m deviating COMMAND``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import argparse
 import importlib
 import json
 import tempfile
+import textwrap
 from pathlib import Path
 
 from headlab.analysis.atlas import (EFFECT_KINDS, EFFECT_TEXTS, INDUCTION_LENGTH, INDUCTION_TEXTS, atlas_scores,
@@ -26,6 +30,8 @@ from headlab.heads.ablation import Ablation
 from headlab.heads.head import format_head
 from headlab.heads.loading import load
 from headlab.metrics import METRIC_KINDS, Metric
+from headlab.report import checklist, write_report
+from headlab.report.thresholds import N_TEXTS, PAIR_TOP_K
 from headlab.viz.atlas import plot_atlas
 
 DEFAULT_MODEL = "minilm"
@@ -217,20 +223,54 @@ def _cmd_atlas(args: argparse.Namespace) -> int:
     return 0
 
 
-def corpus_factory(spec: str):
-    """The function ``MODULE:NAME`` names: it takes the loaded model and returns a
-    :class:`headlab.analysis.atlas.Corpus` (or None), e.g. the book's
-    ``deviating.data.language:corpus_for``."""
+def model_function(spec: str, option: str = "--corpus", example: str = "deviating.data.language:corpus_for"):
+    """The function ``MODULE:NAME`` names, a function of the loaded model (``option`` and
+    ``example`` go into the error), e.g. the book's ``deviating.data.language:corpus_for``
+    (``--corpus``, returning a :class:`headlab.analysis.atlas.Corpus` or None) or
+    ``deviating.report:book_data`` (``--data``, returning a :class:`headlab.report.ReportData` or None)."""
     module, _, name = spec.partition(":")
     if not module or not name:
-        raise ValueError(f"--corpus {spec!r}: give MODULE:FUNCTION, e.g. deviating.data.language:corpus_for")
+        raise ValueError(f"{option} {spec!r}: give MODULE:FUNCTION, e.g. {example}")
     try:
         factory = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as err:
-        raise ValueError(f"--corpus {spec!r}: {err}") from err
+        raise ValueError(f"{option} {spec!r}: {err}") from err
     if not callable(factory):
-        raise ValueError(f"--corpus {spec!r} names {type(factory).__name__}, not a function of the model")
+        raise ValueError(f"{option} {spec!r} names {type(factory).__name__}, not a function of the model")
     return factory
+
+
+def corpus_factory(spec: str):
+    """``--corpus MODULE:FUNCTION``: :func:`model_function` for the atlas's corpus."""
+    return model_function(spec)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    texts = read_texts(args.texts) if args.texts else None
+    out = check_output_folder(args.out, "--out")
+    check_device(args.device)
+    factory = model_function(args.data, "--data", "deviating.report:book_data") if args.data else None
+    hm = load(args.model, device=args.device)
+    replicas = [load(name, device=args.device) for name in args.replicas or []]
+    for other in replicas:
+        if (other.n_layers, other.n_heads) != (hm.n_layers, hm.n_heads):
+            raise ValueError(f"--replicas {other.name} has {other.n_layers} x {other.n_heads} heads, {hm.name} "
+                             f"{hm.n_layers} x {hm.n_heads}: give the same recipe trained with other seeds")
+    report = checklist(hm, texts, n_texts=args.n_texts, seed=args.seed, scope=args.pairs, top_k=args.top_k,
+                       metric=Metric(args.metric), replicas=replicas, progress=not args.quiet,
+                       data=None if factory is None else factory(hm))
+    path = write_report(report, out)
+    print(f"{hm.name}: checklist on {report['inputs']['n_texts']} texts in {report['seconds']['total']:.0f} s; "
+          f"wrote {path} and {out / 'report.json'}")
+    for row in report["checklist"]:
+        status = "" if row["measured"] else "not measured: "
+        print(textwrap.fill(f"{row['check']}: {status}{row['finding']}", width=100, initial_indent="  ",
+                            subsequent_indent="    "))
+    k, dist = report["keep"], report["distillation"]
+    print(f"  keep {k['n_keep']} heads: {', '.join(format_head(x['head']) for x in k['heads'])}")
+    print(textwrap.fill("distillation: " + (dist["advice"] if dist["measured"] else "not measured: " + dist["why"]),
+                        width=100, initial_indent="  ", subsequent_indent="    "))
+    return 0
 
 
 def add_commands(sub) -> None:
@@ -257,6 +297,7 @@ def add_commands(sub) -> None:
     p.set_defaults(func=_cmd_sweep)
 
     _add_atlas(sub)
+    add_report(sub)
 
 
 def _add_atlas(sub) -> None:
@@ -282,3 +323,29 @@ def _add_atlas(sub) -> None:
     p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps")
     p.set_defaults(func=_cmd_atlas)
+
+
+def add_report(sub, data: str | None = None) -> None:
+    """The ``report`` command; ``data``: the default of ``--data`` (the book's command passes its own)."""
+    p = sub.add_parser("report", help="run the checklist (baselines, held-out selection, conditioning, detectors on "
+                                      "the model's own text, seeds, tasks, ablation modes) and write a report")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="model name (default: %(default)s)")
+    p.add_argument("--out", required=True, help="folder for report.md, report.json and the figures")
+    p.add_argument("--texts", help="UTF-8 file, one text per line (default: the model's default set)")
+    p.add_argument("--n-texts", type=positive_int, default=None,
+                   help=f"use this many texts, evenly spread (default: {N_TEXTS} of a default set, every given text)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random sequences (default: %(default)s)")
+    p.add_argument("--pairs", default="auto", choices=["auto", "layer", "top"],
+                   help="pairs to ablate: within layers, among the top-k heads, or auto (default)")
+    p.add_argument("--top-k", type=positive_int, default=PAIR_TOP_K, help="heads whose pairs --pairs top ablates")
+    p.add_argument("--metric", default=None, choices=["loss", "cosine", "retrieval"],
+                   help="loss (causal LMs), cosine or retrieval (encoders)")
+    p.add_argument("--replicas", nargs="+", default=None, metavar="NAME",
+                   help="the same recipe trained with other seeds, for the seeds check (e.g. attn-only-2l-s1 "
+                        "attn-only-2l-s2)")
+    p.add_argument("--data", metavar="MODULE:FUNCTION", default=data,
+                   help="a function of the model returning its own data (headlab.report.ReportData: default texts, "
+                        "own text, per-task margins) or None" + (" (default: %(default)s)" if data else ""))
+    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_report)

@@ -8,7 +8,7 @@ kind   written by                                               schema
 ====== ======================================================== ====================
 atlas  ``headlab.analysis.atlas.compute_atlas`` (``atlas`` CLI) ``headlab.atlas/1``
 sweep  :meth:`headlab.analysis.sweep.SweepResult.to_json`       ``headlab.sweep/1``
-report ``deviating.report.checklist`` (``report`` CLI)            ``headlab.report/3``
+report ``headlab.report.checklist`` (``report`` CLI)              ``headlab.report/3``
 claims ``deviating.ledger.report`` (``results/claims/*.json``)    ``headlab.claims/2``
 ====== ======================================================== ====================
 

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from headlab import stats
-from deviating.analysis.effects import group_effects
-from deviating.roles.induction import induction_lifts
+from headlab.analysis.effects import group_effects
+from headlab.roles.induction import induction_lifts
 from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head
 from headlab.metrics import next_token_loss
@@ -93,7 +93,7 @@ def depth_lead(one, two, tokens: torch.Tensor, predictable: torch.Tensor, *, see
 
 
 def repeat_metrics(predictable: torch.Tensor) -> dict:
-    """Two harms measured on the repeated tokens only, for :func:`deviating.analysis.effects.group_effects`:
+    """Two harms measured on the repeated tokens only, for :func:`headlab.analysis.effects.group_effects`:
     ``"loss"`` (the increase of the next-token loss, nats) and ``"divergence"`` (the mean
     ``KL(p_clean || p_ablated)``, nats, over the same positions)."""
     def loss(output, clean, batch):

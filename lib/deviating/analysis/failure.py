@@ -1,6 +1,6 @@
 """Where a pruned model first fails, with intervals: first-failure counts resampled over items.
 
-A pruning curve (:mod:`deviating.analysis.prune`) gives, for each number of heads removed, a value
+A pruning curve (:mod:`headlab.analysis.prune`) gives, for each number of heads removed, a value
 per *item* (a window, a sentence): a loss, or the number of correct tail items in that window.
 A measure *fails* at the first count where its mean has degraded by more than a tolerance from
 the unpruned model. That count is a statistic of the items, so it has an interval:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from headlab.heads.ablation import Ablation
-from headlab.metrics import agreement_metric, copy_metric, pronoun_metric
+from deviating.data.language.metrics import agreement_metric, copy_metric, pronoun_metric
 
 __all__ = ["TASKS", "busiest_windows", "TaskDrops", "margin_drops", "margin_share_lost"]
 

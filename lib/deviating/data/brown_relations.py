@@ -1,6 +1,6 @@
 """Held-out Brown Corpus text with its grammar marked: the tag-grounded relations as a
 :class:`~headlab.analysis.detect.RelationSet`, for the book's relation-head definition
-(:mod:`deviating.roles.syntactic`).
+(:mod:`headlab.roles.syntactic`).
 
 Each input is a passage of one text of the **test** split (:func:`deviating.data.brown.split`):
 whole sentences, in order, up to ``n_ctx`` tokens, after the ``<|endoftext|>`` the models

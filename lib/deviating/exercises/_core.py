@@ -171,7 +171,7 @@ def call_reader(fn: Callable, *args: Any, case: str = "", forbid: Sequence[str] 
     ``NotImplementedError`` (the stub) becomes :class:`NotImplementedYet`; any other
     exception becomes a failure that names the input (``case``) and the error. A call,
     during ``fn``, into a module listed in ``forbid`` (module names such as
-    ``"deviating.analysis.importance"``; submodules included) is a failure too.
+    ``"headlab.analysis.importance"``; submodules included) is a failure too.
     """
     if not callable(fn):
         raise ExerciseFailed(
@@ -265,7 +265,7 @@ def run_cases(
     ``compare(got, expected)`` returns ``None`` when the answer is right and a
     description of the difference otherwise. ``what`` names the task in the
     success line ("a numerically stable softmax"). ``forbid`` lists modules whose
-    functions compute the answer (``"deviating.analysis.importance"``): calling them
+    functions compute the answer (``"headlab.analysis.importance"``): calling them
     from ``fn`` fails the case.
 
     A stub (``NotImplementedError``) prints one line and returns. A wrong case raises

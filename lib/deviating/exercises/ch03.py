@@ -15,7 +15,7 @@ import numpy as np
 from deviating.exercises import Case, compare_arrays, compare_number, run_cases
 from deviating.exercises.fixtures import hand_pattern as _rows
 
-_DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas", "deviating.roles")
+_DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas", "headlab.roles")
 
 __all__ = ["check_punctuation_score", "check_find_sink", "check_previous_token_lift", "check_offset_profile"]
 

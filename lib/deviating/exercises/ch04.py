@@ -16,7 +16,7 @@ import numpy as np
 from deviating.exercises import Case, compare_number, run_cases
 from deviating.exercises.fixtures import hand_pattern as _rows
 
-_DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas", "deviating.roles")
+_DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas", "headlab.roles")
 
 __all__ = ["check_relation_vs_offset", "check_relation_vs_nearest_noun", "check_nearest_candidate_accuracy"]
 

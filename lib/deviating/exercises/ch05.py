@@ -217,7 +217,7 @@ def check_induction_after_ablation(fn: Callable) -> None:
              expected=float(np.mean([uniform_induction_score(*r) for r in rows_b])), hidden=True),
     ]
     run_cases(fn, cases, compare=lambda got, exp: compare_number(got, exp, atol=1e-4, rtol=0),
-              forbid=("headlab.analysis.circuits", "headlab.analysis.sweep", "deviating.report"))
+              forbid=("headlab.analysis.circuits", "headlab.analysis.sweep", "headlab.report"))
 
 
 # --------------------------------------------------------------------- patching one head

@@ -11,7 +11,7 @@ from deviating.exercises import Case, compare_arrays, compare_number, run_cases
 __all__ = ["check_mean_ablation", "check_most_redundant_pair", "check_gini", "check_gate_importance",
            "check_resample_ablation"]
 
-_IMPORTANCE = ("deviating.analysis.importance", "headlab.analysis.sweep", "headlab.heads")
+_IMPORTANCE = ("headlab.analysis.importance", "headlab.analysis.sweep", "headlab.heads")
 
 
 def _mean_ablation_cases() -> list[Case]:

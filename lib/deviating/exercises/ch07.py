@@ -67,7 +67,7 @@ def check_worst_case_order(fn: Callable) -> None:
         Case("3 layers x 2 heads", args=(e5,), expected=[(2, 0), (0, 1), (1, 0), (0, 0), (2, 1), (1, 1)],
              hidden=True),
     ], compare=_same_order, what="worst case",
-        forbid=("deviating.analysis.prune", "deviating.analysis.importance"))
+        forbid=("headlab.analysis.prune", "headlab.analysis.importance"))
 
 
 def _mean_z_cases() -> list[Case]:

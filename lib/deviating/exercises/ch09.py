@@ -13,7 +13,7 @@ import numpy as np
 
 from deviating.exercises import Case, compare_number, run_cases
 
-_REPORT = ("deviating.report", "deviating.analysis.importance", "headlab.analysis.circuits", "deviating.analysis.prune")
+_REPORT = ("headlab.report", "headlab.analysis.importance", "headlab.analysis.circuits", "headlab.analysis.prune")
 
 __all__ = ["check_keep_list", "check_is_redundant", "check_target_weight", "check_logit_lens"]
 

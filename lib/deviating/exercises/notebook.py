@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Exercise", "MalformedExercise", "find_exercises", "setup_cell_index", "exercise_index", "bound_names", "shadowed_functions", "DIFFICULTIES", "POINTS"]
+__all__ = ["Exercise", "MalformedExercise", "find_exercises", "time_tag", "setup_cell_index", "exercise_index", "bound_names", "shadowed_functions", "DIFFICULTIES", "POINTS"]
 
 STUB_TAG, SOLUTION_TAG, CHECK_TAG = "exercise-stub", "solution", "exercise-check"
 SKIP_TAG = "skip-execution"
@@ -75,11 +75,52 @@ class Exercise:
     check_module: str | None = None
     check_name: str | None = None
     points: float = 1.0
+    minutes: int | None = None     # the estimated time (metadata headlab.minutes)
+    essential: bool | None = None  # essential or optional (metadata headlab.essential)
+    build: bool = False            # a build (metadata headlab.build; tests/test_course.py checks the rule)
 
     def to_json(self) -> dict:
         """What the student edition records in its metadata, for the grader."""
         return {"label": self.label, "title": self.title, "function": self.function,
-                "check_module": self.check_module, "check": self.check_name, "points": self.points}
+                "check_module": self.check_module, "check": self.check_name, "points": self.points,
+                "minutes": self.minutes, "essential": self.essential}
+
+
+def time_tag(minutes: int, essential: bool) -> str:
+    """How an exercise's title ends, from its metadata: `` · ~15 min · essential`` (or ``optional``).
+
+    The site, the student edition and the Colab edition all show the title, so the time and the
+    mark are written into it; :func:`find_exercises` checks that they agree with the metadata.
+    """
+    return f" · ~{minutes} min · {'essential' if essential else 'optional'}"
+
+
+_TIME_TAG_RE = re.compile(r" · ~\d+ min · (essential|optional)$")
+
+
+def _course_metadata(ex: Exercise, meta: dict, i: int, problems: list) -> None:
+    """Read ``minutes``, ``essential`` and ``build`` from the exercise-start cell's ``headlab``
+    metadata into ``ex``, and check that the title ends with their :func:`time_tag`."""
+    minutes, essential, build = meta.get("minutes"), meta.get("essential"), meta.get("build", False)
+    if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, int) or minutes <= 0):
+        problems.append((i, f"{ex.label}: metadata headlab.minutes must be a positive whole number of minutes, "
+                            f"got {minutes!r}"))
+        minutes = None
+    if essential is not None and not isinstance(essential, bool):
+        problems.append((i, f"{ex.label}: metadata headlab.essential must be true or false, got {essential!r}"))
+        essential = None
+    if not isinstance(build, bool):
+        problems.append((i, f"{ex.label}: metadata headlab.build must be true or false, got {build!r}"))
+        build = False
+    ex.minutes, ex.essential, ex.build = minutes, essential, build
+    if (minutes is None) != (essential is None):
+        problems.append((i, f"{ex.label}: metadata headlab needs both 'minutes' and 'essential' (or neither)"))
+    elif minutes is not None and not ex.title.endswith(time_tag(minutes, essential)):
+        problems.append((i, f"{ex.label}: the title must end with {time_tag(minutes, essential)!r}, as its "
+                            f"metadata says (got {ex.title!r})"))
+    elif minutes is None and _TIME_TAG_RE.search(ex.title):
+        problems.append((i, f"{ex.label}: the title states a time but the cell's metadata headlab has no "
+                            "'minutes' and 'essential'"))
 
 
 def _display(path: Path) -> str:
@@ -172,6 +213,7 @@ def find_exercises(nb: dict, path: Path | str = "<notebook>") -> list[Exercise]:
                     stars = [d for d in DIFFICULTIES if d in arg]
                     meta = cell.get("metadata", {}).get("headlab", {})
                     open_ex.points = float(meta.get("points", POINTS[stars[0]] if stars else 1))
+                    _course_metadata(open_ex, meta, i, problems)
                     exercises[label] = open_ex
                 elif name == "exercise-end":
                     if open_ex is None:

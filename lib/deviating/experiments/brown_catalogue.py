@@ -9,12 +9,12 @@ Two families of rows (:class:`CatalogueRow`):
   with the largest mean lift over uniform causal attention on the selection half is measured
   on the other half: its score, uniform attention's score on the same inputs, and the lift
   ``(score - uniform) / (1 - uniform)`` per input, each with a bootstrap interval over inputs.
-  The bar is the book's: a lift of 0.4 names a head (:data:`headlab.analysis.detect.labels.LABEL_LIFT`),
-  0.3 an induction head (:data:`deviating.roles.induction.INDUCTION_LIFT`). There is no separator
+  The bar is the label rule's, the roles' own: a lift of 0.4 names a head, 0.3 an induction head
+  (:meth:`headlab.analysis.detect.labels.Thresholds.bar`). There is no separator
   kind: in these models the one separator token, ``<|endoftext|>``, is also the first token, so a
   separator score would count the sink again;
 * **tag-grounded relations** (:mod:`deviating.data.brown_relations`): the book's one
-  relation-head definition (:mod:`deviating.roles.syntactic`), against the best fixed offset
+  relation-head definition (:mod:`headlab.roles.syntactic`), against the best fixed offset
   and the nearest candidate of the key's class, split by text file.
 
 A kind is *found* when the lower end of the interval of its lift reaches the bar (of its lead
@@ -32,11 +32,10 @@ import torch
 from deviating.data.brown_relations import BrownRelations, file_split
 from deviating.data.brown_tags import RELATIONS
 from deviating.data.brown_windows import BrownEval
-from deviating.report.writing import markdown_table
-from deviating.roles.induction import INDUCTION_LIFT
-from deviating.roles.syntactic import relations_outcomes
+from headlab.report.writing import markdown_table
+from headlab.roles.syntactic import relations_outcomes
 from headlab.analysis.detect import head_scores
-from headlab.analysis.detect.labels import LABEL_LIFT
+from headlab.analysis.detect.labels import DEFAULT_THRESHOLDS
 from headlab.stats import Estimate, bootstrap_mean, split_items
 
 __all__ = ["PATTERN_KINDS", "CatalogueRow", "pattern_rows", "relation_rows", "catalogue", "catalogue_table"]
@@ -65,6 +64,7 @@ class CatalogueRow:
     n_inputs: int
     bar: float = 0.0  # found when lead.low reaches it (relations: exceeds 0)
     others: tuple[tuple[str, Estimate], ...] = ()  # the weaker baselines, on the same inputs
+    other_leads: tuple[tuple[str, Estimate], ...] = ()  # the head's lead over each of them (paired)
 
     @property
     def found(self) -> bool:
@@ -98,7 +98,7 @@ def pattern_rows(hm, held: BrownEval, *, kinds=PATTERN_KINDS, n: int = 64, seed:
         rows.append(CatalogueRow(kind, (layer, head), bootstrap_mean(a[ok], ids, **kw),
                                  bootstrap_mean(b[ok], ids, **kw), "uniform attention",
                                  bootstrap_mean(lift[ok], ids, **kw), int(ok.sum()),
-                                 INDUCTION_LIFT if name == "induction" else LABEL_LIFT))
+                                 DEFAULT_THRESHOLDS.bar(name)))
     return rows
 
 
@@ -110,8 +110,9 @@ def relation_rows(hm, relations: BrownRelations, *, seed: int = 0, n_resamples: 
     for name, outcomes in relations_outcomes(hm, relations.relation_set, RELATIONS).items():
         got = outcomes.choose_and_measure(split, n_resamples=n_resamples, seed=seed)
         others = tuple((k, v) for k, v in got.baselines.items() if k != got.strongest)
+        other_leads = tuple((k, got.leads[k]) for k, _ in others)
         out.append(CatalogueRow(name, got.head, got.accuracy, got.baselines[got.strongest], got.strongest,
-                                got.leads[got.strongest], got.n_items, others=others))
+                                got.leads[got.strongest], got.n_items, others=others, other_leads=other_leads))
     return out
 
 

@@ -34,15 +34,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from deviating.analysis.effects import causal_lm_metrics, encoder_metrics, group_effects
+from headlab.analysis.effects import causal_lm_metrics, encoder_metrics, group_effects
 from headlab.heads.ablation import ABLATION_MODES, Ablation
 from headlab.analysis.detect import entropy_score
 from deviating.data.language import encode
-from headlab.metrics import agreement_metric, copy_metric, pronoun_metric
+from deviating.data.language.metrics import agreement_metric, copy_metric, pronoun_metric
 from deviating.training.recipes import RECIPES
 from deviating.data.language import load_english
 import headlab
-from deviating.analysis.importance import gradient_importance
+from headlab.analysis.importance import gradient_importance
 from headlab.metrics import Metric
 from headlab.metrics import next_token_loss
 

@@ -63,6 +63,6 @@ def c16_row(losses: Mapping[tuple[int, int], np.ndarray], d_model: int, seeds: S
     return ClaimRow(
         "C16", model, f"validation loss (nats per token) minus that of d_head {ref_d}, same seed, same windows",
         null=0.0, null_label="no difference", direction="greater", measurements=tuple(measurements),
-        headline=headline, no_effect=(-NO_LOSS_GAP, NO_LOSS_GAP),
+        headline=headline, no_effect=(-NO_LOSS_GAP, NO_LOSS_GAP), unit="nats",
         note=f"intervals: paired bootstrap over {n_windows} windows; a gap within ±{NO_LOSS_GAP:g} nats counts "
              "as none; small models on a synthetic language, not the large models the claim is about")

@@ -92,7 +92,7 @@ def c1_row(task: TwoRelations, models: Mapping[tuple[str, int], object], data: T
         "C1", f"1-layer attention-only GPTs, d_model 32, on TwoRelations ({task.n_letters} letters); "
               f"{n_seq} evaluation sequences",
         "accuracy of 2 heads of d_head 16 minus 1 head of d_head 32 (same seed, same answers)",
-        null=0.0, null_label="no lead", direction="greater", measurements=tuple(measurements),
+        null=0.0, null_label="no lead", direction="greater", measurements=tuple(measurements), unit="accuracy",
         headline=_headline(measurements, "no LayerNorm"), no_effect=(-NO_LEAD, NO_LEAD),
         note=f"intervals: paired bootstrap over the {n_seq} sequences; a lead within ±{NO_LEAD:g} counts as none")
 
@@ -113,7 +113,7 @@ def narrow_heads_row(task: TwoRelations, models: Mapping[tuple[int, int], object
         "C17", f"1-layer attention-only GPTs with 2 heads, d_model 32, on TwoRelations ({task.n_letters} "
                f"letters); {n_seq} evaluation sequences",
         "error rate (1 - accuracy) of two heads of rank at most d_head",
-        null=0.0, null_label="a solved task", direction="greater", measurements=tuple(measurements),
+        null=0.0, null_label="a solved task", direction="greater", measurements=tuple(measurements), unit="accuracy",
         headline=_headline(measurements, f"d_head {d_heads[0]}"), no_effect=(-NO_LEAD, NO_LEAD),
         note=f"intervals: bootstrap over the {n_seq} sequences; an error rate under {NO_LEAD:g} counts as solved; "
              "errors also come from training that stalls, whatever the rank")

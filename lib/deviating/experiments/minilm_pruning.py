@@ -21,11 +21,11 @@ from typing import Any
 
 import torch
 
-from deviating.analysis.importance import head_importance
-from deviating.analysis.prune import EvalSet, order_by, pruning_curve, random_order
+from headlab.analysis.importance import head_importance
+from headlab.analysis.prune import EvalSet, order_by, pruning_curve, random_order
 from deviating.data.language import load_english
 from headlab.heads.ablation import Ablation
-from headlab.metrics import Metric
+from headlab.metrics import Metric, mean_pool
 from deviating.experiments.what_breaks_setup import WhatBreaksSizes
 import headlab
 
@@ -85,7 +85,7 @@ def minilm_part(sizes: WhatBreaksSizes = WhatBreaksSizes(), command: str = "pyth
     # a scale for 1 - cos: how far apart the clean embeddings of different held-out sentences are
     batch = hm.tokenize([texts[i] for i in held])
     with torch.no_grad():
-        emb = torch.nn.functional.normalize(hm.metric(hm.forward(batch), batch, kind="cosine"), dim=-1)
+        emb = torch.nn.functional.normalize(mean_pool(hm.forward(batch), batch["attention_mask"]), dim=-1)
     dist = 1.0 - emb @ emb.T  # (sentence, sentence)
     off = dist[~torch.eye(len(held), dtype=torch.bool)]
     nearest = (dist + 2.0 * torch.eye(len(held))).min(dim=1).values  # nearest *other* sentence

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from headlab.metrics import ItemMetric
 from deviating.analysis.failure import WindowTable
-from deviating.analysis.prune import iterative_order, order_by, pruning_curve_shared, random_order
+from headlab.analysis.prune import iterative_order, order_by, pruning_curve_shared, random_order
 from headlab.analysis.sweep import sweep
 from deviating.data.language import encode
 from deviating.experiments.what_breaks_setup import eval_metrics, item_counts
@@ -45,8 +45,8 @@ def item_weights(metrics: dict, n_windows: int) -> dict[str, list[int]]:
 
 
 def window_sums(curve, weights: dict[str, list[int]]) -> dict[str, list[list[float]]]:
-    """Per metric, ``(count, window)`` sums of a :class:`deviating.analysis.prune.PruningCurve` of
-    :func:`deviating.analysis.prune.pruning_curve_shared` (which keeps only the windows a metric
+    """Per metric, ``(count, window)`` sums of a :class:`headlab.analysis.prune.PruningCurve` of
+    :func:`headlab.analysis.prune.pruning_curve_shared` (which keeps only the windows a metric
     scores): the per-window mean times the window's units, 0 for windows without any; item
     counts are whole numbers, losses keep 4 digits."""
     out = {}

@@ -46,14 +46,15 @@ def attention_work(n: int, d_model: int, n_heads: int) -> dict[str, int]:
 
 
 def round_ratio(ratios) -> Estimate:
-    """The typical ratio of paired times: the geometric mean of per-round ratios, with a
-    bootstrap interval over rounds (computed on their logarithms, so it stays positive)."""
+    """The typical ratio of paired times: the geometric mean of per-round ratios, with a Student t
+    interval over rounds (on their logarithms, so it stays positive; ``n - 1`` degrees of freedom,
+    which :func:`c2_row` stores with the measurement)."""
     r = np.asarray(ratios, dtype=float)
     if r.ndim != 1 or r.size < 2 or not np.all(r > 0):
         raise ValueError(f"need at least two positive per-round ratios, got {r.tolist()}")
-    est = stats.bootstrap_mean(np.log(r), n_resamples=9999, seed=0)
+    est = stats.over_seeds(np.log(r))
     return Estimate(math.exp(est.value), math.exp(est.low), math.exp(est.high), est.n,
-                    method=f"geometric mean of per-round ratios, {est.method}")
+                    method=f"geometric mean of per-round ratios, t interval over {r.size} rounds on the logs")
 
 
 def c2_row(benchmark: Mapping, n: int, d_model: int, heads: int, base: int) -> ClaimRow:
@@ -63,7 +64,8 @@ def c2_row(benchmark: Mapping, n: int, d_model: int, heads: int, base: int) -> C
     Every head count ran in each round of the benchmark, so the time at ``heads`` over the time
     at ``base`` in one round is a paired ratio. The quantity is the cost at ``heads`` heads over
     the cost at ``base`` heads. The claim says
-    the split keeps the cost near that of fewer heads: the null is ``NEAR`` and the claim
+    the split keeps the cost near that of fewer heads; the row measures wall time on one CPU thread
+    (not operations: those are counted exactly, and shown beside it). The null is ``NEAR`` and the claim
     predicts a ratio below it (direction ``"less"``). Only the times are conditions: the counts of
     :func:`attention_work` are arithmetic (the same multiply-adds, ``heads / base`` times the
     exponentials), so they could not fail; the chapter shows them beside the row.
@@ -73,13 +75,15 @@ def c2_row(benchmark: Mapping, n: int, d_model: int, heads: int, base: int) -> C
     for key, label in KERNEL_LABELS.items():
         if key in times[str(heads)]:
             ratios = [t / b for t, b in zip(times[str(heads)][key]["times_s"], times[str(base)][key]["times_s"])]
-            measurements.append(Measurement.from_estimate(round_ratio(ratios), f"wall time, {label}"))
+            measurements.append(Measurement.from_estimate(round_ratio(ratios), f"wall time, {label}",
+                                                          df=len(ratios) - 1))
     return ClaimRow(
         "C2", f"one attention layer, d_model {d_model}, n {n}; times from benchmarks/kernels.py "
               f"({benchmark['machine']['device']}, {benchmark['machine']['torch_threads']} thread)",
-        f"cost with {heads} heads over the cost with {base} heads", null=NEAR,
+        f"wall time with {heads} heads over the wall time with {base} heads", null=NEAR,
         null_label=f"{NEAR:g} times the cost (no longer near)", direction="less",
-        measurements=tuple(measurements),
-        note="times: geometric mean of per-round ratios with a bootstrap interval over rounds, on one machine; "
+        measurements=tuple(measurements), unit="ratio", items="rounds",
+        note="times: geometric mean of per-round ratios with a t interval over rounds, on one machine (rounds "
+             "share the machine's state, so they are not independent draws); "
              "the counts are arithmetic and not judged")
 

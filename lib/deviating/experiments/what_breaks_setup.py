@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from deviating.analysis.prune import window_loss
-from headlab.metrics import agreement_metric, copy_metric, pronoun_metric
+from headlab.analysis.prune import window_loss
+from deviating.data.language.metrics import agreement_metric, copy_metric, pronoun_metric
 
 __all__ = ["WhatBreaksSizes", "PARTS", "OUT", "ORGANISMS", "eval_metrics", "item_counts", "evaluate_metrics"]
 

@@ -1,8 +1,8 @@
 """The checklist applied to one claim about one head: the measurements of chapter 9's worked example
-that the roles of :mod:`deviating.roles` do not already make (which heads are induction
+that the roles of :mod:`headlab.roles` do not already make (which heads are induction
 heads, and how much of their score a removed head takes, are
-:func:`deviating.roles.induction.induction_heads` and
-:func:`~deviating.roles.induction.induction_dependence`):
+:func:`headlab.roles.induction.induction_heads` and
+:func:`~headlab.roles.induction.induction_dependence`):
 
 * :func:`ablation_for`: zero, mean or resample ablation, with a set of inputs as the reference;
 * :func:`repeat_loss_rise`: how much removing a head raises the next-token loss at the queries that
@@ -16,7 +16,7 @@ import torch
 from headlab import stats
 from headlab.heads.ablation import Ablation
 from headlab.metrics import next_token_loss
-from deviating.report.detectors import TargetSet
+from headlab.report.detectors import TargetSet
 
 __all__ = ["repeat_loss_rise", "ablation_for"]
 

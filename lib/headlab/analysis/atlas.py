@@ -26,7 +26,7 @@ from headlab.analysis.detect.registry import scores as score_entries
 from headlab.analysis.streaming import streaming_head_scores
 from headlab.analysis.sweep import sweep
 from headlab.analysis.texts import (
-    check_lengths, max_length, reads_english, repeated_tokens, special_wrapping, token_pool,
+    check_lengths, reads_english, repeated_tokens, special_wrapping, token_pool,
 )
 from headlab.english import load_english
 from headlab.heads.head import Head, parse_head
@@ -97,7 +97,7 @@ def default_texts(hm, seed: int = 0, corpus: Corpus | None = None) -> tuple[list
     english = [s.text for s in load_english()]
     if reads_english(hm, english):
         return english, f"the {len(english)} sentences of the hand-annotated English set"
-    length = min(32, max_length(hm) or 32)
+    length = min(32, hm.max_positions or 32)
     gen = torch.Generator().manual_seed(seed)
     pool = torch.tensor(token_pool(hm))
     ids = pool[torch.randint(len(pool), (32, length), generator=gen)]
@@ -119,7 +119,7 @@ def _repeated(hm, n: int, length: int, seed: int) -> tuple[dict, int]:
     if n < 1 or length < 2:
         raise ValueError(f"need n >= 1 sequences of length >= 2, got n={n}, length={length}")
     tok = hm.tokenizer
-    limit = max_length(hm)
+    limit = hm.max_positions
     if limit is not None:
         length = min(length, (limit - 3) // 2)
     pool = token_pool(hm)

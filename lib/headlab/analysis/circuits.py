@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from headlab.heads.model import HeadModel
+from headlab.heads.readout import linear_norm
 
 __all__ = [
     "HeadWeights", "head_weights", "CIRCUITS", "circuit_singular_values", "circuit_ranks", "composition_score", "COMPOSITIONS", "composition",
@@ -65,32 +65,23 @@ class HeadWeights:
         return self.W_V @ self.W_O
 
 
-def _fold(W: torch.Tensor, norm: nn.Module | None, centres: bool) -> torch.Tensor:
-    """``P diag(gamma) W`` (a LayerNorm: ``centres``) or ``diag(gamma) W`` (an RMSNorm)."""
-    if norm is None:
-        return W
-    gamma = getattr(norm, "weight", None)
-    if gamma is not None:
-        W = gamma.detach().float().cpu()[:, None] * W  # (d_model, d_head)
-    return W - W.mean(dim=0, keepdim=True) if centres else W  # P W: subtract each column's mean
-
-
 def head_weights(hm: HeadModel, layer: int, head: int, fold_ln: bool = True) -> HeadWeights:
     """The matrices of head ``layer.head`` of ``hm`` (float32, on the CPU), for every family.
 
     Built on :meth:`HeadModel.W_Q`, ``W_K``, ``W_V`` and ``W_O`` (under grouped-query
     attention, ``W_K`` and ``W_V`` are the key/value head's). ``fold_ln``: fold
     :meth:`HeadModel.attn_norm` into the read matrices (module docstring). Biases and rotary
-    embeddings are not included.
+    embeddings are not included, nor the RMSNorms some families (Qwen3, Gemma-3, OLMo-2) apply to
+    queries and keys.
     """
     if not isinstance(hm, HeadModel):
         raise TypeError(f"hm must be a headlab HeadModel, got {type(hm).__name__}")
     layer, head = hm.check_heads([(layer, head)])[0]
     W_Q, W_K, W_V = (w[head].float().cpu() for w in (hm.W_Q(layer), hm.W_K(layer), hm.W_V(layer)))
     W_O = hm.W_O(layer)[head].float().cpu()  # (d_head, d_model)
-    if fold_ln:
-        norm, centres = hm.attn_norm(layer), hm.arch.norm_centres
-        W_Q, W_K, W_V = (_fold(W, norm, centres) for W in (W_Q, W_K, W_V))
+    norm = linear_norm(hm.attn_norm(layer), hm.arch) if fold_ln else None
+    if norm is not None:
+        W_Q, W_K, W_V = (norm.fold(W) for W in (W_Q, W_K, W_V))
     return HeadWeights(W_Q, W_K, W_V, W_O)
 
 

@@ -19,26 +19,26 @@ import math
 
 import torch
 
-from headlab.analysis.sweep import chunk_plan, groups_per_pass, tile_budget
 from headlab.heads.gate import GateEdit
-from headlab.heads.model import HeadModel
-from headlab.heads.replay import CleanRecord, tiled_from_gate
-from headlab.metrics import LogitMetric, Metric
+from headlab.heads.model import HeadModel, check_model
+from headlab.heads.replay import CleanRecord, chunk_plan, groups_per_pass, tile_budget, tiled_from_gate
+from headlab.metrics import Metric
 
-__all__ = ["activation_patch", "path_patch", "path_patched_z", "COMPONENTS"]
+__all__ = ["activation_patch", "path_patch", "path_patched_z", "COMPONENTS", "paired_batches", "normalised",
+           "check_flags"]
 
 COMPONENTS = ("z", "pattern", "resid")
 
 
-def _metric(hm: HeadModel, metric, clean_logits: torch.Tensor | None) -> Metric:
-    kind = metric.kind if isinstance(metric, Metric) else metric
-    named = kind if isinstance(kind, str) else None
-    if isinstance(kind, LogitMetric) or named in ("kl", "loss"):
-        hm.readout()  # raises for an encoder, naming the model
-    return Metric.of(LogitMetric("kl", clean=clean_logits) if named == "kl" else metric)
+def check_flags(**flags) -> None:
+    """Refuse a flag that is not a bool, naming it (``normalise="no"`` would read as True)."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, not {value!r}")
 
 
-def _pair(hm: HeadModel, clean, corrupted) -> tuple[dict, dict]:
+def paired_batches(hm: HeadModel, clean, corrupted) -> tuple[dict, dict]:
+    """The clean and corrupted inputs tokenized, refused unless each pair is equally long."""
     a, b = hm.tokenize(clean), hm.tokenize(corrupted)
     if a["input_ids"].shape != b["input_ids"].shape or not torch.equal(a["attention_mask"], b["attention_mask"]):
         raise ValueError(f"clean inputs {tuple(a['input_ids'].shape)} and corrupted inputs {tuple(b['input_ids'].shape)} "
@@ -49,13 +49,14 @@ def _pair(hm: HeadModel, clean, corrupted) -> tuple[dict, dict]:
 
 def _scorer(hm: HeadModel, metric, a: dict, b: dict, base: dict):
     """``(evaluate, ends)``: the metric on the base batch, and its values on the clean and the corrupted run."""
+    metric = Metric.of(metric).bound(hm)
+    # "kl" compares every run with the clean run; an encoder's metrics with the base run's embedding
+    _, evaluate = metric.evaluator(hm, base, reference_batch=a if metric.kind == "kl" else base)
     with torch.no_grad():
-        outputs = (hm.forward(a), hm.forward(b))
-    _, evaluate = _metric(hm, metric, outputs[0] if hm.causal else None).evaluator(hm, base)
-    return evaluate, [evaluate(out, 1) for out in outputs]
+        return evaluate, [evaluate(hm.forward(x), 1) for x in (a, b)]
 
 
-def _normalised(values: torch.Tensor, ends: list[torch.Tensor]) -> torch.Tensor:
+def normalised(values: torch.Tensor, ends) -> torch.Tensor:
     """``(values - corrupted) / (clean - corrupted)`` per input: 0 = corrupted, 1 = clean."""
     clean, corrupted = (e.float().cpu().reshape((-1,) + (1,) * (values.dim() - 1)) for e in ends)
     if bool((clean == corrupted).any()):
@@ -91,6 +92,8 @@ def activation_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, m
         ValueError: an unknown component or direction, inputs of different lengths, or a metric
             the model cannot give (a logit metric on an encoder).
     """
+    hm = check_model(hm, "activation_patch")
+    check_flags(positions=positions, normalise=normalise)
     if component not in COMPONENTS or positions and component != "z":
         raise ValueError(f"unknown component {component!r}{' with positions=True' * positions}: choose from "
                          f"{', '.join(map(repr, COMPONENTS))} (positions=True is for 'z'; 'resid' is per position)")
@@ -98,7 +101,7 @@ def activation_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, m
         raise ValueError(f"direction must be 'noising' or 'denoising', not {direction!r}")
     if per_pass is not None and (isinstance(per_pass, bool) or not isinstance(per_pass, int) or per_pass < 1):
         raise ValueError(f"per_pass must be a positive number of patches per forward pass (or None), not {per_pass!r}")
-    a, b = _pair(hm, clean, corrupted)
+    a, b = paired_batches(hm, clean, corrupted)
     base, source = (a, b) if direction == "noising" else (b, a)
     n, pos = base["input_ids"].shape
     L, H = hm.n_layers, hm.n_heads
@@ -120,7 +123,7 @@ def activation_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, m
         values[chunk] = run(hm, base, [items[i] for i in chunk], src, own, record, component,
                             evaluate).reshape(len(chunk), n).float().cpu()
     values = values.T.reshape((n, L, pos) if component == "resid" else (n, L, H, pos) if positions else (n, L, H))
-    return _normalised(values, ends) if normalise else values
+    return normalised(values, ends) if normalise else values
 
 
 def _z_chunk(hm, base, items, src, own, record, component, evaluate) -> torch.Tensor:
@@ -174,7 +177,7 @@ def path_patched_z(hm: HeadModel, clean, corrupted, sender, receiver, input: str
     if hm.arch.rotary:
         raise NotImplementedError(f"{hm.name} rotates queries and keys by position; path_patched_z recomputes "
                                   "attention without rotary embeddings")
-    a, b = _pair(hm, clean, corrupted)
+    a, b = paired_batches(hm, clean, corrupted)
     with torch.no_grad(), hm.capture(("z",), layers=[ls, lr]) as cc, hm.residual_stream() as stream:
         hm.forward(a)
     with torch.no_grad(), hm.capture(("z",), layers=[ls]) as cr:
@@ -206,11 +209,13 @@ def path_patch(hm: HeadModel, clean, corrupted, sender, receiver, input: str = "
     """The metric ``(n,)`` of the clean run with the receiver's output replaced by
     :func:`~headlab.analysis.patching.path_patched_z` (the sender's corrupted output along its path into the receiver's
     ``input`` only). ``metric`` and ``normalise`` as in :func:`~headlab.analysis.patching.activation_patch`."""
-    a, b = _pair(hm, clean, corrupted)
+    hm = check_model(hm, "path_patch")
+    check_flags(normalise=normalise)
+    a, b = paired_batches(hm, clean, corrupted)
     z = path_patched_z(hm, a, b, sender, receiver, input)
     lr, hr = hm.check_heads([receiver])[0]
     evaluate, ends = _scorer(hm, metric, a, b, a)
     with torch.no_grad(), hm.patch_z(lambda l, zl: torch.cat([zl[:, :, :hr], z[:, :, None], zl[:, :, hr + 1:]], 2),
                                      layers=[lr]):
         values = evaluate(hm.forward(a), 1).float().cpu()
-    return _normalised(values, ends) if normalise else values
+    return normalised(values, ends) if normalise else values

@@ -16,7 +16,6 @@ import torch
 
 from headlab.analysis.detect import LOCAL_WINDOW, HeadScores, scores_to_compute, token_masks
 from headlab.analysis.detect.registry import pattern_scores, score, score_from_per_query
-from headlab.kernels.hf_attention import ATTENTION_NAME, register, session
 from headlab.kernels.statistics import HeadStatistics, StatInputs, statistic_inputs
 from headlab.kernels.streaming import fused_attention
 from headlab.heads.head import format_head, parse_head
@@ -44,10 +43,6 @@ class _Recorder:
             self.recorded[layer] = recorded
         return out
 
-    def gpt_function(self, module, q, k, v, key_mask):
-        """The book's GPT: ``Attention.attention_function`` (causal, scale d_head ** -0.5)."""
-        return self.attend(module, q, k, v, key_mask, True, None)
-
 
 @contextlib.contextmanager
 def streamed(hm, statistics: StatInputs | None = None, *, backend: str = "auto",
@@ -56,22 +51,11 @@ def streamed(hm, statistics: StatInputs | None = None, *, backend: str = "auto",
 
     ``statistics``: the :class:`~headlab.kernels.statistics.StatInputs` of the batch that will
     run; None: nothing recorded. ``backend``, ``block_size``: as for
-    :func:`~headlab.kernels.streaming.fused_attention`. Afterwards the model is as before.
+    :func:`~headlab.kernels.streaming.fused_attention`. The model's adapter installs the kernel
+    (``Architecture.fused_attention`` in :mod:`headlab.heads.adapters`); afterwards the model is as before.
     """
     recorder = _Recorder(hm, statistics, backend, block_size)
-    gpt_attention = [m for m in hm.model.modules() if hasattr(type(m), "attention_function")]
-    with contextlib.ExitStack() as stack:
-        if gpt_attention:  # the book's GPT: a hook in its Attention module
-            for module in gpt_attention:
-                module.attention_function = recorder.gpt_function
-                stack.callback(vars(module).pop, "attention_function", None)
-        else:  # a Hugging Face model: the registered attention implementation
-            config = hm.model.config
-            old = getattr(config, "_attn_implementation", None) or "eager"
-            register()
-            hm.model.set_attn_implementation(ATTENTION_NAME)
-            stack.callback(hm.model.set_attn_implementation, old)
-            stack.enter_context(session(recorder))
+    with hm.arch.fused_attention(hm.model, recorder):  # the adapter's switch, undone on exit
         yield recorder.recorded
 
 

@@ -20,8 +20,8 @@ every input, and returns it **per input**. It equals one forward pass per group
   (:mod:`headlab.heads.replay`); this module only plans the chunks and reads the metric.
 * **Tiles sized for the machine.** Element-wise work (GELU, norms, residual adds) is bound
   by memory: on a CPU a tile far larger than the cache runs it several times slower per row.
-  :func:`groups_per_pass` picks the groups per pass from the widest activation of one copy
-  of the inputs (measured in the clean pass) and a byte budget (:func:`tile_budget`).
+  :func:`~headlab.heads.replay.groups_per_pass` picks the groups per pass from the widest activation of one copy
+  of the inputs (measured in the clean pass) and a byte budget (:func:`~headlab.heads.replay.tile_budget`).
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ import torch
 from headlab.heads.ablation import Ablation
 from headlab.heads.gate import GateEdit
 from headlab.heads.head import Head, parse_head
-from headlab.heads.model import HeadModel
-from headlab.heads.replay import CleanRecord, tiled_from_gate
+from headlab.heads.model import HeadModel, check_model
+from headlab.heads.replay import CleanRecord, chunk_plan, groups_per_pass, record_budget, tile_budget, tiled_from_gate
 from headlab.metrics import Metric
 from headlab.progress import tqdm
 from headlab.schema import SchemaError, check_schema, schema_of
 
-__all__ = ["sweep", "SweepResult", "loop_sweep", "chunk_plan", "groups_per_pass", "tile_budget", "SCHEMA"]
+__all__ = ["sweep", "SweepResult", "loop_sweep", "SCHEMA"]
 
 SCHEMA = schema_of("sweep")
 
@@ -154,64 +154,6 @@ def _check_fields(data: dict, source: str) -> None:
             raise bad(f"group {i} must have one effect per input ({len(clean)}, as 'clean')", group["effects"])
 
 
-_CPU_TILE_BYTES = 8 * 2**20  # measured: benchmarks/sweep.py --sections tiles (see tile_budget)
-_CPU_RECORD_BYTES = 2**30  # the clean outputs kept for replay on a CPU, at most
-
-
-def tile_budget(device: torch.device | str) -> int:
-    """The bytes the widest activation of one forward pass of a sweep may take on ``device``.
-
-    On a CPU a fixed 8 MiB, the same on every machine (so a sweep's chunks, and its floats, do
-    not depend on the machine). ``benchmarks/sweep.py --sections tiles`` measured why: on the
-    project's CPU, GPT-2's element-wise work costs several times more per row once a tile
-    outgrows the cache; tiles of about a thousand tokens (6 MiB of MLP activations) beat both
-    one copy of the inputs and all twelve heads of a layer at once. On a CUDA device, a quarter
-    of the free memory (wide tiles keep it busy); 1 GiB on other accelerators.
-    """
-    return _memory(torch.device(device), _CPU_TILE_BYTES)
-
-
-def _memory(device: torch.device, on_cpu: int) -> int:
-    """``on_cpu`` bytes on a CPU, a quarter of the free memory on a CUDA device, 1 GiB on others."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0] // 4
-    return on_cpu if device.type == "cpu" else 2**30
-
-
-def groups_per_pass(copy_bytes: int, budget: int, cap: int) -> int:
-    """How many groups one forward pass runs: as many tiles of ``copy_bytes`` (the widest
-    activation of one copy of the inputs) as fit in ``budget``, between 1 and ``cap``."""
-    if copy_bytes <= 0 or cap < 1:
-        raise ValueError(f"copy_bytes ({copy_bytes}) and cap ({cap}) must be positive")
-    return int(max(1, min(cap, budget // copy_bytes)))
-
-
-def chunk_plan(groups: list[tuple[Head, ...]], per_pass: int) -> list[list[int]]:
-    """Indices of the groups each forward pass runs.
-
-    Groups that share their lowest layer run together (mixing lowest layers would run the
-    lower one's blocks for groups that do not need them), at most ``per_pass`` at a time,
-    split into chunks of near-equal size (12 groups at 5 per pass: 4 + 4 + 4, not 5 + 5 + 2).
-    Lowest layers in increasing order, groups in their given order within a layer.
-    """
-    if per_pass < 1:
-        raise ValueError(f"per_pass must be at least 1, got {per_pass}")
-    by_first: dict[int, list[int]] = {}
-    for i, group in enumerate(groups):
-        by_first.setdefault(min(l for l, _ in group), []).append(i)
-    plan = []
-    for first in sorted(by_first):
-        idx = by_first[first]
-        n_chunks = -(-len(idx) // per_pass)
-        size, extra = divmod(len(idx), n_chunks)
-        start = 0
-        for c in range(n_chunks):
-            stop = start + size + (c < extra)
-            plan.append(idx[start:stop])
-            start = stop
-    return plan
-
-
 def _normalise_groups(hm: HeadModel, groups) -> list[tuple[Head, ...]]:
     if groups is None:
         return [(h,) for h in hm.heads()]
@@ -223,19 +165,6 @@ def _normalise_groups(hm: HeadModel, groups) -> list[tuple[Head, ...]]:
     if not out:
         raise ValueError("groups is empty: give at least one group of (layer, head) pairs, or None for all heads")
     return out
-
-
-def _values(evaluate, output, k: int, n: int, metric: Metric) -> torch.Tensor:
-    """The metric of ``k`` tiles of ``n`` inputs, checked to be one value per row."""
-    values = evaluate(output, k)
-    if not isinstance(values, torch.Tensor) or tuple(values.shape) != (k * n,):
-        got = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__
-        raise ValueError(
-            f"the metric {metric.name or 'default'!r} returned {'shape ' if isinstance(values, torch.Tensor) else ''}"
-            f"{got} for a batch of {k * n} rows ({k} tile(s) of {n} inputs); a sweep metric must return one value "
-            f"per row, shape ({k * n},): reduce over positions inside the metric, not over inputs (e.g. "
-            "return loss.mean(dim=1), not loss.mean())")
-    return values
 
 
 def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ablation | None = None,
@@ -262,6 +191,7 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
         ValueError: bad groups, ``max_batch`` or ``per_pass``, or a metric that does not return one
             value per input.
     """
+    hm = check_model(hm, "sweep")
     ablation, metric = Ablation.of(ablation), Metric.of(metric)
     batch = hm.tokenize(inputs)
     n, pos = batch["input_ids"].shape
@@ -271,10 +201,10 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
     if per_pass is not None and (isinstance(per_pass, bool) or not isinstance(per_pass, int) or per_pass < 1):
         raise ValueError(f"per_pass must be a positive int (groups per forward pass), got {per_pass!r}")
     layers = sorted({l for g in groups for l, _ in g})
-    replacement = ablation.replacements(hm, layers, base_batch=n)
+    replacement = hm.replacements(ablation, layers, base_batch=n)
     itemsize = next(hm.model.parameters()).element_size()
     stream_bytes = hm.n_layers * n * pos * hm.d_model * itemsize  # every block's clean output
-    record = CleanRecord(hm, n * pos, keep=stream_bytes <= _memory(hm.device, _CPU_RECORD_BYTES))
+    record = CleanRecord(hm, n * pos, keep=stream_bytes <= record_budget(hm.device))
     with torch.no_grad():
         with record.recording():
             name, evaluate = metric.evaluator(hm, batch)  # an encoder's runs the clean pass
@@ -282,7 +212,7 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
         if output is None:  # the clean output, from the recorded blocks where they were kept
             with record.replaying(hm.n_layers if record.keep else 0):
                 output = hm.forward(batch)
-        clean = _values(evaluate, output, 1, n, metric)
+        clean = evaluate(output, 1)
 
     cap = max(len(c) for c in chunk_plan(groups, len(groups))) if max_batch is None else max_batch // n
     if per_pass is None:
@@ -305,7 +235,7 @@ def sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablation: Ab
             gate[:, :, first] = 1.0
             tiles = tiled_from_gate(hm, first, n, k, GateEdit(own.flatten(0, 1), replacement))
         with torch.no_grad(), hm.gated(gate.flatten(0, 1), replacement), record.replaying(below), tiles:
-            values = _values(evaluate, hm.forward(batch), k, n, metric)
+            values = evaluate(hm.forward(batch), k)
         effects[chunk] = (values.reshape(k, n) - clean).float().cpu()
         bar.update(k)
     bar.close()
@@ -325,17 +255,17 @@ def loop_sweep(hm: HeadModel, inputs, groups: Iterable | None = None, *, ablatio
     n = batch["input_ids"].shape[0]
     groups = _normalise_groups(hm, groups)
     layers = sorted({l for g in groups for l, _ in g})
-    replacement = ablation.replacements(hm, layers, base_batch=n)
+    replacement = hm.replacements(ablation, layers, base_batch=n)
     name, evaluate = metric.evaluator(hm, batch)
     with torch.no_grad():
-        clean = _values(evaluate, hm.forward(batch), 1, n, metric)
+        clean = evaluate(hm.forward(batch), 1)
         rows = []
         for group in groups:
             gate = torch.ones(hm.n_layers, hm.n_heads, device=hm.device)
             for layer, head in group:
                 gate[layer, head] = 0.0
             with hm.gated(gate, replacement):
-                rows.append(_values(evaluate, hm.forward(batch), 1, n, metric) - clean)
+                rows.append(evaluate(hm.forward(batch), 1) - clean)
     return SweepResult(groups, torch.stack(rows).float().cpu(), clean.float().cpu(), ablation.mode, name,
                        hm.n_layers, hm.n_heads)
 

@@ -1,4 +1,6 @@
-"""Inputs any model can be scored on: repeated random tokens, a model's limits, whether it reads English.
+"""Inputs any model can be scored on: repeated random tokens, whether a model reads English.
+
+A model's limits come from its adapter: ``hm.max_positions`` and ``hm.vocab_size``.
 
 None knows a particular corpus; one's own comes in through :class:`headlab.analysis.atlas.Corpus`.
 """
@@ -10,31 +12,13 @@ from typing import Sequence
 
 import torch
 
-__all__ = ["max_length", "vocab_size", "token_pool", "repeated_tokens", "special_wrapping", "reads_english",
+__all__ = ["vocab_size", "token_pool", "repeated_tokens", "special_wrapping", "reads_english",
            "check_lengths"]
 
 
-def max_length(hm) -> int | None:
-    """The model's maximum input length from its config (``max_position_embeddings``, ``n_positions``,
-    ``n_ctx``), or None when it states none."""
-    config = getattr(hm.model, "config", None)
-    for name in ("max_position_embeddings", "n_positions", "n_ctx"):
-        value = getattr(config, name, None)
-        if isinstance(value, int):
-            return value
-    return None
-
-
 def vocab_size(hm) -> int:
-    """The number of token ids of ``hm``: its tokenizer's length, else its config's vocabulary size."""
-    if hm.tokenizer is not None:
-        return len(hm.tokenizer)
-    config = getattr(hm.model, "config", None)
-    for name in ("vocab_size", "d_vocab"):
-        value = getattr(config, name, None)
-        if isinstance(value, int):
-            return value
-    raise ValueError(f"cannot tell {hm.name}'s vocabulary size (no tokenizer, no config.vocab_size)")
+    """The number of token ids of ``hm``: its tokenizer's length, else the model's (``hm.vocab_size``)."""
+    return len(hm.tokenizer) if hm.tokenizer is not None else hm.vocab_size
 
 
 def token_pool(hm) -> list[int]:
@@ -108,7 +92,7 @@ def reads_english(hm, texts: Sequence[str]) -> bool:
 def check_lengths(hm, texts) -> None:
     """Raise ``ValueError`` naming the first text longer, in tokens, than the model's maximum
     (a no-op for a token batch, or without a tokenizer or a stated maximum)."""
-    limit = max_length(hm)
+    limit = hm.max_positions
     if limit is None or not isinstance(texts, list) or hm.tokenizer is None:
         return
     for i, text in enumerate(texts):

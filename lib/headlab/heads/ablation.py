@@ -69,10 +69,6 @@ class Ablation:
         raise TypeError(f"ablation must be an Ablation (or a mode name), got {type(value).__name__} "
                         f"{value!r:.60}: write Ablation('mean', reference=texts)")
 
-    def replacements(self, hm, layers: Sequence[int], base_batch: int | None = None) -> dict | None:
-        """What replaces an ablated head's ``z`` in each of ``layers`` (see :meth:`HeadModel.replacements`)."""
-        return hm.replacements(self, layers, base_batch=base_batch)
-
     def __repr__(self) -> str:
         parts = [repr(self.mode)]
         if self.reference is not None:

@@ -15,23 +15,27 @@ somewhere else:
   Face attention modules return it as the second element of their output when the eager
   implementation runs; the book's own GPT passes it through an ``nn.Identity`` called
   ``hook_pattern``), and how to make the model compute it;
-* how to call the model.
+* how to call the model, how to make it run a fused attention kernel, and how its norms and
+  final logits are computed (read as one :class:`~headlab.heads.readout.Readout`).
 
 An :class:`Architecture` records those places for one family. Adding a family is adding one
-entry to ``ARCHITECTURES``: nothing outside this module asks which family a model is.
+entry to ``ARCHITECTURES`` (or passing one to :func:`register_architecture`, for a model of
+one's own): nothing outside this module asks which family a model is.
 """
 
 from __future__ import annotations
 
-import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, ContextManager, NamedTuple, Sequence
 
 import torch
 from torch import nn
 
+from headlab.heads._switches import always_eager, gpt_fused, hf_eager, hf_fused
+from headlab.kernels.hf_attention import Session
+
 __all__ = ["Architecture", "ARCHITECTURES", "QKV", "architecture_of", "supported_model_types",
-           "UnsupportedModelError"]
+           "UnsupportedModelError", "register_architecture"]
 
 
 class UnsupportedModelError(ValueError):
@@ -101,6 +105,15 @@ class Architecture:
             unembedding, or ``None`` where there is none.
         unembed: model -> the linear map from the residual stream to the logits, or ``None``
             (an encoder, or a bare transformer without its language-model head).
+        norm_gain: norm module -> the gain it multiplies by (``weight``; Gemma's ``1 + weight``).
+        norm_eps: norm module -> the ``eps`` it adds to the mean square.
+        logit_softcap: config -> the final logits' soft-cap ``c`` (``c * tanh(logits / c)``) or ``None``.
+        attn_out_norm: block -> the norm applied to the attention's output before it joins the
+            residual stream (Gemma-2/3 and OLMo-2), or ``None``: then a head's write is ``z @ W_O``
+            only up to that norm.
+        fused_attention: ``(model, session)`` -> a context inside which every attention layer
+            calls ``session.attend`` (``headlab.kernels.hf_attention``) instead of computing a
+            pattern; the model is restored on exit, whatever happens.
     """
 
     name: str
@@ -126,6 +139,11 @@ class Architecture:
     reports_forwards: bool = False
     final_norm: Callable[[nn.Module], nn.Module | None] = lambda m: None
     unembed: Callable[[nn.Module], nn.Module | None] = lambda m: None
+    norm_gain: Callable[[nn.Module], torch.Tensor | None] = lambda n: getattr(n, "weight", None)
+    norm_eps: Callable[[nn.Module], float] = lambda n: n.eps if hasattr(n, "eps") else n.variance_epsilon
+    logit_softcap: Callable[[object], float | None] = lambda c: None
+    attn_out_norm: Callable[[nn.Module], nn.Module | None] = lambda b: None
+    fused_attention: Callable[[nn.Module, Session], ContextManager[None]] = lambda m, s: hf_fused(m, s)
 
 
 # ------------------------------------------------------------------------- shared pieces
@@ -179,31 +197,22 @@ def _neox_qkv(block: nn.Module) -> QKV:
     return QKV(W_Q, W_K, W_V, b_Q, b_K, b_V)
 
 
+def _stacked_qkv(block: nn.Module) -> QKV:
+    # Phi-3's qkv_proj: its output is q | k | v stacked, n_heads then twice n_kv_heads heads of d_head.
+    attn = block.self_attn
+    n_q, w, b = attn.config.num_attention_heads * attn.head_dim, attn.qkv_proj.weight, attn.qkv_proj.bias
+    sizes = [n_q, (w.shape[0] - n_q) // 2, (w.shape[0] - n_q) // 2]
+    W_Q, W_K, W_V = (x.T for x in w.split(sizes))
+    b_Q, b_K, b_V = b.split(sizes) if b is not None else (None, None, None)
+    return QKV(W_Q, W_K, W_V, b_Q, b_K, b_V)
+
+
 def _hf_run_causal(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     return model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
 
 
 def _hf_run_encoder(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     return model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
-
-
-@contextlib.contextmanager
-def _hf_eager(model: nn.Module):
-    """Hugging Face's fast kernels (SDPA, flash) return no weights: switch to eager, then back."""
-    old = getattr(getattr(model, "config", None), "_attn_implementation", None)
-    if old in (None, "eager"):
-        yield
-        return
-    try:
-        model.set_attn_implementation("eager")
-        yield
-    finally:
-        model.set_attn_implementation(old)
-
-
-def _always_eager(model: nn.Module) -> ContextManager[None]:
-    """The book's GPT always computes its pattern explicitly: nothing to switch."""
-    return contextlib.nullcontext()
 
 
 def _headlab_norm(block: nn.Module) -> nn.Module | None:
@@ -232,12 +241,13 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         n_kv_heads=lambda c: c.n_heads,
         d_head=lambda c: c.d_head,
         run=lambda m, ids, mask: m(ids, attention_mask=mask),
-        eager_attention=_always_eager,
+        eager_attention=always_eager,
         max_positions=lambda c: c.n_ctx,
         vocab_size=lambda c: c.d_vocab,
         reports_forwards=True,
         final_norm=lambda m: None if isinstance(m.ln_final, nn.Identity) else m.ln_final,
         unembed=lambda m: m.unembed,
+        fused_attention=gpt_fused,
     ),
     Architecture(
         name="gpt2",
@@ -257,7 +267,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         n_kv_heads=lambda c: c.n_head,
         d_head=lambda c: c.n_embd // c.n_head,
         run=_hf_run_causal,
-        eager_attention=_hf_eager,
+        eager_attention=hf_eager,
         max_positions=lambda c: c.n_positions,
         final_norm=lambda m: _base(m).ln_f,
         unembed=lambda m: getattr(m, "lm_head", None),
@@ -280,7 +290,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         n_kv_heads=lambda c: c.num_attention_heads,
         d_head=lambda c: c.hidden_size // c.num_attention_heads,
         run=_hf_run_encoder,
-        eager_attention=_hf_eager,
+        eager_attention=hf_eager,
     ),
     Architecture(
         name="gpt_neox",
@@ -300,15 +310,16 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         n_kv_heads=lambda c: c.num_attention_heads,
         d_head=_hf_d_head,
         run=_hf_run_causal,
-        eager_attention=_hf_eager,
+        eager_attention=hf_eager,
         final_norm=lambda m: _base(m).final_layer_norm,
         unembed=lambda m: getattr(m, "lm_head", None) or getattr(m, "embed_out", None),
     ),
-    Architecture(
+    _LLAMA := Architecture(
         # Llama-style attention, grouped-query attention included: the pattern and z have one
         # slice per *query* head; keys/values are shared in groups of n_heads // n_kv_heads.
+        # Qwen3 adds RMSNorms on each head's query and key, inside the attention (after W_Q, W_K).
         name="llama",
-        model_types=("llama", "mistral", "qwen2"),
+        model_types=("llama", "mistral", "qwen2", "qwen3"),
         causal=True,
         blocks=lambda m: _base(m).layers,
         pattern_module=lambda b: b.self_attn,
@@ -324,28 +335,59 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         n_kv_heads=_hf_n_kv_heads,
         d_head=_hf_d_head,
         run=_hf_run_causal,
-        eager_attention=_hf_eager,
+        eager_attention=hf_eager,
         final_norm=lambda m: _base(m).norm,
         unembed=lambda m: getattr(m, "lm_head", None),
     ),
+    # Gemma-2/3: Llama's layout, RMSNorms whose gain is 1 + weight, a norm on the attention's output,
+    # the final logits soft-capped (Gemma-2). Sliding-window layers, the attention-logit soft-cap
+    # (Gemma-2) and q/k RMSNorms (Gemma-3) live inside the attention, so the eager pattern has them.
+    replace(_LLAMA, name="gemma", model_types=("gemma2", "gemma3_text"), norm_gain=lambda n: 1.0 + n.weight,
+            logit_softcap=lambda c: getattr(c, "final_logit_softcapping", None),
+            attn_out_norm=lambda b: b.post_attention_layernorm),
+    # OLMo-2: no norm before the attention, one on its output; q and k RMS-normalised over all heads.
+    replace(_LLAMA, name="olmo2", model_types=("olmo2",), attn_norm=lambda b: None,
+            attn_out_norm=lambda b: b.post_attention_layernorm),
+    replace(_LLAMA, name="phi3", model_types=("phi3",), qkv=_stacked_qkv),  # one fused qkv_proj
 )
+
+_REGISTRY: list[Architecture] = list(ARCHITECTURES)
+
+
+def register_architecture(arch: Architecture) -> Callable[[], None]:
+    """Serve ``arch.model_types`` with ``arch`` (a family of one's own); returns the function that
+    removes it again.
+
+    Raises:
+        TypeError: ``arch`` is not an :class:`Architecture`.
+        ValueError: one of its model types is served already (naming the type and its family).
+    """
+    if not isinstance(arch, Architecture):
+        raise TypeError(f"register_architecture needs an Architecture, got {type(arch).__name__}")
+    for other in _REGISTRY:
+        clash = set(arch.model_types) & set(other.model_types)
+        if clash:
+            raise ValueError(f"model type(s) {sorted(clash)} are served by the {other.name!r} adapter already: "
+                             "give the new Architecture model_types of its own")
+    _REGISTRY.append(arch)
+    return lambda: _REGISTRY.remove(arch) if arch in _REGISTRY else None
 
 
 def supported_model_types() -> list[str]:
     """Every ``config.model_type`` some adapter serves, sorted."""
-    return sorted(t for a in ARCHITECTURES for t in a.model_types)
+    return sorted(t for a in _REGISTRY for t in a.model_types)
 
 
 def architecture_of(model: nn.Module) -> Architecture:
     """The adapter for ``model`` (looked up by ``model.config.model_type``)."""
     config = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
-    for arch in ARCHITECTURES:
+    for arch in _REGISTRY:
         if model_type in arch.model_types:
             return arch
     raise UnsupportedModelError(
         f"no head adapter for model type {model_type!r} ({type(model).__name__}). "
         f"Supported model types: {', '.join(supported_model_types())}. "
         "To add one, describe where its blocks, attention pattern, query/key/value and output "
-        "projections live in headlab.heads.adapters.ARCHITECTURES."
+        "projections live in an Architecture and pass it to headlab.heads.adapters.register_architecture."
     )

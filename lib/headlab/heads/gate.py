@@ -24,7 +24,7 @@ from headlab.heads.ablation import ABLATION_MODES, Ablation
 from headlab.heads.dispatch import AblationNotApplied, Check
 from headlab.heads.head import Head
 from headlab.heads.inputs import check_layers, check_returned
-from headlab.metrics import METRIC_KINDS, Metric, default_kind
+from headlab.metrics import Metric
 
 __all__ = ["ABLATION_MODES", "AblationNotApplied", "gate_heads", "Edit", "GateEdit", "FunctionEdit",
            "ResampleDraw", "Resampler", "GateMethods"]
@@ -168,7 +168,7 @@ class GateMethods:
     """The gate's contexts, methods of :class:`~headlab.heads.model.HeadModel` (mixed into it).
 
     They use the model's ``dispatcher`` (:class:`~headlab.heads.dispatch.Dispatcher`), geometry,
-    ``tokenize``, ``forward``, ``metric`` and ``capture``.
+    ``tokenize``, ``forward`` and ``capture``.
     """
 
     @contextlib.contextmanager
@@ -227,7 +227,7 @@ class GateMethods:
         gate = torch.ones(self.n_layers, self.n_heads, device=self.device)
         for layer, head in heads:
             gate[layer, head] = 0.0
-        replacement = ablation.replacements(self, sorted({l for l, _ in heads}))
+        replacement = self.replacements(ablation, sorted({l for l, _ in heads}))
         with self._applying(GateEdit(gate, replacement)):
             yield self
 
@@ -274,43 +274,41 @@ class GateMethods:
     def head_gradients(self, inputs, metric: Metric | str | None = None) -> torch.Tensor:
         """``d metric_i / d g_{l,h}`` at ``g = 1`` for every input ``i``: ``(batch, n_layers, n_heads)``.
 
-        ``metric`` is a named :class:`~headlab.metrics.Metric` (default: :func:`headlab.metrics.default_kind`
+        ``metric``: any :class:`~headlab.metrics.Metric` (default: :func:`headlab.metrics.default_kind`
         for gradients, the next-token loss for causal LMs and the self-retrieval loss for encoders,
-        since 1 - cos has zero gradient at the clean model), with its ``loss_mask`` if any. Michel et
-        al.'s importance is the mean over inputs of the absolute value. Parameters' ``.grad`` are left
+        since 1 - cos has zero gradient at the clean model), with its ``loss_mask`` if any, or a
+        differentiable callable such as a :class:`~headlab.metrics.LogitMetric`. Michel et al.'s
+        importance is the mean over inputs of the absolute value. Parameters' ``.grad`` are left
         untouched.
 
         Raises:
-            ValueError: a metric whose gradient is zero by construction: ``Metric("cosine")`` (1 - cos
-                is smallest, so flat, at the clean model) or the retrieval loss of a single input
-                (it ranks an input among the batch, and alone it has no rival); a callable metric
-                (not differentiated here); a ``loss_mask`` that is not ``(batch, pos)``.
+            ValueError: a metric whose gradient is zero by construction: ``"cosine"`` or ``"kl"``
+                (each is smallest, so flat, at the clean model) or the retrieval loss of a single
+                input (it ranks an input among the batch, and alone it has no rival); a
+                ``loss_mask`` that is not ``(batch, pos)``; a callable whose values do not depend
+                on the gates (no gradient).
         """
-        metric = Metric.of(metric)
-        if callable(metric.kind):
-            raise ValueError(f"head_gradients differentiates a named metric ({', '.join(METRIC_KINDS)}), "
-                             f"not the callable {metric.name!r}")
+        metric = Metric.of(metric).bound(self, gradients=True)
         batch = self.tokenize(inputs)
-        kind = metric.kind or default_kind(self.causal, gradients=True)
-        loss_mask = metric.loss_mask
-        if not self.causal and kind == "cosine":
-            raise ValueError("head_gradients with Metric('cosine') would be zero for every head: 1 - cos is at "
-                             "its minimum at the clean model; use Metric('retrieval') (the default for encoders)")
-        if not self.causal and kind == "retrieval" and batch["input_ids"].shape[0] < 2:
+        if metric.kind in ("cosine", "kl"):
+            raise ValueError(f"head_gradients with Metric({metric.kind!r}) would be zero for every head: it is at "
+                             "its minimum at the clean model; use Metric('retrieval') for an encoder, the loss or "
+                             "a LogitMetric for a causal LM")
+        if metric.kind == "retrieval" and batch["input_ids"].shape[0] < 2:
             raise ValueError("head_gradients with the retrieval loss needs at least 2 inputs, got 1: the loss ranks "
                              "each input's embedding among the batch's, and one input has no rival (its gradient "
                              "is zero for every head)")
+        loss_mask = metric.loss_mask
         if loss_mask is not None and tuple(loss_mask.shape) != tuple(batch["input_ids"].shape):
             raise ValueError(f"loss_mask must be a (batch, pos) = {tuple(batch['input_ids'].shape)} tensor, got "
                              f"{tuple(loss_mask.shape)}")
-        clean = None
-        if not self.causal:
-            with torch.no_grad():
-                clean = self.metric(self.forward(batch), batch)
+        reference = metric.reference(self, batch)
         n = batch["input_ids"].shape[0]
         gate = torch.ones(n, self.n_layers, self.n_heads, device=self.device, requires_grad=True)
         with torch.enable_grad(), self.dispatcher.active(edit=GateEdit(gate)):  # also inside no_grad
-            out = self.forward(batch)
-            values = self.metric(out, batch, clean=clean, kind=kind, loss_mask=loss_mask)
+            values = metric.score(self.forward(batch), batch, reference)
+            if not values.requires_grad:
+                raise ValueError(f"the metric {metric.name!r} does not depend on the heads' outputs (its values "
+                                 "carry no gradient): give a differentiable metric")
             (grad,) = torch.autograd.grad(values.sum(), gate)
         return grad

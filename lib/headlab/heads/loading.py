@@ -22,6 +22,7 @@ Weights are read from safetensors only, and remote code is never trusted.
 from __future__ import annotations
 
 import importlib.util
+import re
 import os
 import socket
 import sys
@@ -156,11 +157,46 @@ def _dispatch_options(device, device_map, max_memory, offload_folder) -> dict:
                          "every part of the model itself")
     if max_memory is not None and not isinstance(max_memory, dict):
         raise TypeError(f"max_memory must be a dict such as {{0: '20GiB', 'cpu': '60GiB'}}, got {max_memory!r}")
+    for key, value in (max_memory or {}).items():
+        _check_memory(key, value)
+    if offload_folder is not None:
+        if not isinstance(offload_folder, (str, Path)) or not str(offload_folder):
+            raise TypeError(f"offload_folder must be a folder path, got {offload_folder!r}")
+        if Path(offload_folder).exists() and not Path(offload_folder).is_dir():
+            raise ValueError(f"offload_folder={str(offload_folder)!r} is a file: give a folder for the offloaded "
+                             "weights (it is created if missing)")
     if importlib.util.find_spec("accelerate") is None:
         raise ModelUnavailable("device_map needs Hugging Face accelerate: run `pip install accelerate` "
                                "(or `pip install 'headlab[dispatch]'`)")
     options = {"device_map": device_map, "max_memory": max_memory, "offload_folder": offload_folder}
     return {k: v for k, v in options.items() if v is not None}
+
+
+_MEMORY = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$")
+
+
+def _check_memory(key, value) -> None:
+    """One ``max_memory`` entry: a device (a GPU index >= 0, ``"cpu"``, ``"mps"``, ``"disk"``) and a
+    positive size (bytes, or a string such as ``"20GiB"``)."""
+    if not (key in ("cpu", "mps", "disk") or (isinstance(key, int) and not isinstance(key, bool) and key >= 0)):
+        raise ValueError(f"max_memory key {key!r} is not a device: use a GPU index (0, 1, ...), 'cpu', 'mps' or 'disk'")
+    ok = (isinstance(value, int) and not isinstance(value, bool) and value > 0) or \
+        (isinstance(value, str) and _MEMORY.match(value) is not None and float(re.findall(r"[\d.]+", value)[0]) > 0)
+    if not ok:
+        raise ValueError(f"max_memory[{key!r}] = {value!r} is not a size: give a positive number of bytes or a "
+                         "string such as '6GiB' or '500MB'")
+
+
+def _check_device_map(model, device_map) -> None:
+    """Every module a dict ``device_map`` names exists in ``model`` (accelerate ignores an unknown name)."""
+    if not isinstance(device_map, dict):
+        return
+    names = {name for name, _ in model.named_modules()}
+    unknown = [key for key in device_map if key != "" and key not in names]
+    if unknown:
+        top = sorted({name.split(".")[0] for name in names if name})
+        raise ValueError(f"device_map names modules the model does not have: {unknown[:3]}; its top-level modules "
+                         f"are {top[:8]} (names as model.named_modules() gives them)")
 
 
 def _load_hf(path: str, device: str, display: str, dispatch: dict | None = None) -> HeadModel:
@@ -211,4 +247,5 @@ def _load_hf_quiet(path: str, device: str, display: str, dispatch: dict) -> Head
             raise
         model = cls.from_pretrained(path, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(path)
+    _check_device_map(model, dispatch.get("device_map"))
     return HeadModel(model if dispatch else model.to(device), tokenizer, name=display)

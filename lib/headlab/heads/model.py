@@ -41,13 +41,12 @@ from headlab.heads.gate import ABLATION_MODES, AblationNotApplied, GateMethods
 from headlab.heads.head import Head, parse_head
 from headlab.heads.inputs import check_batch, check_layer, check_texts, check_words
 from headlab.heads.offload import execution_device, resident
+from headlab.heads.readout import Readout, readout_of
 from headlab.models import witness
-from headlab.metrics import (METRIC_KINDS, cosine_distance, default_kind, mean_pool, next_token_loss,
-                             retrieval_loss)
 
 # ABLATION_MODES and AblationNotApplied live in headlab.heads.gate; importable from here too,
 # beside the HeadModel whose ablate() takes and raises them.
-__all__ = ["HeadModel", "ABLATION_MODES", "AblationNotApplied"]
+__all__ = ["HeadModel", "ABLATION_MODES", "AblationNotApplied", "check_model"]
 
 
 class HeadModel(CaptureMethods, GateMethods):
@@ -263,34 +262,6 @@ class HeadModel(CaptureMethods, GateMethods):
 
     __call__ = forward
 
-    def metric(self, output: torch.Tensor, batch: dict, clean: torch.Tensor | None = None,
-               kind: str | None = None, loss_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """The default per-input metric (see :mod:`headlab.metrics`).
-
-        Causal LMs: ``kind="loss"`` (next-token loss). Encoders: ``kind="cosine"`` (1 - cos to
-        the ``clean`` pooled embedding) or ``"retrieval"``; with ``clean=None`` an encoder's
-        metric is its pooled embedding itself. ``kind=None``: :func:`headlab.metrics.default_kind`.
-        """
-        kind = kind or default_kind(self.causal)
-        if kind not in METRIC_KINDS:
-            raise ValueError(f"unknown metric kind {kind!r}: use 'loss' (causal LMs), 'cosine' or 'retrieval' "
-                             "(encoders)")
-        if kind == "loss":
-            if not self.causal:
-                raise ValueError(f"{self.name} is an encoder with no language-model head: use "
-                                 "kind='cosine' or kind='retrieval'")
-            return next_token_loss(output, batch["input_ids"], batch["attention_mask"], loss_mask)
-        if self.causal:
-            raise ValueError(f"metric kind {kind!r} is for encoders; {self.name} is a causal LM (use 'loss')")
-        pooled = mean_pool(output, batch["attention_mask"])
-        if clean is None:
-            return pooled
-        if kind == "cosine":
-            return cosine_distance(pooled, clean.repeat(len(pooled) // len(clean), 1))
-        if kind == "retrieval":
-            return retrieval_loss(pooled, clean)
-        raise ValueError(f"unknown metric kind {kind!r}: use 'loss' (causal LMs), 'cosine' or 'retrieval' (encoders)")
-
     # ----------------------------------------------------------------- weights
     def _layer(self, layer: int) -> int:
         return check_layer(layer, self.n_layers, self.name)
@@ -367,20 +338,14 @@ class HeadModel(CaptureMethods, GateMethods):
             bias = proj.bias
             return None if bias is None else bias.detach()
 
-    def readout(self) -> tuple[nn.Module | None, torch.Tensor, torch.Tensor | None]:
-        """``(norm, W_U, b_U)``: ``logits = norm(last block's output) @ W_U + b_U`` (``norm`` or ``b_U``
-        ``None`` where there is none; ``W_U`` is ``(d_model, d_vocab)``).
+    def readout(self) -> Readout:
+        """The final norm and the unembedding, with the norm's linearisation:
+        :class:`~headlab.heads.readout.Readout` (``logits = readout.logits(last block's output)``).
 
         Raises:
             ValueError: the model has no language-model head (an encoder such as MiniLM).
         """
-        head = self.arch.unembed(self.model)
-        if head is None:
-            raise ValueError(f"{self.name} has no language-model head (an encoder, or a bare transformer): "
-                             "logits, logit metrics and logit attribution need a causal LM with its head")
-        with resident(head):
-            bias = getattr(head, "bias", None)
-            return self.arch.final_norm(self.model), head.weight.detach().T, None if bias is None else bias.detach()
+        return readout_of(self.model, self.arch, self.name)
 
     def head_results(self, layer: int, z: torch.Tensor) -> torch.Tensor:
         """Each head's write into the residual stream: ``(batch, pos, head, d_head)`` ->
@@ -390,3 +355,12 @@ class HeadModel(CaptureMethods, GateMethods):
             raise ValueError(f"head_results needs z of shape (batch, pos, {self.n_heads}, {self.d_head}) (head, "
                              f"d_head), got {tuple(getattr(z, 'shape', ())) or type(z).__name__}")
         return torch.einsum("bphd,hdm->bphm", z, w)
+
+
+def check_model(hm, where: str) -> HeadModel:
+    """``hm`` if it is a :class:`HeadModel`; else a TypeError that names what was given and how to wrap it."""
+    if isinstance(hm, HeadModel):
+        return hm
+    wrap = ("wrap it first: headlab.load(model_or_name) or HeadModel(model, tokenizer)"
+            if isinstance(hm, nn.Module) else "load one with headlab.load(NAME)")
+    raise TypeError(f"{where} needs a HeadModel, got {type(hm).__name__} {str(hm)[:40]!r}: {wrap}")

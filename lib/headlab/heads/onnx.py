@@ -151,14 +151,38 @@ def export_gpt(model: GPT, path: str | Path | None = None) -> bytes:
 
     Batch and sequence length are dynamic (up to the model's ``n_ctx``). The export
     uses PyTorch's TorchScript-based exporter, which traces the GPT's own forward:
-    its input checks run once on the example and are not part of the graph.
+    its input checks run once on the example and are not part of the graph. The caller's
+    model is left as it was found (its training mode and its device), also when the export fails.
+
+    Raises:
+        ValueError: ``path``'s folder does not exist, or ``path`` is a folder (checked before exporting).
     """
+    if path is not None:
+        target = Path(path)
+        if target.is_dir() or not target.parent.is_dir():
+            raise ValueError(f"cannot write the export to {str(path)!r}: "
+                             + ("it is a folder" if target.is_dir() else f"the folder {str(target.parent)!r} does "
+                                "not exist") + "; give a file path in an existing folder")
     try:
         import onnx  # noqa: F401  (torch.onnx needs it to serialise)
     except ImportError as err:
         raise ImportError("exporting to ONNX needs the `onnx` package: pip install onnx "
                           "(it comes with headlab's `book` and `test` extras)") from err
-    wrapped = GatedGPT(model).cpu()
+    if not isinstance(model, GPT):
+        raise TypeError(f"export_gpt exports a headlab.models.gpt.GPT, got {type(model).__name__}; "
+                        "other models have no ONNX export here")
+    training = model.training
+    device = next(model.parameters()).device
+    try:
+        data = _export(GatedGPT(model).cpu(), model)
+    finally:
+        model.train(training).to(device)
+    if path is not None:
+        Path(path).write_bytes(data)
+    return data
+
+
+def _export(wrapped: GatedGPT, model: GPT) -> bytes:
     c = model.config
     n = min(c.n_ctx, 8)
     ids = torch.zeros(2, n, dtype=torch.long)
@@ -176,15 +200,15 @@ def export_gpt(model: GPT, path: str | Path | None = None) -> bytes:
                           "logits": {0: "batch", 1: "pos"}, "patterns": {1: "batch", 3: "pos", 4: "pos"},
                           "z": {1: "batch", 2: "pos"}},
         )
-    data = buffer.getvalue()
-    if path is not None:
-        Path(path).write_bytes(data)
-    return data
+    return buffer.getvalue()
 
 
 def onnx_file_name(name: str, checkpoint_dir: str | Path | None = None) -> str:
     """The export's file name for the shipped checkpoint ``name``:
     ``<name>-<first 12 hex digits of its sha256>-v<EXPORT_VERSION>.onnx``."""
+    if checkpoint_dir is not None and not Path(checkpoint_dir).is_dir():
+        raise ValueError(f"checkpoint_dir {str(checkpoint_dir)!r} is not a folder: give the folder that holds the "
+                         "checkpoints (one sub-folder per model), or None for the shipped ones")
     names = available_organisms(checkpoint_dir)
     if name not in names:
         raise ValueError(f"unknown organism {name!r}; available: {', '.join(names) or '(none shipped)'}")
@@ -198,9 +222,14 @@ def export_organism(name: str, out_dir: str | Path, checkpoint_dir: str | Path |
     returns the file's path, named by :func:`onnx_file_name`."""
     out_dir = Path(out_dir)
     target = out_dir / onnx_file_name(name, checkpoint_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"out_dir {str(out_dir)!r} is a file: give a folder to write the export into")
     if not target.is_file():
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ValueError(f"cannot create out_dir {str(out_dir)!r} ({err.strerror}): give a writable folder") from None
         model = load_organism(name, checkpoint_dir=checkpoint_dir).model
-        out_dir.mkdir(parents=True, exist_ok=True)
         partial = target.with_suffix(".partial")
         export_gpt(model, partial)
         partial.replace(target)

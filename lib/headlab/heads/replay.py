@@ -19,20 +19,26 @@ The reading hooks (the record, the tiling at ``W_O`` and the merge after its blo
 dispatcher (:meth:`Dispatcher.hook`: counted in ``hooks_installed``, routed by the calling thread,
 nothing stored on the model). Two things cannot be hooks: a block that must not run, and a block
 whose keyword arguments must be tiled (torch's process-wide pre-hooks see no keyword arguments).
-For those, and only inside the block of the context, the block's instance ``forward`` is replaced;
-the original (a class's or an instance's own) is put back whatever happens.
+For those, and only inside the block of the context, the block's instance ``forward`` is replaced
+by a router that runs the replacement for the calling thread alone (a sweep in one thread and a
+plain forward, or another sweep, in another see each their own blocks); the original (a class's or
+an instance's own) is put back whatever happens, once no thread replaces it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
+import weakref
 from typing import Any, Callable, Iterator
 
 import torch
 
 from headlab.heads.gate import GateEdit
+from headlab.heads.head import Head
 
-__all__ = ["CleanRecord", "tiled_from_gate", "map_tensors"]
+__all__ = ["CleanRecord", "tiled_from_gate", "map_tensors", "chunk_plan", "groups_per_pass", "tile_budget",
+           "record_budget"]
 
 _MISSING = object()
 
@@ -50,18 +56,52 @@ def map_tensors(x, fn: Callable[[torch.Tensor], Any]):
     return x
 
 
+class _Router:
+    """A block's ``forward`` while some thread replays or tiles it: each thread runs its own
+    replacement (the innermost it installed), every other thread the block's original forward."""
+
+    def __init__(self, original: Callable, own: Any):
+        self.original, self.own = original, own
+        self.by_thread: dict[int, list[Callable]] = {}
+        self.users = 0
+
+    def __call__(self, *args, **kwargs):
+        stack = self.by_thread.get(threading.get_ident())
+        return (stack[-1] if stack else self.original)(*args, **kwargs)
+
+
+_ROUTERS: "weakref.WeakKeyDictionary[torch.nn.Module, _Router]" = weakref.WeakKeyDictionary()
+_ROUTERS_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def _instance_forward(block: torch.nn.Module, make: Callable[[Callable], Callable]) -> Iterator[None]:
-    """Inside the block, ``block.forward`` is ``make(original forward)``; afterwards the block's own
-    instance ``forward`` (if it had one) or its class's is back."""
-    own = block.__dict__.get("forward", _MISSING)
-    block.forward = make(block.forward)
+    """Inside the block, ``block.forward`` is ``make(original forward)`` for the calling thread only
+    (another thread's forward of the same block runs as before); afterwards, once no thread
+    replaces it any more, the block's own instance ``forward`` (if it had one) or its class's is back."""
+    tid = threading.get_ident()
+    with _ROUTERS_LOCK:
+        router = _ROUTERS.get(block)
+        if router is None:
+            router = _Router(block.forward, block.__dict__.get("forward", _MISSING))
+            block.forward = router
+            _ROUTERS[block] = router
+        router.users += 1
+        router.by_thread.setdefault(tid, []).append(make(router.original))
     try:
         yield
     finally:
-        del block.forward
-        if own is not _MISSING:
-            block.forward = own
+        with _ROUTERS_LOCK:
+            stack = router.by_thread[tid]
+            stack.pop()
+            if not stack:
+                del router.by_thread[tid]
+            router.users -= 1
+            if router.users == 0:
+                del _ROUTERS[block]
+                del block.forward
+                if router.own is not _MISSING:
+                    block.forward = router.own
 
 
 class CleanRecord:
@@ -175,3 +215,68 @@ def tiled_from_gate(hm, first: int, n: int, k: int, gate: GateEdit) -> Iterator[
             stack.enter_context(_instance_forward(block, tiling))
         stack.callback(tiled.clear)
         yield
+
+
+# ------------------------------------------------------------------ the tiling plan
+
+_CPU_TILE_BYTES = 8 * 2**20  # measured: benchmarks/sweep.py --sections tiles (see tile_budget)
+_CPU_RECORD_BYTES = 2**30  # the clean outputs kept for replay on a CPU, at most
+
+
+def tile_budget(device: torch.device | str) -> int:
+    """The bytes the widest activation of one forward pass of a sweep may take on ``device``.
+
+    On a CPU a fixed 8 MiB, the same on every machine (so a sweep's chunks, and its floats, do
+    not depend on the machine). ``benchmarks/sweep.py --sections tiles`` measured why: on the
+    project's CPU, GPT-2's element-wise work costs several times more per row once a tile
+    outgrows the cache; tiles of about a thousand tokens (6 MiB of MLP activations) beat both
+    one copy of the inputs and all twelve heads of a layer at once. On a CUDA device, a quarter
+    of the free memory (wide tiles keep it busy); 1 GiB on other accelerators.
+    """
+    return _memory(torch.device(device), _CPU_TILE_BYTES)
+
+
+def record_budget(device: torch.device | str) -> int:
+    """The bytes of clean outputs a sweep keeps for replay on ``device`` (1 GiB on a CPU)."""
+    return _memory(torch.device(device), _CPU_RECORD_BYTES)
+
+
+def _memory(device: torch.device, on_cpu: int) -> int:
+    """``on_cpu`` bytes on a CPU, a quarter of the free memory on a CUDA device, 1 GiB on others."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0] // 4
+    return on_cpu if device.type == "cpu" else 2**30
+
+
+def groups_per_pass(copy_bytes: int, budget: int, cap: int) -> int:
+    """How many groups one forward pass runs: as many tiles of ``copy_bytes`` (the widest
+    activation of one copy of the inputs) as fit in ``budget``, between 1 and ``cap``."""
+    if copy_bytes <= 0 or cap < 1:
+        raise ValueError(f"copy_bytes ({copy_bytes}) and cap ({cap}) must be positive")
+    return int(max(1, min(cap, budget // copy_bytes)))
+
+
+def chunk_plan(groups: list[tuple[Head, ...]], per_pass: int) -> list[list[int]]:
+    """Indices of the groups each forward pass runs.
+
+    Groups that share their lowest layer run together (mixing lowest layers would run the
+    lower one's blocks for groups that do not need them), at most ``per_pass`` at a time,
+    split into chunks of near-equal size (12 groups at 5 per pass: 4 + 4 + 4, not 5 + 5 + 2).
+    Lowest layers in increasing order, groups in their given order within a layer.
+    """
+    if per_pass < 1:
+        raise ValueError(f"per_pass must be at least 1, got {per_pass}")
+    by_first: dict[int, list[int]] = {}
+    for i, group in enumerate(groups):
+        by_first.setdefault(min(l for l, _ in group), []).append(i)
+    plan = []
+    for first in sorted(by_first):
+        idx = by_first[first]
+        n_chunks = -(-len(idx) // per_pass)
+        size, extra = divmod(len(idx), n_chunks)
+        start = 0
+        for c in range(n_chunks):
+            stop = start + size + (c < extra)
+            plan.append(idx[start:stop])
+            start = stop
+    return plan

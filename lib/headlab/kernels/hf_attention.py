@@ -11,7 +11,8 @@
 The mask builder passes the ``(batch, n)`` key-padding mask, not an ``n x n`` matrix;
 causality comes from the module's ``is_causal``. Sliding windows, packed sequences, custom
 masks and a key/value cache are refused. While :func:`session` is open, each call goes to
-the session object (how :mod:`headlab.analysis.streaming` records statistics).
+the session object (how ``headlab.analysis.streaming`` records statistics; a model family
+installs the kernel through its ``Architecture.fused_attention``).
 """
 
 from __future__ import annotations

@@ -1,2 +1,5 @@
-"""The book's own models: the GPT it trains (:mod:`~headlab.models.gpt`), its shipped checkpoints,
-and the planted model whose heads are set by hand (:mod:`~deviating.planted`)."""
+"""headlab's own small GPT (:mod:`~headlab.models.gpt`: readable, with an explicit attention
+pattern; the architecture of every organism the book trains), the checkpoints saved in its format
+and their verified loading (:mod:`~headlab.models.checkpoints`), and the witness op that makes
+every forward of it visible to the head interface (:mod:`~headlab.models.witness`). The book's
+training recipes and its planted model are the book's (``deviating.training``, ``deviating.planted``)."""

@@ -1,4 +1,4 @@
-"""The book's model organisms: a minimal, readable GPT.
+"""A minimal, readable GPT: headlab's own model, the architecture of the book's organisms.
 
 A pre-LayerNorm decoder in the style of GPT-2 / nanoGPT, with learned positional
 embeddings, an optional MLP and explicit attention (the pattern exists). Module names are
@@ -110,7 +110,8 @@ class Attention(nn.Module):
 
     ``attention_function``: None (the explicit computation), or a fused kernel
     ``f(module, q, k, v, key_mask) -> z (batch, head, q_pos, d_head)`` that computes no
-    pattern (set by :mod:`headlab.analysis.streaming` while it streams head statistics).
+    pattern (set by the adapter's ``fused_attention`` while :mod:`headlab.analysis.streaming` streams
+    head statistics).
     """
 
     attention_function = None

@@ -37,12 +37,17 @@ def _witness_impl(ids: torch.Tensor, token: int) -> torch.Tensor:
     return ids.clone()
 
 
-if not hasattr(torch.ops.headlab, "witness"):  # once per process: a reload of this module must not fail
-    _op = torch.library.custom_op("headlab::witness", _witness_impl, mutates_args=())
+def _register() -> None:
+    """Register ``headlab::witness`` with torch, once per process, at the first forward that needs it
+    (never at import: importing headlab registers nothing)."""
+    with _LOCK:
+        if hasattr(torch.ops.headlab, "witness"):  # registered already (also after a reload of this module)
+            return
+        op = torch.library.custom_op("headlab::witness", _witness_impl, mutates_args=())
 
-    @_op.register_fake
-    def _(ids: torch.Tensor, token: int) -> torch.Tensor:
-        return torch.empty_like(ids)
+        @op.register_fake
+        def _(ids: torch.Tensor, token: int) -> torch.Tensor:
+            return torch.empty_like(ids)
 
 
 def witness(ids: torch.Tensor, token: int) -> torch.Tensor:
@@ -52,6 +57,8 @@ def witness(ids: torch.Tensor, token: int) -> torch.Tensor:
     """
     if torch.onnx.is_in_onnx_export():
         return ids
+    if not hasattr(torch.ops.headlab, "witness"):
+        _register()
     return torch.ops.headlab.witness(ids, token)
 
 

@@ -1,6 +1,9 @@
-"""Circuits between heads: composition scores between two layers."""
+"""Circuits between heads: composition scores between two layers, and what removing one head of a
+pair takes from the other's score."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from headlab.heads.head import format_head
 from headlab.viz.figures import as_array, new_axes
@@ -27,3 +30,23 @@ def plot_composition(scores: dict, baseline: dict | None = None, earlier_layer: 
         base = f"\nrandom weights: {baseline[kind]:.2f}" if baseline and kind in baseline else ""
         ax.set_title(f"{kind}-composition{base}", fontsize=9)
     return fig
+
+
+def plot_circuit_drops(ax, pairs: list[dict]):
+    """Induction score of each candidate induction head, clean and with its candidate previous-token
+    head ablated. ``pairs``: dicts with ``previous_token``, ``induction`` (heads), ``clean``,
+    ``ablated`` and ``verified`` (as in the checklist report)."""
+    if not pairs:
+        raise ValueError("no candidate pairs to draw")
+    x = np.arange(len(pairs))
+    clean = [p["clean"] for p in pairs]
+    ablated = [p["ablated"] for p in pairs]
+    ax.bar(x - 0.2, clean, width=0.4, color="tab:blue", label="clean")
+    ax.bar(x + 0.2, ablated, width=0.4, color="tab:orange", label="previous-token head ablated")
+    names = [f"{format_head(p['previous_token'])} → {format_head(p['induction'])}"
+             + (" ✓" if p["verified"] else "") for p in pairs]
+    ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("induction score")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=7, frameon=False)
+    return ax

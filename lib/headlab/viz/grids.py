@@ -1,5 +1,5 @@
-"""Per-head values on the layers x heads grid: a score per head as an annotated heat map, and the
-heads a pruning plan must keep, coloured by reason."""
+"""Per-head values on the layers x heads grid: a score per head as an annotated heat map (the
+heads a plan must keep are :func:`headlab.viz.effects.plot_keep_map`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """Widgets that compute wherever the reader is: in a notebook and on the static website.
 
-Three `anywidget <https://anywidget.dev>`_ widgets (:func:`temperature_widget`,
-:func:`heads_widget`, :func:`ablation_widget`), front-ends in ``headlab/viz/js/``. In a
+The live-ablation `anywidget <https://anywidget.dev>`_ widget (:func:`ablation_widget`), its
+front-end in ``headlab/viz/js/``, and what any such widget shares: the tokenizer in the browser
+(:func:`tokenizer_spec`, :func:`encode`), packed arrays (:func:`packed`), the front-end's module
+(:func:`widget_module`). The book's teaching widgets (the temperature of one row, models that
+differ only in their number of heads) are built on these in ``deviating.figures.widgets``. In a
 notebook the kernel computes each view with PyTorch; on the static site the front-end runs
 the models' ONNX exports (:mod:`headlab.heads.onnx`) with onnxruntime-web. The first view
 is computed here and saved with the notebook.
@@ -22,23 +25,23 @@ import torch
 import traitlets as t
 
 from headlab.heads.model import HeadModel
-from headlab.viz.widgets import HeadCountPatterns, LiveAblation, check_texts, check_top_k
+from headlab.viz.widgets import LiveAblation, check_texts, check_top_k
 from headlab.models.checkpoints import CHECKPOINT_DIR, available_organisms
 from headlab.models.gpt import GPT
 from headlab.heads.onnx import onnx_file_name
 
-__all__ = ["TemperatureWidget", "HeadsWidget", "AblationWidget", "temperature_widget", "heads_widget",
-           "ablation_widget", "tokenizer_spec", "encode", "byte_chars", "BPE_SPLIT", "shipped_checkpoint",
-           "packed", "unpack", "JS_DIR"]
+__all__ = ["AblationWidget", "ablation_widget", "tokenizer_spec", "encode", "byte_chars", "BPE_SPLIT",
+           "shipped_checkpoint", "onnx_file", "spec_or_none", "packed", "unpack", "widget_module", "JS_DIR"]
 
 JS_DIR = Path(__file__).resolve().parent / "js"
 ABLATION_MODES = ("zero", "mean")
 
 
 @lru_cache(maxsize=None)
-def _esm(name: str) -> str:
-    """The ES module of widget ``name``: core.js (shared functions) followed by ``name``.js."""
-    return (JS_DIR / "core.js").read_text(encoding="utf8") + "\n" + (JS_DIR / f"{name}.js").read_text(encoding="utf8")
+def widget_module(name: str, folder: Path = JS_DIR) -> str:
+    """The ES module of widget ``name``: headlab's core.js (shared functions) followed by
+    ``folder/name.js``."""
+    return (JS_DIR / "core.js").read_text(encoding="utf8") + "\n" + (Path(folder) / f"{name}.js").read_text(encoding="utf8")
 
 
 # ---------------------------------------------------------------------------- tokens
@@ -154,12 +157,14 @@ def shipped_checkpoint(hm: HeadModel) -> str | None:
     return hm.name if all(torch.equal(saved[k], state[k].detach().cpu().float()) for k in saved) else None
 
 
-def _onnx_file(hm: HeadModel) -> str:
+def onnx_file(hm: HeadModel) -> str:
+    """The file name of ``hm``'s ONNX export on the static site, or ``""`` for a model that is no shipped checkpoint."""
     name = shipped_checkpoint(hm)
     return onnx_file_name(name) if name is not None else ""
 
 
-def _spec_or_none(tokenizer, **kwargs) -> dict | None:
+def spec_or_none(tokenizer, **kwargs) -> dict | None:
+    """:func:`tokenizer_spec`, or None for a tokenizer the browser cannot run."""
     try:
         return tokenizer_spec(tokenizer, **kwargs)
     except (ValueError, AttributeError):
@@ -186,110 +191,10 @@ def unpack(value) -> np.ndarray:
 # ---------------------------------------------------------------------------- widgets
 
 
-class TemperatureWidget(anywidget.AnyWidget):
-    """One attention row at an adjustable temperature (computed in the browser)."""
-
-    def __repr__(self) -> str:  # what a notebook shows where widgets do not render
-        return f"TemperatureWidget(T = {self.temperature:g} over {len(self.scores)} keys)"
-
-    _esm = _esm("temperature")
-    scores = t.List(t.Float()).tag(sync=True)
-    labels = t.List(t.Unicode()).tag(sync=True)  # ("keys" is taken: ipywidgets' list of synced traits)
-    temperature = t.Float(1.0).tag(sync=True)
-    t_min = t.Float(0.1).tag(sync=True)
-    t_max = t.Float(5.0).tag(sync=True)
-    step = t.Float(0.1).tag(sync=True)
-
-
-def temperature_widget(scores: Sequence[float], keys: Sequence[str], temperature: float = 1.0,
-                       t_min: float = 0.1, t_max: float = 5.0, step: float = 0.1) -> TemperatureWidget:
-    """A slider for ``T`` and the bar chart of ``softmax(scores / T)`` over ``keys``, titled
-    with the row's entropy in nats."""
-    scores = [float(s) for s in np.asarray(scores, dtype=float).ravel()]
-    keys = [str(k) for k in keys]
-    if not scores or len(scores) != len(keys):
-        raise ValueError(f"give one key per score: {len(scores)} scores, {len(keys)} keys")
-    if not np.all(np.isfinite(scores)):
-        raise ValueError(f"scores must be finite, got {scores}")
-    if not 0 < t_min <= temperature <= t_max:
-        raise ValueError(f"need 0 < t_min <= temperature <= t_max, got {t_min}, {temperature}, {t_max}")
-    return TemperatureWidget(scores=scores, labels=keys, temperature=float(temperature), t_min=float(t_min),
-                             t_max=float(t_max), step=float(step))
-
-
-class HeadsWidget(anywidget.AnyWidget):
-    """Patterns of models that differ only in their number of heads (see :func:`heads_widget`)."""
-
-    _esm = _esm("heads")
-    head_counts = t.List(t.Int()).tag(sync=True)
-    n_heads = t.Int().tag(sync=True)
-    n_layers = t.Int().tag(sync=True)
-    layer = t.Int(0).tag(sync=True)
-    text = t.Unicode().tag(sync=True)
-    texts = t.List(t.Unicode()).tag(sync=True)
-    notes = t.Dict().tag(sync=True)
-    d_heads = t.Dict().tag(sync=True)
-    tokenizer = t.Dict(allow_none=True).tag(sync=True)
-    onnx = t.Dict().tag(sync=True)
-    view = t.Dict().tag(sync=True)
-
-    def __repr__(self) -> str:
-        return (f"HeadsWidget({'/'.join(map(str, self.head_counts))} heads, showing {self.n_heads} "
-                f"in layer {self.layer})")
-
-    def __init__(self, core: HeadCountPatterns, **kwargs):
-        self._core = core
-        super().__init__(**kwargs)
-        self.observe(self._recompute, names=["n_heads", "layer", "text"])
-        self._recompute()
-
-    def compute(self) -> dict:
-        """The view for the current controls, with PyTorch (raises ``ValueError`` on bad input)."""
-        if self.tokenizer is not None:
-            encode(self.text, self.tokenizer)  # the browser's message for words outside the vocabulary
-        view = self._core.view(self.n_heads, self.text, self.layer)
-        return {"n_heads": view.n_heads, "d_head": view.d_head, "layer": view.layer, "tokens": view.tokens,
-                "pattern": packed(view.pattern), "error": None}
-
-    def _recompute(self, *_) -> None:
-        try:
-            self.view = self.compute()
-        except ValueError as err:
-            self.view = {**self.view, "error": str(err)}
-
-
-def heads_widget(models: dict[int, HeadModel], texts: Sequence[str], n_heads: int | None = None,
-                 layer: int = 0, notes: dict[int, str] | None = None) -> HeadsWidget:
-    """Choose a number of heads, a layer and a sentence; see every head's pattern.
-
-    ``models``: head count -> model (:class:`~headlab.viz.widgets.HeadCountPatterns`);
-    ``texts``: suggestions; ``notes``: a line per head count."""
-    core = HeadCountPatterns(models)
-    texts = [t_ for t_ in texts if t_.strip()]
-    if not texts:
-        raise ValueError("give at least one text")
-    n_heads = core.head_counts[-1] if n_heads is None else n_heads
-    if n_heads not in core.models:
-        raise ValueError(f"no model with {n_heads} heads; available: {core.head_counts}")
-    if not 0 <= layer < core.n_layers:
-        raise ValueError(f"layer {layer} is out of range: the models have layers 0..{core.n_layers - 1}")
-    first = next(iter(core.models.values()))
-    spec = _spec_or_none(first.tokenizer, add_bos=True, n_ctx=getattr(first.model.config, "n_ctx", None))
-    onnx = {str(h): _onnx_file(hm) for h, hm in core.models.items()} if spec is not None else {}
-    widget = HeadsWidget(core, head_counts=core.head_counts, n_heads=n_heads, n_layers=core.n_layers,
-                         layer=layer, text=texts[0], texts=texts,
-                         notes={str(k): v for k, v in (notes or {}).items()},
-                         d_heads={str(h): hm.d_head for h, hm in core.models.items()},
-                         tokenizer=spec, onnx={k: v for k, v in onnx.items() if v})
-    if widget.view.get("error"):
-        raise ValueError(widget.view["error"])
-    return widget
-
-
 class AblationWidget(anywidget.AnyWidget):
     """Live ablation of a causal language model's heads (see :func:`ablation_widget`)."""
 
-    _esm = _esm("ablation")
+    _esm = widget_module("ablation")
     n_layers = t.Int().tag(sync=True)
     n_heads = t.Int().tag(sync=True)
     d_head = t.Int().tag(sync=True)
@@ -351,11 +256,11 @@ def ablation_widget(hm: HeadModel, texts: Sequence[str], preset: Sequence = (), 
     check_top_k(top_k, getattr(hm.model.config, "d_vocab", None))
     preset = hm.check_heads(preset) if preset else []
     selected = hm.check_heads([selected])[0] if selected is not None else (preset[0] if preset else (0, 0))
-    spec = _spec_or_none(hm.tokenizer, n_ctx=getattr(hm.model.config, "n_ctx", None))
+    spec = spec_or_none(hm.tokenizer, n_ctx=getattr(hm.model.config, "n_ctx", None))
     widget = AblationWidget(hm, n_layers=hm.n_layers, n_heads=hm.n_heads, d_head=hm.d_head,
                             ablated=[list(x) for x in preset], mode=mode, selected=list(selected),
                             texts=texts, top_k=top_k, tokenizer=spec,
-                            onnx=_onnx_file(hm) if spec is not None else "")
+                            onnx=onnx_file(hm) if spec is not None else "")
     if widget.view.get("error"):
         raise ValueError(widget.view["error"])
     return widget

@@ -1,4 +1,4 @@
-"""Interactive widgets (ipywidgets): live ablation and adjustable heads.
+"""Interactive widgets (ipywidgets): live ablation.
 
 The computation lives in plain classes (:class:`LiveAblation`) that tests and
 benchmarks call directly; the widget functions only lay out controls and call
@@ -16,11 +16,10 @@ import torch
 from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head, format_head, format_heads
 from headlab.heads.model import ABLATION_MODES, HeadModel
-from headlab.metrics import next_token_loss
+from headlab.metrics import mean_pool, next_token_loss
 from headlab.viz.patterns import plot_pattern
 
-__all__ = ["LiveAblation", "AblationView", "ablation_widget", "HeadCountPatterns", "HeadCountView",
-           "check_texts", "check_top_k", "check_mode"]
+__all__ = ["LiveAblation", "AblationView", "ablation_widget", "check_texts", "check_top_k", "check_mode"]
 
 
 def check_texts(texts) -> list[str]:  # noqa: ANN001
@@ -107,7 +106,7 @@ class LiveAblation:
             self._pooled = None
             self.clean = next_token_loss(out, self.batch["input_ids"], self.batch["attention_mask"])
         else:
-            self._pooled = self.hm.metric(out, self.batch)
+            self._pooled = mean_pool(out, self.batch["attention_mask"])
             self.clean = torch.zeros(len(texts))
         first = self.batch["input_ids"][0][self.batch["attention_mask"][0].bool()]
         tok = self.hm.tokenizer
@@ -147,7 +146,7 @@ class LiveAblation:
             names_abl = tok.convert_ids_to_tokens(ids_abl) if tok is not None else [str(i) for i in ids_abl]
             top_abl = [(name, float(p_clean[i]), float(p_abl[i])) for name, i in zip(names_abl, ids_abl)]
             return AblationView(metric, self.clean, top, None, pattern, self.tokens, top_abl)
-        pooled = hm.metric(out, batch)
+        pooled = mean_pool(out, batch["attention_mask"])
         metric = 1 - torch.nn.functional.cosine_similarity(pooled, self._pooled, dim=-1)
         e = torch.nn.functional.normalize(pooled, dim=-1)
         return AblationView(metric, self.clean, [], e @ e.T, pattern, self.tokens)
@@ -233,86 +232,3 @@ def _readout_html(hm: HeadModel, texts, ablated, view: AblationView) -> str:
 
 def _esc(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-# ---------------------------------------------------------------------------- adjustable heads
-
-
-@dataclass
-class HeadCountView:
-    """What the adjustable-heads widget shows for one setting.
-
-    Attributes:
-        n_heads, d_head: the chosen model's head geometry.
-        layer: the layer shown.
-        tokens: the text's tokens (``<bos>`` first for the book's GPTs).
-        pattern: ``(head, q_pos, k_pos)``, every head's attention pattern on the text.
-    """
-
-    n_heads: int
-    d_head: int
-    layer: int
-    tokens: list[str]
-    pattern: torch.Tensor
-
-
-class HeadCountPatterns:
-    """Patterns of models that differ only in their number of heads, on any text.
-
-    ``models`` maps a head count to a :class:`HeadModel`; all of them must share the
-    number of layers, ``d_model`` and the vocabulary, so that the same text gives the
-    same tokens to each.
-    """
-
-    def __init__(self, models: dict[int, HeadModel]):
-        if not models:
-            raise ValueError("give at least one model, as {n_heads: HeadModel}")
-        for n_heads, hm in models.items():
-            if not isinstance(hm, HeadModel):
-                raise TypeError(f"models[{n_heads!r}] must be a HeadModel, got {type(hm).__name__}")
-            if hm.n_heads != n_heads:
-                raise ValueError(f"models[{n_heads}] has {hm.n_heads} heads; key each model by its head count")
-        first = next(iter(models.values()))
-        for hm in models.values():
-            same = (hm.n_layers, hm.d_model) == (first.n_layers, first.d_model)
-            if not same or hm.tokenizer is None or hm.tokenizer.get_vocab() != first.tokenizer.get_vocab():
-                raise ValueError(f"{hm.name} and {first.name} differ in layers, d_model or vocabulary: "
-                                 "compare models that differ only in their number of heads")
-        self.models = dict(sorted(models.items()))
-        self.n_layers = first.n_layers
-
-    @property
-    def head_counts(self) -> list[int]:
-        return list(self.models)
-
-    def tokenize(self, text: str) -> dict[str, torch.Tensor]:
-        """Token ids of ``text`` with ``<bos>`` first (added when the tokenizer does not add
-        it); raises ``ValueError`` naming the words the vocabulary does not have."""
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError("give a non-empty text")
-        tok = next(iter(self.models.values())).tokenizer
-        ids = tok(text)["input_ids"]
-        if tok.bos_token_id is not None and (not ids or ids[0] != tok.bos_token_id):
-            ids = [tok.bos_token_id] + ids
-        unk = tok.unk_token_id
-        if unk is not None and unk in ids:
-            unknown = [w for w in text.split() if tok(w)["input_ids"] == [unk]]
-            raise ValueError(f"not in the vocabulary: {', '.join(repr(w) for w in unknown)}; "
-                             "use words of the book's synthetic language")
-        n_ctx = getattr(next(iter(self.models.values())).model.config, "n_ctx", None)
-        if n_ctx is not None and len(ids) > n_ctx:
-            raise ValueError(f"the text has {len(ids)} tokens, more than the models' n_ctx = {n_ctx}")
-        ids_t = torch.tensor([ids])
-        return {"input_ids": ids_t, "attention_mask": torch.ones_like(ids_t)}
-
-    def view(self, n_heads: int, text: str, layer: int = 0) -> HeadCountView:
-        """Every head's pattern in ``layer`` of the ``n_heads``-head model on ``text``."""
-        if n_heads not in self.models:
-            raise ValueError(f"no model with {n_heads} heads; available: {self.head_counts}")
-        if not 0 <= layer < self.n_layers:
-            raise ValueError(f"layer {layer} is out of range: the models have layers 0..{self.n_layers - 1}")
-        hm = self.models[n_heads]
-        batch = self.tokenize(text)
-        _, cache = hm.run_with_cache(batch, names=("pattern",), layers=[layer])
-        tokens = hm.tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist())
-        return HeadCountView(n_heads, hm.d_head, layer, tokens, cache.pattern(layer)[0])  # (head, q, k)

@@ -94,6 +94,6 @@ def c15_row(model: str, n_dims: int, n_heads: int, stable: dict[str, Sequence], 
                                          f"twin in every other SAE seed, {first}, mean over SAE seeds")
     return ClaimRow("C15", model, "live features that every other SAE seed finds again", float(n_dims),
                     f"as many as the {n_dims} dimensions the SAE reads ({n_heads} heads of {n_dims // n_heads})",
-                    "greater", tuple(ms), headline=headline,
+                    "greater", tuple(ms), headline=headline, unit="count",
                     note="seeds are the SAEs' training seeds; interval: the exact interval of the stable share, "
                          "times the live features")

@@ -43,6 +43,7 @@ from torch import nn
 
 from headlab.heads.ablation import Ablation
 from headlab.heads.model import HeadModel
+from headlab.metrics import Metric
 
 __all__ = [
     "SAEConfig", "SparseAutoencoder", "topk_relu", "check_activations", "evaluate_sae",
@@ -286,7 +287,7 @@ def loss_recovered(hm: HeadModel, sae: SparseAutoencoder, layer: int, input_ids:
         total, count = 0.0, 0
         for chunk in input_ids.split(batch_size):
             batch = hm.tokenize(chunk)
-            total += float(hm.metric(hm.forward(batch), batch).sum())
+            total += float(Metric().bound(hm).score(hm.forward(batch), batch).sum())
             count += len(chunk)
         return total / count
 

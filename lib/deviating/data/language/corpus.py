@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import torch
 
 from headlab.analysis.detect import RelationSet
-from headlab.analysis.texts import max_length
 from deviating.data.language.document import pack
 from deviating.data.language.grammar import Language
 from deviating.data.language.relations import synthetic_relation_set, synthetic_token_frequency
@@ -73,11 +72,11 @@ class SyntheticCorpus:
             raise TypeError(f"SyntheticCorpus takes a deviating.data.language.Language, got {type(self.lang).__name__}")
 
     def _windows(self, hm, n_docs: int, seed: int) -> list:
-        return pack(self.lang.sample(n_docs, seed=seed), n_ctx=min(64, max_length(hm) or 64), drop_last=True)
+        return pack(self.lang.sample(n_docs, seed=seed), n_ctx=min(64, hm.max_positions or 64), drop_last=True)
 
     def texts(self, hm, seed: int) -> tuple[list[str], str]:
         windows = self._windows(hm, ATLAS_DOCUMENTS, seed)[:64]
-        n_ctx = min(64, max_length(hm) or 64)
+        n_ctx = min(64, hm.max_positions or 64)
         return [w.text for w in windows], (f"{len(windows)} windows of {n_ctx} tokens of the synthetic "
                                            f"language (Language.sample({ATLAS_DOCUMENTS}, seed={seed}), packed)")
 

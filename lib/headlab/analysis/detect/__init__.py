@@ -10,7 +10,7 @@ from headlab.analysis.detect.base import allowed_keys, uniform_pattern
 from headlab.analysis.detect.annotated import (
     RelationResult, RelationSet, english_relation_set, held_out_relation_scores, relation_scores,
 )
-from headlab.analysis.detect.copying import NotApplicable, Unembed, dla_copying_score, ov_copying_score, unembedding
+from headlab.analysis.detect.copying import NotApplicable, dla_copying_score, ov_copying_score, unembedding
 from headlab.analysis.detect.labels import (
     BROAD_FAMILIES, DEFAULT_THRESHOLDS, DIFFUSE_ENTROPY, FAMILIES, LABEL_LIFT, LABELS, ORPHAN_EFFECT,
     HeadLabels, Thresholds, label_heads, lift,
@@ -39,7 +39,7 @@ __all__ = [
     # spread
     "entropy_score",
     # copying
-    "NotApplicable", "Unembed", "unembedding", "ov_copying_score", "dla_copying_score",
+    "NotApplicable", "unembedding", "ov_copying_score", "dla_copying_score",
     # relations
     "VERB_SUBJECT", "SUBJECT_VERB", "PRONOUN_ANTECEDENT", "pointer_targets", "visible_targets",
     "relation_hits", "query_hits", "relation_accuracy", "OffsetBaseline", "offset_baseline", "prediction_accuracy",

@@ -6,10 +6,11 @@ specialist; 0 where ``u = 1``).
 
 The rule (:func:`label_heads`), for each head:
 
-1. **A named family** if its best lift among the named families (:data:`FAMILIES`, and any
-   registered with :func:`headlab.analysis.detect.registry.register_score`) is at least
-   ``thresholds.lift``; ties go to the family listed first (the more specific one, e.g.
-   ``separator`` before ``punctuation``). Strength: that lift.
+1. **A named family** if the lift of one of the named families (:data:`FAMILIES`, and any
+   registered with :func:`headlab.analysis.detect.registry.register_score`) reaches its bar:
+   ``thresholds.induction_lift`` for ``induction``, ``thresholds.lift`` for the others. Of the
+   families that do, the one with the largest lift names the head; ties go to the family listed
+   first (the more specific one, e.g. ``separator`` before ``punctuation``). Strength: that lift.
 2. Else **local** if the ``local`` lift (weight within a small window) reaches
    ``thresholds.lift``: it is checked second because every previous-token head is local too.
 3. Else, with effects given, **orphan** if the head's effect is at least
@@ -22,6 +23,14 @@ The rule (:func:`label_heads`), for each head:
    clipped at 0).
 
 The thresholds are named constants below and travel with every atlas.
+
+**One definition per role.** The bars are the roles' own (:mod:`headlab.roles`): the label
+``previous_token`` reads the lift the previous-token role requires at least
+(``LABEL_LIFT``, :func:`headlab.roles.positional.previous_token_heads`'s ``min_lift``), and the
+label ``induction`` the lift of the induction role's attention half (``INDUCTION_LIFT``,
+:func:`headlab.roles.induction.induction_heads`). A label is the role's test on the atlas's texts,
+in sample; the role adds what makes it a claim: the held-out split and its interval, the decoy
+null (previous-token) and the copying half (induction).
 """
 
 from __future__ import annotations
@@ -41,7 +50,9 @@ BROAD_FAMILIES = broad_families()
 OTHER_LABELS = ("orphan", "diffuse", "inactive", "unlabelled")
 LABELS = FAMILIES + BROAD_FAMILIES + OTHER_LABELS
 
-LABEL_LIFT = 0.4        # a family names a head when its lift over uniform attention reaches 0.4
+LABEL_LIFT = 0.4        # a family names a head when its lift over uniform attention reaches 0.4 ...
+INDUCTION_LIFT = 0.3    # ... the induction family at 0.3: the induction role's attention half
+INDUCTION = "induction"  # the family (and role) whose bar is INDUCTION_LIFT
 DIFFUSE_ENTROPY = 0.8   # normalised entropy at or above which an unnamed head is "diffuse"
 ORPHAN_EFFECT = 1.0     # an unnamed head is an orphan when its effect is >= this x the mean head effect
 
@@ -53,6 +64,11 @@ class Thresholds:
     lift: float = LABEL_LIFT
     diffuse_entropy: float = DIFFUSE_ENTROPY
     orphan_effect: float = ORPHAN_EFFECT
+    induction_lift: float = INDUCTION_LIFT
+
+    def bar(self, family: str) -> float:
+        """The lift that names a head after ``family``: ``induction_lift`` for induction, else ``lift``."""
+        return self.induction_lift if family == INDUCTION else self.lift
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -146,16 +162,19 @@ def label_heads(scores: Mapping[str, torch.Tensor], effects: torch.Tensor | None
     strength = torch.zeros(n_layers, n_heads, dtype=torch.float64)
     for layer in range(n_layers):
         for head in range(n_heads):
-            best_name, best = None, neg
+            best_name, best, top = None, neg, neg  # the best family that reaches its bar; the best lift
             for name in named:
                 if name in lifts:
                     value = lifts[name][layer, head]
-                    if not torch.isnan(value) and value > best:
+                    if torch.isnan(value):
+                        continue
+                    top = torch.maximum(top, value)
+                    if value >= thresholds.bar(name) and value > best:
                         best_name, best = name, value
             wide = [(lifts[n][layer, head], n) for n in broad
                     if n in lifts and not torch.isnan(lifts[n][layer, head])]
             wide_value, wide_name = max(wide, key=lambda vn: vn[0]) if wide else (None, None)
-            if best_name is not None and best >= thresholds.lift:
+            if best_name is not None:
                 label, value = best_name, best
             elif wide_value is not None and wide_value >= thresholds.lift:
                 label, value = wide_name, wide_value
@@ -166,7 +185,7 @@ def label_heads(scores: Mapping[str, torch.Tensor], effects: torch.Tensor | None
             elif relative is not None:
                 label, value = "inactive", peak[layer, head]
             else:
-                label, value = "unlabelled", best if best_name is not None else torch.tensor(0.0)
+                label, value = "unlabelled", top if bool(top > neg) else torch.tensor(0.0)
             labels[layer][head] = label
             strength[layer, head] = float(value)
     return HeadLabels(labels, strength.clamp(0, 1), lifts, relative)
