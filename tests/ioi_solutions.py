@@ -33,7 +33,8 @@ def attention_between(patterns, query_pos, key_pos):
 
 
 def ioi_head_dla(hm, ids, end, io_id, s_id):
-    norm, W_U, _ = hm.readout()
+    readout = hm.readout()
+    norm, W_U = readout.norm, readout.W_U
     rows = torch.arange(len(end))
     with torch.no_grad(), hm.capture(("z",)) as cache, hm.residual_stream() as stream:
         hm.forward(ids)

@@ -101,7 +101,8 @@ def attention_last_query(patterns, query_pos, key_pos):
 # ------------------------------------------------------------------ direct logit attribution
 
 def _dla(hm, ids, end, io_id, s_id, scale=True, centre=True, at_last=False, only_io=False, bias=False):
-    norm, W_U, _ = hm.readout()
+    readout = hm.readout()
+    norm, W_U = readout.norm, readout.W_U
     rows = torch.arange(len(end))
     at = torch.full_like(end, ids.shape[1] - 1) if at_last else end
     with torch.no_grad(), hm.capture(("z",)) as cache, hm.residual_stream() as stream:
