@@ -45,7 +45,8 @@ import torch.nn.functional as F
 # benchmarks/kernels.py would shadow the `kernels` package that transformers looks for: drop this folder
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # measure this checkout's code
-from headlab.kernels import attention, fused_attention, statistic_inputs  # noqa: E402
+from deviating.kernels import attention  # noqa: E402
+from headlab.kernels import fused_attention, statistic_inputs  # noqa: E402
 from headlab.kernels.statistics import pattern_statistics  # noqa: E402
 
 GIB = 2**30

@@ -67,7 +67,8 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # measure this checkout's code
 from deviating.memory import peak_memory  # noqa: E402
-from headlab.kernels import attention, flash_attention, fused_attention  # noqa: E402
+from deviating.kernels import attention, flash_attention  # noqa: E402
+from headlab.kernels import fused_attention  # noqa: E402
 from headlab.kernels.statistics import pattern_statistics, statistic_inputs  # noqa: E402
 
 D_MODEL, BATCH = 512, 1

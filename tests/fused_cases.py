@@ -82,7 +82,7 @@ def make_inputs(case: Case, device: str = "cpu", seed: int = 0):
 
 def judge(case: Case, backend: str, device: str = "cpu") -> dict:
     """Run one case on one backend; the largest errors against the reference, as plain numbers."""
-    from headlab.kernels import attention
+    from deviating.kernels import attention
     from headlab.kernels.statistics import STATISTICS, pattern_statistics
     from headlab.kernels.streaming import fused_attention
 

@@ -404,7 +404,7 @@ def _np(*shape, seed=0):
 
 
 def _attention(**kw):
-    from headlab.kernels import attention
+    from deviating.kernels import attention
     q = kw.pop("q", _np(2, 3, 4))
     return attention(q, kw.pop("k", _np(2, 5, 4)), kw.pop("v", _np(2, 5, 4)), **kw)
 
@@ -435,7 +435,7 @@ for label, make, err, pat in KERNEL_ROWS:
 
 
 def _flash(block_size):
-    from headlab.kernels import flash_attention
+    from deviating.kernels import flash_attention
     return flash_attention(_np(2, 3, 4), _np(2, 5, 4), _np(2, 5, 4), block_size=block_size)
 
 
@@ -444,7 +444,7 @@ rows("api: kernels", "flash_attention block_size", [0, -2, 1.5, True, "8"], lamb
 
 
 def _mha(n_heads):
-    from headlab.kernels import multi_head_attention
+    from deviating.kernels import multi_head_attention
     w = _np(8, 8)
     return multi_head_attention(_np(1, 3, 8), w, w, w, w, n_heads)
 
@@ -454,7 +454,7 @@ rows("api: kernels", "multi_head_attention n_heads", [0, 3, 1.5, True], lambda e
 
 
 def _split(n_heads):
-    from headlab.kernels import split_heads
+    from deviating.kernels import split_heads
     return split_heads(_np(1, 3, 8), n_heads)
 
 
@@ -463,7 +463,7 @@ rows("api: kernels", "split_heads n_heads", [5, 0], lambda env, v: _split(v), (V
 
 
 def _softmax(x):
-    from headlab.kernels import softmax
+    from deviating.kernels import softmax
     return softmax(x)
 
 
@@ -474,7 +474,7 @@ rows("api: kernels", "softmax", [np.array([1.0, np.nan]), np.array([-np.inf, -np
 
 
 def _causal_mask(n_q, n_k=3, align="top_left"):
-    from headlab.kernels import causal_mask
+    from deviating.kernels import causal_mask
     return causal_mask(n_q, n_k, align=align)
 
 

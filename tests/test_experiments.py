@@ -193,7 +193,7 @@ def test_the_students_row_compares_targets_over_seeds():
     loss, acc = row.measurements
     assert loss.effect == pytest.approx(0.11) and loss.n == 3 and loss.low > 0
     assert acc.effect == pytest.approx(0.11)
-    with pytest.raises(ValueError, match="two seeds or more"):
+    with pytest.raises(ValueError, match="three seeds or more"):
         c12_students_row({"teacher": "t", "runs": d["runs"][:1]})
 
 

@@ -80,7 +80,7 @@ def graded(tmp_path_factory) -> dict:
 
     broken = copy.deepcopy(student)
     broken.cells.remove(_stub(broken, "stable_softmax"))  # a deleted stub, and the library's answer instead:
-    broken.cells.insert(1, nbformat.v4.new_code_cell("from headlab.kernels.reference import softmax as stable_softmax"))
+    broken.cells.insert(1, nbformat.v4.new_code_cell("from deviating.kernels.reference import softmax as stable_softmax"))
     _stub(broken, "gini_of").source = SOLUTIONS["library gini"]
     _stub(broken, "find_sink").source = SOLUTIONS["looping sink"]
     _stub(broken, "is_redundant").source = SOLUTIONS["syntax error"]
@@ -245,4 +245,4 @@ def test_a_check_that_wraps_the_function_still_reaches_the_worker(tmp_path) -> N
     finally:
         fn.close()
     assert results[-1].status == "passed", results[-1].messages[:1]
-    assert fn.forbid == ("headlab.kernels",)
+    assert fn.forbid == ("deviating.kernels", "headlab.kernels")

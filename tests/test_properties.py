@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from headlab.heads.ablation import Ablation
-from headlab.kernels import attention, flash_attention, fused_attention
+from deviating.kernels import attention, flash_attention
+from headlab.kernels import fused_attention
 from tiny_models import make_model, random_batch
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -355,7 +355,7 @@ def test_api_page_names_exist_and_have_docstrings() -> None:
 
     names = _api_page_names()
     assert {"headlab.load", "headlab.heads.HeadModel", "headlab.analysis.sweep.sweep",
-            "headlab.kernels.attention"} <= set(names), names
+            "deviating.kernels.attention"} <= set(names), names
     problems = []
     for name in dict.fromkeys(names):
         parts, obj = name.split("."), None
@@ -386,7 +386,7 @@ def test_api_reference_page(built_site: Path) -> None:
     html = page.read_text(encoding="utf8")
     for anchor in ("headlab.load", "headlab.heads.HeadModel.ablate", "headlab.heads.HeadModel.run_with_cache",
                    "headlab.heads.ActivationCache", "headlab.analysis.sweep.sweep",
-                   "headlab.analysis.detect.induction_score", "headlab.kernels.attention"):
+                   "headlab.analysis.detect.induction_score", "deviating.kernels.attention"):
         assert f'id="{anchor}"' in html, f"the API page documents no {anchor}"
     text = _page_text(page)
     assert "Inside the block, the given heads are ablated" in text  # HeadModel.ablate's docstring

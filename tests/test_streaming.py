@@ -23,7 +23,7 @@ from headlab.analysis.detect import (
 from headlab.analysis.streaming import (
     label_changes, scores_from_statistics, streamed, streaming_head_scores, uniform_statistics,
 )
-from headlab.kernels import attention
+from deviating.kernels import attention
 from headlab.kernels.hf_attention import ATTENTION_NAME, key_padding_mask, register
 from headlab.kernels.statistics import (
     STATISTICS, pattern_statistics, previous_occurrence_sorted, statistic_inputs,

@@ -142,7 +142,7 @@ CHEATS: list[tuple[str, str, str, str]] = [
     ("kill the grader", "stub", "import os, signal\ndef stable_softmax(scores):\n    os.kill(os.getppid(), signal.SIGKILL)\n" + _ZEROS,
      "raised Refused"),
     ("undo the library-answer guard, then call the library", "stub",
-     "import sys\ndef stable_softmax(scores):\n    sys.setprofile(None)\n    from headlab.kernels.reference import softmax\n"
+     "import sys\ndef stable_softmax(scores):\n    sys.setprofile(None)\n    from deviating.kernels.reference import softmax\n"
      "    return softmax(scores)", "raised Refused"),
     ("forge the worker's answer", "stub",
      "import sys, json\nw = sys.modules['__main__']\n"

@@ -39,7 +39,7 @@ def sm_axis0(scores):
 
 
 def sm_library(scores):
-    from headlab.kernels.reference import softmax
+    from deviating.kernels.reference import softmax
 
     return softmax(np.asarray(scores, dtype=float))
 

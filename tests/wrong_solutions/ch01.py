@@ -67,7 +67,7 @@ def causal_strict(Q, K, V):
 
 
 def causal_kernel(Q, K, V):
-    from headlab.kernels import attention
+    from deviating.kernels import attention
 
     out = attention(Q, K, V, causal=True)
     return out[0] if isinstance(out, tuple) else out

@@ -128,7 +128,7 @@ def online_rescale_l_only(m, l, acc, scores, values):
 def online_kernel(m, l, acc, scores, values):
     import torch
 
-    from headlab.kernels import flash_attention
+    from deviating.kernels import flash_attention
 
     flash_attention(torch.zeros(1, 1), torch.zeros(1, 1), torch.zeros(1, 1))  # the library's tiled loop
     return m, l, acc

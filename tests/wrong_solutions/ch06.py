@@ -36,6 +36,11 @@ def pair_largest_abs(singles, pairs):
     return max(pairs, key=lambda ab: abs(pairs[ab] - singles[ab[0]] - singles[ab[1]]))
 
 
+def pair_ratio(singles, pairs):
+    """The mistake issue 39 found unrejected: the pair effect over the sum of the singles, not the difference."""
+    return max(pairs, key=lambda ab: pairs[ab] / max(singles[ab[0]] + singles[ab[1]], 1e-12))
+
+
 def pair_smallest(singles, pairs):
     return min(pairs, key=lambda ab: pairs[ab] - singles[ab[0]] - singles[ab[1]])
 
@@ -179,7 +184,7 @@ def resample_library(z, z_other, head):
 CATALOGUE: dict[str, list] = {
     "ex-06-gate-importance": [gate_signed_mean, gate_abs_of_mean, gate_shared_over_batch, gate_ablation_effect],
     "ex-06-mean-ablation": [mean_ablation_in_place, mean_ablation_over_heads, mean_ablation_of_z, mean_ablation_zero],
-    "ex-06-redundant-pair": [pair_largest_effect, pair_largest_abs, pair_smallest, pair_one_single],
+    "ex-06-redundant-pair": [pair_largest_effect, pair_largest_abs, pair_ratio, pair_smallest, pair_one_single],
     "ex-06-gini": [gini_no_abs, gini_no_clip, gini_n_n_minus_1, gini_library],
     "ex-06-resample-ablation": [resample_mean, resample_other_head, resample_other_position, resample_first_position,
                                 resample_own_batch, resample_in_place, resample_library],

@@ -79,6 +79,10 @@ def _pair_cases() -> list[Case]:
              hint="(0.0, 0.1) costs 2.2 together but 1.0 + 1.0 alone (interaction 0.2); (1.0, 1.1) costs 0.9 "
                   "against 0.1 + 0.1 (0.7). Take the largest signed interaction: a large negative one "
                   "(heads that overlap) is the opposite of redundant."),
+        Case("a pair that multiplies a tiny effect against one that adds a large one",
+             args=({a: 0.01, b: 0.01, c: 1.0, d: 1.0}, {(a, b): 0.1, (c, d): 2.5}), expected=(c, d),
+             hint="the interaction is a difference, effect(a+b) - effect(a) - effect(b): (1.0, 1.1) adds 0.5 "
+                  "(2.5 against 2.0); (0.0, 0.1) adds 0.08, although 0.1 is five times 0.02."),
         Case("five pairs", args=(singles4, pairs4), expected=(c, d), hidden=True),
     ]
 

@@ -115,7 +115,7 @@ def _token_ids(tokens, n: int, d_vocab: int) -> torch.Tensor:
     """``tokens`` of :func:`direct_logit_attribution` as an ``(n, k)`` table of ids, ``k`` 1 or 2."""
     def bad(why: str) -> ValueError:
         return ValueError(f"tokens must be one token id or two (a, b) in 0..{d_vocab - 1}, or one such tuple per "
-                          f"input; {why}, got {str(tokens)[:80]}")
+                          f"input; {why}, got {tokens!r:.80}")
     if isinstance(tokens, torch.Tensor):
         if tokens.is_floating_point() or tokens.dtype == torch.bool:
             raise bad(f"a {tokens.dtype} tensor holds no token ids")

@@ -1,23 +1,16 @@
-"""Attention kernels: reference (loops, numpy, torch), fast (SDPA) and tiled (flash).
+"""Attention kernels a researcher runs on a model: the fused, streamed kernel that scores heads
+without holding their patterns (:func:`fused_attention`, Triton or tiled torch), its statistics
+and key sets, and the input checks every kernel shares (:mod:`headlab.kernels.checks`).
 
-:func:`attention`, :func:`softmax`, :func:`causal_mask`; :func:`multi_head_attention`,
-:func:`split_heads`, :func:`merge_heads`; :func:`flash_attention` (tiled, no pattern);
-:func:`fused_attention` (streamed, with per-query head statistics instead of the pattern).
+The teaching kernels of the book (Python loops, numpy, the torch reference that returns the
+pattern, the multi-head split, the flash tiles) are in :mod:`deviating.kernels`.
 """
 
-from headlab.kernels.flash import flash_attention
-from headlab.kernels.loops import LOOPS_MAX_WORK
-from headlab.kernels.multihead import merge_heads, multi_head_attention, split_heads
-from headlab.kernels.reference import attention, causal_mask, softmax
 from headlab.kernels.keysets import KeySet, register_statistic, statistic_names, unregister_statistic
 from headlab.kernels.statistics import STATISTICS, HeadStatistics, StatInputs, statistic_inputs
 from headlab.kernels.streaming import TritonUnavailable, fused_attention
 
 __all__ = [
-    "LOOPS_MAX_WORK",
-    "attention",
-    "causal_mask",
-    "flash_attention",
     "fused_attention",
     "HeadStatistics",
     "KeySet",
@@ -28,8 +21,4 @@ __all__ = [
     "StatInputs",
     "statistic_inputs",
     "TritonUnavailable",
-    "merge_heads",
-    "multi_head_attention",
-    "softmax",
-    "split_heads",
 ]

@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from headlab.kernels._checks import check_finite, scores_may_overflow
+from headlab.kernels.checks import check_finite, scores_may_overflow
 from headlab.kernels.keysets import key_set, key_set_mask, mass_names, statistic_names
 from headlab.kernels.statistics import HeadStatistics, StatInputs
 

@@ -1,6 +1,6 @@
 """Fused attention in Triton that measures every head as it runs.
 
-The tiled loop of :func:`headlab.kernels.flash_attention` as one GPU kernel: one program per
+The tiled loop of :func:`deviating.kernels.flash_attention` as one GPU kernel: one program per
 (query tile, batch element x head) runs the loop over key tiles; no ``n x n`` tensor is
 written. The online softmax and every statistic are updated per tile as
 :mod:`headlab.kernels.streaming` explains. The kernel names no statistic: each mass is one

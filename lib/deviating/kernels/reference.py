@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from headlab.kernels._checks import (
+from headlab.kernels.checks import (
     EMPTY_ROWS_CHOICES,
     check_backend,
     check_choice,
@@ -35,7 +35,7 @@ from headlab.kernels._checks import (
     list_shape,
     scores_may_overflow,
 )
-from headlab.kernels.loops import attention_loops, softmax_row
+from deviating.kernels.loops import attention_loops, softmax_row
 
 Array = Any  # np.ndarray | torch.Tensor | nested lists
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch.nn.functional as F
 
-from headlab.kernels._checks import (
+from headlab.kernels.checks import (
     check_backend,
     check_finite,
     check_numeric,
@@ -19,8 +19,8 @@ from headlab.kernels._checks import (
     common_family,
     shape_of,
 )
-from headlab.kernels.loops import check_loops_size, linear_lists, merge_heads_lists, split_heads_lists
-from headlab.kernels.reference import attention
+from deviating.kernels.loops import check_loops_size, linear_lists, merge_heads_lists, split_heads_lists
+from deviating.kernels.reference import attention
 
 Array = Any
 
@@ -99,7 +99,7 @@ def multi_head_attention(
     Each head attends in its own ``d_head`` columns; the outputs ``z`` are concatenated and
     projected by ``w_o``. ``patterns``: ``(batch, n_heads, seq, seq)`` (``None`` for
     ``"sdpa"``). ``mask`` broadcasts to ``(batch, n_heads, seq, seq)``; the other options are
-    as in :func:`headlab.kernels.attention`.
+    as in :func:`deviating.kernels.attention`.
     """
     named = {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o,
              "b_q": b_q, "b_k": b_k, "b_v": b_v, "b_o": b_o}

@@ -12,14 +12,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from headlab.kernels._checks import (
+from headlab.kernels.checks import (
     check_finite,
     check_numeric,
     check_qkv_shapes,
     check_same_dtype_device,
     common_family,
 )
-from headlab.kernels.reference import attention, overflow_safe
+from deviating.kernels.reference import attention, overflow_safe
 
 Array = Any  # np.ndarray | torch.Tensor
 

@@ -1,6 +1,6 @@
 """Attention in pure Python: lists and loops, for reading, not for speed.
 
-The ``backend="loops"`` of :func:`headlab.kernels.attention`: nested lists (numpy arrays are
+The ``backend="loops"`` of :func:`deviating.kernels.attention`: nested lists (numpy arrays are
 converted), Python floats, at most :data:`LOOPS_MAX_WORK` multiply-adds.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from headlab.kernels._checks import (
+from headlab.kernels.checks import (
     broadcast_get,
     check_finite,
     check_mask_shape,

@@ -19,7 +19,7 @@ import torch
 
 FAMILY_NAMES = {"lists": "nested Python lists", "numpy": "numpy arrays", "torch": "torch tensors"}
 
-#: Which families each backend of :func:`headlab.kernels.attention` takes.
+#: Which families each backend of :func:`deviating.kernels.attention` takes.
 BACKEND_FAMILIES = {"loops": ("lists", "numpy"), "numpy": ("numpy",), "torch": ("torch",), "sdpa": ("torch",)}
 
 _FAMILY_HINT = {
