@@ -24,12 +24,17 @@ templates. Measured on one shared thread (``ioi_accuracy`` on 256 held-out promp
   9.1); training names, held-out templates 0.43 (-0.09); held-out names, training templates 0.52
   (0.46); both held out 0.52 (0.09). The Brown validation loss (windows of 64 tokens) was 4.18.
 
-So the model learns a solution tied to the twelve training templates and to the names it saw in
-them: neither held-out templates nor names that occur only in the Brown text are resolved.
-What the next attempt should change: many more templates (generated from parts, so that no fixed
-token distance identifies S2), and the held-out names used in the generated *non*-indirect-object
-sentences (so that their embeddings are trained as names, while the task itself is never trained
-on them). No checkpoint is shipped until a recipe passes on held-out names and templates.
+A variant that also used the held-out names in the generated *non*-indirect-object sentences
+(3,000 steps, otherwise the same) learnt the training split as fast (0.93, logit difference 8.2)
+and barely moved the rest: training names with held-out templates 0.46, held-out names with
+training templates 0.57, both held out 0.45.
+
+So the model learns a solution tied to the twelve training templates and to the names it met in
+indirect-object sentences, not a general "the name mentioned once" mechanism. What the next
+attempt should try: far more templates (composed from parts, so that no fixed token distance
+identifies S2), more names than the model can memorise pairwise, and a longer run (the task only
+formed after step 2,300). No checkpoint is shipped until a recipe passes on held-out names and
+templates.
 """
 
 from __future__ import annotations
