@@ -404,9 +404,9 @@ def test_warmup_cosine_known_values():
 
 
 def test_one_registry_gathers_every_family_and_every_shipped_checkpoint():
-    from deviating.training.recipes import BROWN, CHAPTERS_1_2, ORGANISMS, STUDENTS, WIDTH_DEPTH, get_recipe
+    from deviating.training.recipes import BROWN, CHAPTERS_1_2, IOI, ORGANISMS, STUDENTS, WIDTH_DEPTH, get_recipe
 
-    families = [ORGANISMS, CHAPTERS_1_2, STUDENTS, WIDTH_DEPTH, BROWN]
+    families = [ORGANISMS, CHAPTERS_1_2, STUDENTS, WIDTH_DEPTH, BROWN, IOI]
     assert sum(len(f) for f in families) == len(RECIPES)  # no name in two families
     assert all(RECIPES[name] is r for f in families for name, r in f.items())
     assert all(r.name == name for name, r in RECIPES.items())

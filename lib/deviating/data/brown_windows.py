@@ -221,7 +221,7 @@ class BrownWindows:
         uniform = uniform / uniform.sum(-1, keepdim=True)
         chance = per_input_head_scores([uniform.expand(m, 1, -1, -1)], rand)
         return BrownEval(windows, text, rand, half, {k: float(v.nanmean()) for k, v in chance.items()},
-                         ngram_baselines(p["train"], windows, self.vocab_size))
+                         ngram_baselines(p["train"], windows, self.d_vocab))
 
     @torch.no_grad()
     def evaluate(self, model: GPT, data: BrownEval) -> dict[str, Any]:

@@ -10,7 +10,9 @@ Gathered from one module per family, none of which changes another's entries:
 * :mod:`~deviating.training.recipes.students` (:data:`STUDENTS`): chapter 7's ``distill-student``;
 * :mod:`~deviating.training.recipes.width_depth` (:data:`WIDTH_DEPTH`): chapter 8's ``wd-*`` family;
 * :mod:`~deviating.training.recipes.brown` (:data:`BROWN`): ``brown-attn-2l`` and its control, attention-only
-  models on the Brown Corpus, and ``brown-gpt``, a small GPT on the same text.
+  models on the Brown Corpus, and ``brown-gpt``, a small GPT on the same text;
+* :mod:`~deviating.training.recipes.ioi` (:data:`IOI`): ``ioi-gpt``, a small GPT of English that keeps
+  first names whole and resolves indirect objects (chapter 5's second part).
 
 ``python -m deviating train NAME`` trains any of them: every shipped checkpoint and every model of
 the width/depth sweep.
@@ -21,11 +23,12 @@ from __future__ import annotations
 from deviating.training.recipe import Recipe
 from deviating.training.recipes.brown import BROWN
 from deviating.training.recipes.chapters_1_2 import CHAPTERS_1_2
+from deviating.training.recipes.ioi import IOI
 from deviating.training.recipes.organisms import ORGANISMS
 from deviating.training.recipes.students import STUDENTS
 from deviating.training.recipes.width_depth import WIDTH_DEPTH
 
-__all__ = ["RECIPES", "ORGANISMS", "CHAPTERS_1_2", "STUDENTS", "WIDTH_DEPTH", "BROWN", "get_recipe"]
+__all__ = ["RECIPES", "ORGANISMS", "CHAPTERS_1_2", "STUDENTS", "WIDTH_DEPTH", "BROWN", "IOI", "get_recipe"]
 
 
 def _gather(*families: dict[str, Recipe]) -> dict[str, Recipe]:
@@ -38,7 +41,7 @@ def _gather(*families: dict[str, Recipe]) -> dict[str, Recipe]:
     return out
 
 
-RECIPES: dict[str, Recipe] = _gather(ORGANISMS, CHAPTERS_1_2, STUDENTS, WIDTH_DEPTH, BROWN)
+RECIPES: dict[str, Recipe] = _gather(ORGANISMS, CHAPTERS_1_2, STUDENTS, WIDTH_DEPTH, BROWN, IOI)
 
 
 def get_recipe(name: str) -> Recipe:

@@ -1,0 +1,173 @@
+"""The training task of the indirect-object model: Brown Corpus windows mixed with generated passages.
+
+:class:`IoiWindows` is a :class:`~deviating.data.brown_windows.BrownWindows` whose tokenizer keeps
+the first names whole (:func:`~deviating.data.ioi.names.name_tokenizer`: the same 1,024-id BPE
+as ``brown-gpt``'s, plus the names) and in which a share ``generated_fraction`` of the training
+windows comes from generated passages (:func:`~deviating.data.ioi.sentences.passage`): sentences
+that use the *training* names, a share ``ioi_fraction`` of them indirect-object sentences of the
+*training* templates in both orders, the rest other uses of names. The other windows are Brown
+windows as ``brown-gpt`` reads them (with the same repeat curriculum).
+
+The evaluation adds to ``brown-gpt``'s (validation loss on held-out Brown windows, induction
+scores) the indirect-object metric on prompts whose names **and** templates were held out of the
+generated text: ``ioi_accuracy`` (share of prompts with ``logit(IO) - logit(S) > 0``) and
+``ioi_logit_diff`` (its mean), and the same on fresh prompts of the training names and templates
+(``ioi_accuracy_seen``, ``ioi_logit_diff_seen``).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from deviating.data import brown
+from deviating.data.brown_windows import EOT_ID, BrownWindows, add_repeats, window_starts
+from deviating.data.ioi.names import brown_first_names, name_tokenizer, split_names
+from deviating.data.ioi.prompts import IoiPrompts, logit_diff, make_prompts
+from deviating.data.ioi.sentences import IOI_TEMPLATES, N_TRAIN_TEMPLATES, passage
+from headlab.models.gpt import GPT
+
+__all__ = ["GENERATION_SEED", "IOI_EVAL_SEED", "IoiSplit", "IoiWindows", "ioi_split"]
+
+GENERATION_SEED = 2022  # the pool of generated passages is the same for every training seed
+IOI_EVAL_SEED = 4321  # the evaluation prompts likewise
+
+
+@dataclass(frozen=True)
+class IoiSplit:
+    """Which names and templates the generated training text may use, and which are held out."""
+
+    train_names: tuple[str, ...]
+    heldout_names: tuple[str, ...]
+    train_templates: tuple[int, ...]
+    heldout_templates: tuple[int, ...]
+
+    @classmethod
+    def from_provenance(cls, provenance: dict) -> "IoiSplit":
+        """The split recorded in an ``ioi-gpt`` checkpoint's provenance (``hm.provenance``), so that the
+        evaluation prompts can be drawn without the Brown Corpus."""
+        data = (provenance or {}).get("data", {})
+        if data.get("kind") != "ioi_windows":
+            raise ValueError("this provenance is not an indirect-object model's (data.kind is "
+                             f"{data.get('kind')!r}, expected 'ioi_windows'): load an ioi-gpt checkpoint")
+        return cls(tuple(data["train_names"]), tuple(data["heldout_names"]), tuple(data["train_templates"]),
+                   tuple(data["heldout_templates"]))
+
+
+def ioi_split(texts: list[brown.Text] | None = None) -> IoiSplit:
+    """The book's split: names of :func:`~deviating.data.ioi.names.brown_first_names` split by
+    :func:`~deviating.data.ioi.names.split_names`; the first :data:`N_TRAIN_TEMPLATES` templates
+    for training, the rest held out."""
+    train, held = split_names(brown_first_names(texts))
+    return IoiSplit(tuple(train), tuple(held), tuple(range(N_TRAIN_TEMPLATES)),
+                    tuple(range(N_TRAIN_TEMPLATES, len(IOI_TEMPLATES))))
+
+
+@dataclass
+class IoiWindows(BrownWindows):
+    """Brown windows and generated name passages (see the module docstring).
+
+    Args:
+        generated_fraction: the share of training windows cut from generated passages.
+        ioi_fraction: the share of a passage's sentences that are indirect-object sentences.
+        n_passages: how many passages the generated pool holds (drawn with :data:`GENERATION_SEED`).
+        sentences_per_passage: sentences in a passage (enough to fill a window).
+        total_vocab: the tokenizer's size, names and unused ids included (the model's ``d_vocab``).
+    """
+
+    total_vocab: int = 1664
+    generated_fraction: float = 0.5
+    ioi_fraction: float = 0.5
+    n_passages: int = 6000
+    sentences_per_passage: int = 12
+    kind: str = "ioi_windows"
+    version: str = "1"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("generated_fraction", "ioi_fraction"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+                raise ValueError(f"{name} must be a number in [0, 1], got {v!r}")
+
+    @property
+    def d_vocab(self) -> int:
+        return self.total_vocab
+
+    def prepared(self, texts: list[brown.Text] | None = None) -> dict[str, Any]:
+        """As :meth:`BrownWindows.prepared`, with the name tokenizer, the ``split`` of names and
+        templates, and the generated pool (``generated`` token ids per passage, ``gen_stream``,
+        ``gen_starts``)."""
+        if self._prepared is None:
+            texts = texts if texts is not None else brown.load()
+            parts = brown.split(texts)
+            split = ioi_split(texts)
+            docs = {name: [" ".join(brown.detokenize([w for w, _ in s])[0] for s in t.sentences) for t in parts[name]]
+                    for name in ("train", "validation")}
+            tok = name_tokenizer(docs["train"], split.train_names + split.heldout_names, self.vocab_size,
+                                 self.total_vocab)
+            ids = {name: [torch.tensor(e.ids, dtype=torch.long) for e in tok.encode_batch(d)]
+                   for name, d in docs.items()}
+            rng = random.Random(GENERATION_SEED)
+            gen = [passage(rng, split.train_names, split.train_templates, self.sentences_per_passage,
+                           self.ioi_fraction) for _ in range(self.n_passages)]
+            gen_ids = [torch.tensor(e.ids, dtype=torch.long) for e in tok.encode_batch(gen)]
+            self._prepared = {"tokenizer": tok, **ids, "stream": torch.cat(ids["train"]),
+                              "starts": window_starts([len(x) for x in ids["train"]], self.n_ctx),
+                              "split": split, "generated_texts": gen, "generated": gen_ids,
+                              "gen_stream": torch.cat(gen_ids),
+                              "gen_starts": window_starts([len(x) for x in gen_ids], self.n_ctx)}
+        return self._prepared
+
+    def sample(self, batch_size: int, generator: torch.Generator):
+        """A training batch: Brown windows (with repeats, as ``brown-gpt``'s), of which each row is
+        replaced, with probability ``generated_fraction``, by a window of a generated passage."""
+        p = self.prepared()
+        batch = add_repeats(self.windows(p["stream"], p["starts"], batch_size, generator), self.repeat_fraction,
+                            self.min_span, self.max_span, generator)
+        gen = self.windows(p["gen_stream"], p["gen_starts"], batch_size, generator)
+        use = torch.rand(batch_size, generator=generator) < self.generated_fraction
+        batch.tokens = torch.where(use[:, None], gen, batch.tokens)
+        batch.repeated = batch.repeated & ~use
+        return batch
+
+    def ioi_eval(self, n: int = 256) -> dict[str, IoiPrompts]:
+        """The evaluation prompts: ``heldout`` (held-out names and templates) and ``seen`` (training
+        names and templates, prompts drawn afresh), ``n`` of each, drawn with :data:`IOI_EVAL_SEED`."""
+        p = self.prepared()
+        s = p["split"]
+        return {"heldout": make_prompts(p["tokenizer"], s.heldout_names, s.heldout_templates, n, IOI_EVAL_SEED),
+                "seen": make_prompts(p["tokenizer"], s.train_names, s.train_templates, n, IOI_EVAL_SEED + 1)}
+
+    def eval_data(self, n: int):
+        return {"brown": super().eval_data(n), "ioi": self.ioi_eval(2 * n)}
+
+    @torch.no_grad()
+    def evaluate(self, model: GPT, data) -> dict[str, Any]:
+        """``brown-gpt``'s metrics (:meth:`BrownWindows.evaluate`) and the indirect-object metric
+        (module docstring)."""
+        metrics = super().evaluate(model, data["brown"])
+        for name, prompts in data["ioi"].items():
+            diff = logit_diff(model(prompts.tokens.to(model.device)), prompts).float().cpu()
+            suffix = "" if name == "heldout" else "_seen"
+            metrics[f"ioi_accuracy{suffix}"] = float((diff > 0).float().mean())
+            metrics[f"ioi_logit_diff{suffix}"] = float(diff.mean())
+        return metrics
+
+    def phase_change(self, metrics: dict[str, Any]) -> bool:
+        """The task is learned at an evaluation when at least 90% of the held-out prompts (held-out
+        names and templates) have ``logit(IO) - logit(S) > 0``."""
+        return metrics["ioi_accuracy"] >= 0.9
+
+    def describe(self) -> dict[str, Any]:
+        """What the task is, as recorded in a checkpoint's provenance (the split of names and templates included)."""
+        s = self.prepared()["split"]
+        return {**super().describe(), "kind": self.kind, "version": self.version,
+                "generated_fraction": self.generated_fraction, "ioi_fraction": self.ioi_fraction,
+                "n_passages": self.n_passages, "total_vocab": self.total_vocab, "sentences_per_passage": self.sentences_per_passage,
+                "generation_seed": GENERATION_SEED, "ioi_eval_seed": IOI_EVAL_SEED,
+                "train_names": list(s.train_names), "heldout_names": list(s.heldout_names),
+                "train_templates": list(s.train_templates), "heldout_templates": list(s.heldout_templates)}

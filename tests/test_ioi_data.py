@@ -1,0 +1,154 @@
+"""The indirect-object data: the sentences' ground truth, the token positions, the ABC twins, the
+held-out split, and the tokenizer that keeps names whole (on the real corpus when it is cached)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from conftest import brown_or_skip
+from deviating.data.ioi.names import name_token_ids, name_tokenizer, split_names
+from deviating.data.ioi.prompts import POSITIONS, corrupt_abc, logit_diff, make_prompts
+from deviating.data.ioi.sentences import (
+    IOI_TEMPLATES, N_TRAIN_TEMPLATES, OTHER_TEMPLATES, ioi_sentence, other_sentence, passage,
+)
+from deviating.training.recipes import RECIPES
+
+NAMES = ["Mary", "John", "Alice", "Peter", "Susan", "George", "Kate", "Henry", "Ruth", "Walter"]
+TEXTS = ["When the man went to the store, he gave a book to his friend. The river was quiet."] * 40
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return name_tokenizer(TEXTS, NAMES, vocab_size=300)
+
+
+def test_ioi_sentence_spans_point_at_the_names_in_both_orders():
+    for order in ("ABBA", "BABA"):
+        x = ioi_sentence(0, "Mary", "John", order, "store", "ring")
+        assert x.text == ("When Mary and John went to the store, John gave a ring to" if order == "ABBA"
+                          else "When John and Mary went to the store, John gave a ring to")
+        assert x.text[slice(*x.spans["IO"])] == "Mary"
+        assert x.text[slice(*x.spans["S1"])] == x.text[slice(*x.spans["S2"])] == "John"
+        assert (x.spans["IO"][0] < x.spans["S1"][0]) == (order == "ABBA")
+        assert x.spans["S2"][0] > max(x.spans["IO"][0], x.spans["S1"][0])
+
+
+def test_ioi_sentence_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="order"):
+        ioi_sentence(0, "Mary", "John", "ABAB", "store", "ring")
+    with pytest.raises(ValueError, match="differ"):
+        ioi_sentence(0, "Mary", "Mary", "ABBA", "store", "ring")
+    with pytest.raises(ValueError, match="template"):
+        ioi_sentence(len(IOI_TEMPLATES), "Mary", "John", "ABBA", "store", "ring")
+
+
+def test_tokenizer_keeps_every_name_whole_and_leaves_other_words_alone(tok):
+    for n in NAMES:
+        assert len(tok.encode(" " + n).ids) == 1 and len(tok.encode(n).ids) == 1
+    base = name_tokenizer(TEXTS, ["Zed"], vocab_size=300)  # a name absent from the texts changes nothing else
+    assert base.encode(TEXTS[0]).ids == tok.encode(TEXTS[0]).ids
+    assert len(set(name_token_ids(tok, NAMES))) == len(NAMES)
+    with pytest.raises(ValueError, match="not single tokens"):
+        name_token_ids(base, ["Mary"])
+
+
+def test_tokenizer_pads_to_a_fixed_size_and_refuses_too_small_a_size():
+    assert name_tokenizer(TEXTS, NAMES, 300, total_size=400).get_vocab_size() == 400
+    with pytest.raises(ValueError, match="total_size"):
+        name_tokenizer(TEXTS, NAMES, 300, total_size=301)
+
+
+def test_prompt_positions_are_the_name_tokens_and_orders_are_balanced(tok):
+    p = make_prompts(tok, NAMES, range(len(IOI_TEMPLATES)), 64, seed=3)
+    assert p.orders.count("ABBA") == p.orders.count("BABA") == 32
+    rows = torch.arange(len(p))
+    assert (p.tokens[:, 0] == 0).all()
+    at_start = torch.tensor([x.template == 10 for x in p.sentences])  # "{A} and {B} had lunch...": a bare name
+    assert at_start.any() and (~at_start).any()
+    assert torch.equal(p.tokens[rows, p.pos["IO"]][~at_start], p.io_id[~at_start])
+    assert torch.equal(p.tokens[rows, p.pos["S1"]][~at_start], p.s_id[~at_start])
+    assert torch.equal(p.tokens[rows, p.pos["S2"]], p.s_id)
+    for i, x in enumerate(p.sentences):
+        ids = tok.encode(x.text).ids
+        assert p.pos["END"][i] == len(ids)  # EOT first, so the last token sits at len(ids)
+        for name in ("S1", "S2", "IO"):
+            word = tok.decode([int(p.tokens[i, p.pos[name][i]])]).strip()
+            assert word == (x.io if name == "IO" else x.s)
+        assert p.pos["S2"][i] > max(p.pos["IO"][i], p.pos["S1"][i])
+        assert tok.id_to_token(int(p.io_id[i])) == "Ġ" + x.io and tok.id_to_token(int(p.s_id[i])) == "Ġ" + x.s
+
+
+def test_prompts_are_deterministic_given_the_seed(tok):
+    a, b, c = (make_prompts(tok, NAMES, [0, 1, 2], 16, seed=s) for s in (5, 5, 6))
+    assert torch.equal(a.tokens, b.tokens) and not torch.equal(a.tokens, c.tokens)
+
+
+def test_abc_twins_line_up_with_three_different_names(tok):
+    p = make_prompts(tok, NAMES, range(len(IOI_TEMPLATES)), 32, seed=1)
+    q = corrupt_abc(tok, p, NAMES, seed=2)
+    assert q.tokens.shape == p.tokens.shape
+    for k in POSITIONS:
+        assert torch.equal(q.pos[k], p.pos[k])
+    rows = torch.arange(len(p))
+    three = torch.stack([q.tokens[rows, q.pos[k]] for k in ("S1", "IO", "S2")], 1)
+    decoded = [[tok.decode([int(t)]).strip() for t in row] for row in three]
+    assert all(len(set(r)) == 3 for r in decoded)
+    # outside the three name slots the twin is the clean prompt
+    mask = torch.ones_like(p.tokens, dtype=torch.bool)
+    for k in ("S1", "IO", "S2"):
+        mask[rows, p.pos[k]] = False
+    assert torch.equal(p.tokens[mask], q.tokens[mask])
+    assert torch.equal(q.io_id, p.io_id) and torch.equal(q.s_id, p.s_id)
+
+
+def test_logit_diff_reads_the_end_position(tok):
+    p = make_prompts(tok, NAMES, [0], 4, seed=0)
+    logits = torch.zeros(4, p.tokens.shape[1], tok.get_vocab_size())
+    rows = torch.arange(4)
+    logits[rows, p.pos["END"], p.io_id] = 2.0
+    logits[rows, p.pos["END"] - 1, p.s_id] = 9.0  # a position before END: ignored
+    assert torch.equal(logit_diff(logits, p), torch.full((4,), 2.0))
+    with pytest.raises(ValueError, match="n_prompts"):
+        logit_diff(logits[:2], p)
+
+
+def test_passages_use_only_the_names_and_templates_given():
+    rng = random.Random(0)
+    text = " ".join(passage(rng, NAMES[:4], [0, 1], 12) for _ in range(50))
+    assert not any(n in text for n in NAMES[4:])
+    for t in range(2, len(IOI_TEMPLATES)):
+        stem = IOI_TEMPLATES[t].split("{")[0].strip() or IOI_TEMPLATES[t].split("}")[-1][:20]
+        if t >= N_TRAIN_TEMPLATES:
+            assert IOI_TEMPLATES[t].split("{S}")[1].split("{")[0] not in text
+    assert other_sentence(random.Random(1), NAMES) != other_sentence(random.Random(2), NAMES)
+    assert len(OTHER_TEMPLATES) >= 10
+
+
+def test_split_names_holds_out_every_fifth():
+    train, held = split_names([f"N{i}" for i in range(20)])
+    assert held == ["N2", "N7", "N12", "N17"] and not set(train) & set(held) and len(train) == 16
+    with pytest.raises(ValueError, match="distinct"):
+        split_names(["A", "A"])
+
+
+def test_the_recipe_is_registered_and_the_real_split_holds_names_and_templates_out():
+    assert {"ioi-gpt", "ioi-gpt-s1", "ioi-gpt-s2"} <= set(RECIPES)
+    brown_or_skip()
+    task = RECIPES["ioi-gpt"].task
+    p = task.prepared()
+    split = p["split"]
+    assert len(split.train_names) + len(split.heldout_names) >= 100
+    tok = p["tokenizer"]
+    assert tok.get_vocab_size() == task.d_vocab
+    for n in split.train_names + split.heldout_names:
+        assert len(tok.encode(" " + n).ids) == 1
+    generated = " ".join(p["generated_texts"])
+    words = set(generated.replace(".", " ").replace(",", " ").replace("'s", " ").split())
+    assert not words & set(split.heldout_names)
+    for t in split.heldout_templates:  # the distinctive middle of every held-out template never occurs
+        middle = IOI_TEMPLATES[t].split("{S}")[1].split("{OBJECT}")[0]
+        assert middle.strip() and middle not in generated
+    assert set(split.train_names) <= words  # every training name is used
