@@ -225,7 +225,7 @@ class ClaimRow:
 
     @property
     def judged(self) -> tuple[str, ...]:
-        """The conditions the verdict counts: every condition not reported beside the row."""
+        """The conditions the verdict counts, that is every condition not reported beside the row."""
         return tuple(c for c in self.conditions if c not in self.beside)
 
     @property

@@ -58,7 +58,7 @@ def refuse_answer_key(name: str, accuracy: float, *, labelling_rule: bool = Fals
 
 
 def check(row: ClaimRow) -> None:
-    """Raise :class:`Refused` when the row cannot meet the rule: a zero-width interval, conditions
+    """Raise ``Refused`` (``deviating.claim_rows.Refused``) when the row cannot meet the rule: a zero-width interval, conditions
     on different seeds, fewer than :data:`deviating.bands.MIN_SEEDS` training seeds, few items
     with no degrees of freedom, or an undeclared kind of quantity."""
     for m in row.measurements:  # the headline is shown, not judged

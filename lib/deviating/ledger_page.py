@@ -1,6 +1,6 @@
 """The claims ledger's page (chapter 10): the counts of verdicts, the one table of every claim
 and row, each row's reasoning condition by condition, and the ledger-wide Benjamini-Hochberg
-sensitivity column. The rows and their verdicts come from :mod:`deviating.ledger`."""
+sensitivity column. The rows and their verdicts come from the ledger (``deviating.ledger``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ STATUS_WORDS = {"holds": "holds", "small": "significant but inside the band", "e
 
 
 def verdict_counts(ledger: dict[str, list[dict]]) -> dict[str, int]:
-    """How many rows of :func:`load_all`'s ledger carry each verdict, in the order of :data:`VERDICTS`."""
+    """How many rows of the ledger (``deviating.ledger.load_all``) carry each verdict, in the order of
+    ``deviating.ledger.VERDICTS``."""
     counts = {kind: 0 for kind in VERDICTS}
     for rows in ledger.values():
         for row in rows:

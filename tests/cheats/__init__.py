@@ -200,22 +200,22 @@ ISOLATION_CHEATS: list[tuple[str, str, str, str]] = [
      "def stable_softmax(scores):\n" + _ZEROS, "its stub cell failed to run (RuntimeError at line 2"),
     # the library-call detector's five evasions: each needs the library's softmax, which is not in the worker's view
     ("detector evasion 1: call the library from a frame named <frozen importlib>", "stub",
-     "from headlab.kernels.reference import softmax\nns = {}\n"
+     "from deviating.kernels.reference import softmax\nns = {}\n"
      "exec(compile('def call(f, x):\\n    return f(x)', '<frozen importlib._bootstrap>', 'exec'), ns)\n"
-     "def stable_softmax(scores):\n    return ns['call'](softmax, scores)", "not importable while grading: headlab.kernels"),
+     "def stable_softmax(scores):\n    return ns['call'](softmax, scores)", "not importable while grading: deviating.kernels"),
     ("detector evasion 2: rename the library module's __name__", "stub",
-     "import headlab.kernels.reference as r\nr.softmax.__globals__['__name__'] = 'mine'\n"
-     "def stable_softmax(scores):\n    return r.softmax(scores)", "not importable while grading: headlab.kernels"),
+     "import deviating.kernels.reference as r\nr.softmax.__globals__['__name__'] = 'mine'\n"
+     "def stable_softmax(scores):\n    return r.softmax(scores)", "not importable while grading: deviating.kernels"),
     ("detector evasion 3: clear the detector's state one frame up", "stub",
      "import sys\ndef stable_softmax(scores):\n    f = sys._getframe(1)\n    f.f_locals.get('forbid_box', [()])[0] = ()\n"
-     "    from headlab.kernels.reference import softmax\n    return softmax(scores)",
-     "raised ModuleNotFoundError at line 5 of the stub cell (module headlab.kernels.reference)"),
+     "    from deviating.kernels.reference import softmax\n    return softmax(scores)",
+     "raised ModuleNotFoundError at line 5 of the stub cell (module deviating.kernels.reference)"),
     ("detector evasion 4: bind the library's answer in the stub cell, before the detector watches", "stub",
-     "from headlab.kernels import reference\n_lib = reference.softmax\ndef stable_softmax(scores):\n    return _lib(scores)", "not importable while grading: headlab.kernels"),
+     "from deviating.kernels import reference\n_lib = reference.softmax\ndef stable_softmax(scores):\n    return _lib(scores)", "not importable while grading: deviating.kernels"),
     ("detector evasion 5: run the library's copied source under another name", "stub",
-     "import headlab, os\nSRC = open(os.path.join(headlab.__path__[0], 'kernels', 'reference.py')).read()\nns = {'__name__': 'mine'}\n"
+     "import deviating, os\nSRC = open(os.path.join(deviating.__path__[0], 'kernels', 'reference.py')).read()\nns = {'__name__': 'mine'}\n"
      "exec(SRC, ns)\ndef stable_softmax(scores):\n    return ns['softmax'](scores)",
-     "its stub cell failed to run (PermissionError at line 2"),  # an empty device node stands in for the file
+     "its stub cell failed to run (FileNotFoundError at line 2"),  # the hidden teaching kernels are not in the view
     ("a table of the fixed cases' answers", "stub",
      "TABLE = {table!r}\ndef stable_softmax(scores):\n    for inputs, answer in TABLE:\n"
      "        if np.shape(scores) == np.shape(inputs) and np.allclose(scores, inputs):\n            return np.array(answer)\n"

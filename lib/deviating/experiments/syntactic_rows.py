@@ -24,7 +24,7 @@ from deviating.evidence import refuse_answer_key
 
 __all__ = ["OFFSET", "BROWN_LABELLING_RULES", "baseline_leads", "answer_keys", "c4_row", "c14_row"]
 
-#: The Brown baselines that made the gold labels: the nearest earlier word of the key's class.
+#: The Brown baselines that made the gold labels (the nearest earlier word of the key's class).
 BROWN_LABELLING_RULES = tuple(f"nearest {c}" for c in KEY_CLASS.values())
 _BESIDE = "a content baseline: a stronger test than the claim's contrast (position), shown, not counted"
 

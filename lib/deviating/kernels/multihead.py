@@ -40,7 +40,7 @@ def split_heads(x: Array, n_heads: int) -> Array:
     """``(batch, seq, d_model) -> (batch, n_heads, seq, d_head)``, ``d_head = d_model / n_heads``.
 
     ``split_heads(x, H)[b, h, s] == x[b, s, h * d_head:(h + 1) * d_head]``; tensors, arrays
-    or nested lists. :func:`merge_heads` inverts it.
+    or nested lists. :func:`~deviating.kernels.merge_heads` inverts it.
     """
     family = common_family(x=x)
     shape = shape_of(x, family, "x")
@@ -54,7 +54,7 @@ def split_heads(x: Array, n_heads: int) -> Array:
 
 
 def merge_heads(x: Array) -> Array:
-    """``(batch, n_heads, seq, d_head) -> (batch, seq, n_heads * d_head)``: the inverse of :func:`split_heads`."""
+    """``(batch, n_heads, seq, d_head) -> (batch, seq, n_heads * d_head)``: the inverse of :func:`~deviating.kernels.split_heads`."""
     family = common_family(x=x)
     shape = shape_of(x, family, "x")
     if len(shape) != 4:
