@@ -728,6 +728,16 @@ ROWS.append(Row("api: patching", "path_patch metric of one number",
                 lambda env: headlab.path_patch(env[ORGANISM], env.PROBES[ORGANISM][:1], ["the cat sees the dog ."],
                                                (0, 0), (1, 1), metric=lambda out, batch: out.sum()),
                 (ValueError,), r"returned shape \(\)"))
+def _path_patch_in_block(env):
+    m = env[ATTN]
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randint(1, 50, (2, 12), generator=g), torch.randint(1, 50, (2, 12), generator=g)
+    with m.ablate([(1, 1)]):
+        return headlab.path_patch(m, x, y, (0, 0), (1, 1), "k")
+
+
+ROWS.append(Row("api: patching", "path_patch into a receiver ablated in an open block", _path_patch_in_block,
+                (ValueError,), "head 1.1's output is edited by an open block"))
 ROWS.append(Row("api: patching", "activation_patch on a raw model",
                 lambda env: headlab.activation_patch(env[ORGANISM].model, ["a"], ["b"]), (TypeError,),
                 "needs a HeadModel, got GPT"))
@@ -801,6 +811,7 @@ def _texts_file(name, text):
 
 
 cli_rows([
+    (["sweep", "--model", "attn-only-2l", "--top", "-1"], "'-1'"),
     (["heads", "--model", ""], "''"),
     (["heads", "--model", "no-such-model"], "'no-such-model'"),
     (["heads", "--model", "{tmp}/none"], "none"),

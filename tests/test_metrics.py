@@ -100,3 +100,12 @@ def test_the_retrieval_loss_of_one_input_is_refused():
     metric = Metric("retrieval").bound(encoder)
     with torch.no_grad(), pytest.raises(ValueError, match="at least 2 inputs"):
         metric.score(encoder(one), one, metric.reference(encoder, one))
+
+
+def test_kl_refuses_clean_logits_of_another_shape_naming_it():
+    with pytest.raises(ValueError, match=r"float \(n_inputs, pos, d_vocab\) tensor, got \(2, 5\)"):
+        LogitMetric("kl", clean=torch.zeros(2, 5))
+    metric = LogitMetric("kl", clean=torch.zeros(2, 4, 7))
+    batch = {"input_ids": torch.zeros(2, 3, dtype=torch.long), "attention_mask": torch.ones(2, 3, dtype=torch.long)}
+    with pytest.raises(ValueError, match=r"clean logits \(2, 4, 7\) do not match this run's \(2, 3, 7\)"):
+        metric(torch.zeros(2, 3, 7), batch)

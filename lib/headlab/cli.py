@@ -291,7 +291,7 @@ def add_commands(sub) -> None:
                         "cosine for an encoder")
     p.add_argument("--max-batch", type=positive_int, default=None,
                    help="cap on the inputs one tiled forward pass may hold (default: the measured tile budget decides)")
-    p.add_argument("--top", type=int, default=10, help="print the N largest mean effects")
+    p.add_argument("--top", type=positive_int, default=10, help="print the N largest mean effects")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_sweep)

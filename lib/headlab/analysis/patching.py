@@ -198,9 +198,14 @@ def path_patched_z(hm: HeadModel, clean, corrupted, sender, receiver, input: str
 
     clean_z, recomputed = cc.z(lr)[:, :, hr], head_z("")
     if not torch.allclose(recomputed, clean_z, atol=1e-4, rtol=1e-3):
+        off = float((recomputed - clean_z).abs().max())
+        if hm.hooks_installed:
+            raise ValueError(f"head {lr}.{hr}'s output is edited by an open block (ablate, patch or gate: "
+                             f"{hm.hooks_installed} hook(s) on {hm.name}), so path patching cannot recompute it "
+                             f"(off by {off:.2g}): call path_patch outside the block")
         raise NotImplementedError(f"{hm.name}'s attention is not softmax(q k^T / sqrt(d_head)) over causal, "
                                   "unpadded keys: path_patched_z cannot recompute head "
-                                  f"{lr}.{hr} (off by {float((recomputed - clean_z).abs().max()):.2g})")
+                                  f"{lr}.{hr} (off by {off:.2g})")
     return clean_z + (head_z(input) - recomputed)
 
 

@@ -84,6 +84,10 @@ class LogitMetric:
         object.__setattr__(self, "table", table)
         if (self.clean is None) == (self.score == "kl"):
             raise ValueError("'kl' and only 'kl' needs the clean run's logits (clean=...)")
+        if self.clean is not None and (not isinstance(self.clean, torch.Tensor) or self.clean.dim() != 3
+                                       or not self.clean.is_floating_point()):
+            raise ValueError(f"clean must be the clean run's logits, a float (n_inputs, pos, d_vocab) tensor, got "
+                             f"{tuple(getattr(self.clean, 'shape', ())) or type(self.clean).__name__}")
         object.__setattr__(self, "__name__", self.score)  # the metric's name in results and messages
 
     def ids(self, batch: Mapping[str, torch.Tensor], rows: int) -> torch.Tensor:
@@ -104,6 +108,10 @@ class LogitMetric:
         logits = output[rows, at].float()
         if self.score == "kl":
             index = batch.get("index", rows).to(output.device)
+            if self.clean.shape[1:] != output.shape[1:] or int(index.max()) >= len(self.clean):
+                raise ValueError(f"clean logits {tuple(self.clean.shape)} do not match this run's "
+                                 f"{tuple(output.shape)} ({int(index.max()) + 1} inputs): give the clean run of "
+                                 "the same inputs")
             ref = self.clean.to(output.device)[index, at].float().log_softmax(-1)
             return (ref.exp() * (ref - logits.log_softmax(-1))).sum(dim=-1)
         ids = self.ids(batch, len(output)).to(output.device)
