@@ -254,7 +254,9 @@ class Sandbox:
         return frozenset(json.loads(out.stdout.strip().splitlines()[-1]))
 
     def _view(self, hide: tuple[str, ...]) -> list[str]:
-        args: list[str] = []
+        # /proc, /dev and a fresh /tmp first: a later mount shadows an earlier one at a path below it, and the
+        # interpreter, the packages or the checkout may live under /tmp (a CI clone does)
+        args: list[str] = ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         for top in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
             if os.path.islink(top):
                 args += ["--symlink", os.readlink(top), top]
@@ -283,7 +285,7 @@ class Sandbox:
                 stem = Path(path).stem
                 for pyc in [path, *glob.glob(os.path.join(os.path.dirname(path), "__pycache__", f"{stem}.*.pyc"))]:
                     args += ["--ro-bind", "/dev/null", pyc]
-        args += ["--ro-bind", self._code, "/opt/grading", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+        args += ["--ro-bind", self._code, "/opt/grading",
                  "--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
         return args
 

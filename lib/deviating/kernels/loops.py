@@ -63,8 +63,8 @@ def attention_2d(
     """One attention head on 2-D lists: q ``(n_q, d)``, k ``(n_k, d)``,
     v ``(n_k, d_v)``.
 
-    ``allowed[i][j]``: query i may attend to key j; ``s_j = (q_i . k_j) / sqrt(d)``, softmax,
-    output row ``sum_j w_j v_j``. Returns ``(out, pattern)``.
+    ``allowed[i][j]``: query i may attend to key j;
+    ``s_j = (q_i . k_j) / sqrt(d)``, softmax, output row ``sum_j w_j v_j``. Returns ``(out, pattern)``.
     """
     n_k = len(k)
     scale = d ** -0.5

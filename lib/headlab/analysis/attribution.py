@@ -4,7 +4,8 @@
 Attribution patching (Nanda 2023; Syed et al. 2023) replaces each run by its first-order Taylor
 estimate around the *base* run (the run patched into: clean for noising, corrupted for denoising)::
 
-    metric(base, a <- a_source) ~ metric(base) + (a_source - a_base) . d metric / d a |base
+    metric(base, a <- a_source)
+        ~ metric(base) + (a_source - a_base) . d metric / d a |base
 
 One forward of the source run and one forward/backward of the base run give the gradient at every
 head's ``z`` (through the gate before ``W_O``) and at every layer's residual stream, hence every
@@ -160,8 +161,10 @@ def attribution_patch(hm: HeadModel, clean, corrupted, component: str = "z", *, 
     Example::
 
         diff = Metric(LogitMetric("logit_diff", (a, b)))
-        est = attribution_patch(hm, clean, corrupted, metric=diff, positions=True)  # (n, L, H, pos)
-        ig = attribution_patch(hm, clean, corrupted, metric=diff, steps=16, effect=True)  # (n, L, H)
+        # (n, L, H, pos)
+        est = attribution_patch(hm, clean, corrupted, metric=diff, positions=True)
+        # (n, L, H): integrated gradients in 16 steps
+        ig = attribution_patch(hm, clean, corrupted, metric=diff, steps=16, effect=True)
 
     Args:
         hm, clean, corrupted, metric, direction, positions, normalise: as in ``activation_patch``

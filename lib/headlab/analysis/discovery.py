@@ -213,7 +213,8 @@ def find_circuit(hm: HeadModel, clean, corrupted, scores: torch.Tensor, share: f
 
     Example::
 
-        effects = attribution_patch(hm, clean, corrupted, metric=diff, effect=True)  # (n, L, H)
+        # (n, L, H)
+        effects = attribution_patch(hm, clean, corrupted, metric=diff, effect=True)
         circuit = find_circuit(hm, clean, corrupted, effects, share=0.8, metric=diff)
         circuit.nodes, circuit.table()  # the heads; faithfulness under zero, mean, resample
 

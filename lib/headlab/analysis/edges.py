@@ -6,7 +6,8 @@ what a later head reads as its query, key or value input (or to the logits). Exa
 the base stream plus the change of the sender's output, nothing else changes. Edge attribution
 patching (Syed et al. 2023) estimates every edge from the gradients of one forward/backward::
 
-    metric(edge patched) ~ metric(base) + (out_sender_source - out_sender_base) . d metric / d x_receiver
+    metric(edge patched)
+        ~ metric(base) + (out_sender_source - out_sender_base) . d metric / d x_receiver
 
 where ``x_receiver`` is the stream as that one input of that one receiver reads it (before its
 norm). The gradient at a receiver's input is the gradient at its ``z`` (from the gate) pulled back

@@ -25,7 +25,8 @@ What a measurement scores is passed as one :class:`Metric` value: a named kind (
 
     sweep(hm, inputs, metric=Metric("loss", loss_mask=on_repeats))
     # a callable is wrapped as Metric(it)
-    sweep(hm, windows, metric=ItemMetric(doc, pos, correct, competitors, n_windows))
+    items = ItemMetric(doc, pos, correct, competitors, n_windows)
+    sweep(hm, windows, metric=items)
 
 :meth:`Metric.score` is the one place a named kind becomes numbers; every measurement calls it.
 """

@@ -59,7 +59,8 @@ class LogitMetric:
 
     Example::
 
-        m = LogitMetric("logit_diff", [(io, s) for io, s in answers])   # one pair per prompt
+        # one pair per prompt
+        m = LogitMetric("logit_diff", [(io, s) for io, s in answers])
         activation_patch(hm, clean, corrupted, metric=m)
 
     Raises:
