@@ -64,7 +64,8 @@ def attention_2d(
     v ``(n_k, d_v)``.
 
     ``allowed[i][j]``: query i may attend to key j;
-    ``s_j = (q_i . k_j) / sqrt(d)``, softmax, output row ``sum_j w_j v_j``. Returns ``(out, pattern)``.
+    ``s_j = (q_i . k_j) / sqrt(d)``, softmax, output row ``sum_j w_j v_j``.
+    Returns ``(out, pattern)``.
     """
     n_k = len(k)
     scale = d ** -0.5
