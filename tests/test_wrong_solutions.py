@@ -21,11 +21,9 @@ from make_student import find_exercises
 
 from deviating.exercises import ExerciseFailed, ForbiddenCall, NotImplementedYet, recording
 
-from wrong_solutions import ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09
+import wrong_solutions
 
-CATALOGUE: dict[str, list] = {}
-for _module in (ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09):
-    CATALOGUE.update(_module.CATALOGUE)
+CATALOGUE: dict[str, list] = wrong_solutions.catalogue()
 
 
 def _exercises() -> dict[str, tuple]:
