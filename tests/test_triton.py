@@ -42,16 +42,55 @@ def test_interpreted_kernel_parity(case, interpreted):
     assert not problems(case, result), problems(case, result)
 
 
-def test_cpu_tensors_without_the_interpreter_say_what_to_do():
-    """In a fresh process that imports triton without TRITON_INTERPRET (whatever this worker's
-    environment holds), CPU tensors get a clear error."""
-    code = ("import torch\nfrom headlab.kernels.streaming import fused_attention\n"
-            "q = torch.randn(1, 1, 8, 16)\ntry:\n    fused_attention(q, q, q, backend='triton')\n"
-            "except RuntimeError as err:\n    print(err)\nelse:\n    print('no error')\n")
+# One fresh process without TRITON_INTERPRET (whatever this worker's environment holds) for the
+# three checks that need one: a kernel imported under the interpreter (by any earlier test in this
+# worker) is an InterpretedFunction, which nothing can compile. One process instead of three saves
+# two starts of Python, torch and triton. Each check reports on its own line; one failing does
+# not hide the others.
+WITHOUT_INTERPRETER = """
+import json, sys, traceback, torch
+out = {}
+def check(name, fn):
+    try:
+        out[name] = {"ok": True, "value": fn()}
+    except BaseException:
+        out[name] = {"ok": False, "error": traceback.format_exc()[-4000:]}
+def cpu_tensors():
+    from headlab.kernels.streaming import fused_attention
+    q = torch.randn(1, 1, 8, 16)
+    try:
+        fused_attention(q, q, q, backend='triton')
+    except RuntimeError as err:
+        return str(err)
+    return 'no error'
+def compiled(dtype, causal):
+    from headlab.kernels.triton_attention import compile_for_gpu
+    kernel = compile_for_gpu(dtype, causal=causal)
+    assert kernel.asm['cubin'], 'no cubin'
+    assert 'tt.dot' in kernel.asm['ttir'], 'no tt.dot in the TTIR'
+    return True
+check('cpu tensors', cpu_tensors)
+check('float32', lambda: compiled(torch.float32, True))
+check('bfloat16', lambda: compiled(torch.bfloat16, False))
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def without_interpreter() -> dict:
+    """The three checks of :data:`WITHOUT_INTERPRETER`, run in one fresh process, by name."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "TRITON_INTERPRET=1" in run.stdout, run.stdout
+    run = subprocess.run([sys.executable, "-c", WITHOUT_INTERPRETER], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_cpu_tensors_without_the_interpreter_say_what_to_do(without_interpreter):
+    """In a fresh process that imports triton without TRITON_INTERPRET, CPU tensors get a clear error."""
+    result = without_interpreter["cpu tensors"]
+    assert result["ok"], result["error"]
+    assert "TRITON_INTERPRET=1" in result["value"], result["value"]
 
 
 def test_triton_refuses_float64_and_odd_blocks():
@@ -62,18 +101,13 @@ def test_triton_refuses_float64_and_odd_blocks():
         triton_attention(q, q, q, causal=False, key_mask=None, statistics=None, scale=0.25, block_size=24)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
-def test_the_kernel_compiles_for_a_gpu_on_a_machine_without_one(dtype):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_kernel_compiles_for_a_gpu_on_a_machine_without_one(dtype, without_interpreter):
     """The interpreter runs any Python; the compiler accepts only valid Triton (e.g. no plain-int
-    globals in a kernel). Compiling for an H100/H200 down to its binary needs no GPU."""
-    # In a fresh process without TRITON_INTERPRET: a kernel imported under the interpreter (by any
-    # earlier test in this worker) is an InterpretedFunction, which nothing can compile.
-    code = ("import sys, torch\nfrom headlab.kernels.triton_attention import compile_for_gpu\n"
-            f"kernel = compile_for_gpu(torch.{str(dtype).split('.')[-1]}, causal={dtype == torch.float32})\n"
-            "assert kernel.asm['cubin'], 'no cubin'\nassert 'tt.dot' in kernel.asm['ttir'], 'no tt.dot in the TTIR'\n")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-4000:]
+    globals in a kernel). Compiling for an H100/H200 down to its binary needs no GPU (float32
+    causal, bfloat16 not: both branches of the mask)."""
+    result = without_interpreter[dtype]
+    assert result["ok"], result["error"]
 
 
 @pytest.mark.gpu
