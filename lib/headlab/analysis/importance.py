@@ -28,7 +28,6 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import torch
-from scipy.stats import rankdata
 
 from headlab.analysis.sweep import SweepResult, sweep
 from headlab.heads.ablation import Ablation
@@ -216,6 +215,8 @@ def _offset(fn, start: int):
 def rank_disagreements(a, b, n_heads: int, top: int = 5) -> list[tuple[Head, int, int]]:
     """Heads whose ranks under two importance scores ``(L, H)`` differ most:
     ``[(head, rank by a, rank by b)]`` (rank 1 = most important), largest gap first."""
+    from scipy.stats import rankdata  # not at the top: scipy.stats would add ~1 CPU s to `import headlab`
+
     x = np.asarray(torch.as_tensor(a).detach().cpu(), dtype=float).ravel()
     y = np.asarray(torch.as_tensor(b).detach().cpu(), dtype=float).ravel()
     ra = len(x) + 1 - rankdata(x)
