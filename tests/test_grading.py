@@ -302,13 +302,14 @@ def _all_labels() -> list[str]:
             for ex in find_exercises(nbformat.read(path, as_version=4), path)]
 
 
-SEEDS = [1, 2, 977, 2**40 + 3, 123456789]
+SEEDS = [1, 977, 2**40 + 3]  # the solution's seeds; a wrong solution's grade is compared on the first two
 
 
 @pytest.mark.parametrize("label", _all_labels())
 def test_the_solution_passes_the_drawn_cases_on_every_seed_and_each_wrong_one_scores_the_same(label) -> None:
     """Every check draws cases from the secret seed (issue 40): the book's solution passes all of them on
-    every seed, and each plausible wrong solution gets one grade on every seed, never full marks."""
+    three seeds, and each plausible wrong solution gets one grade on two seeds, never full marks (two
+    seeds keep the test's cost at about eleven check runs per exercise: 80 exercises run here)."""
     import wrong_solutions
 
     check, solution = _check_and_solution(label)
@@ -319,7 +320,7 @@ def test_the_solution_passes_the_drawn_cases_on_every_seed_and_each_wrong_one_sc
     wrong = wrong_solutions.catalogue()[label]
     assert len(wrong) >= 3
     for fn in wrong:
-        scores = {_drawn_score(check, fn, seed) for seed in SEEDS}
+        scores = {_drawn_score(check, fn, seed) for seed in SEEDS[:2]}
         assert len(scores) == 1, (fn.__name__, scores)  # the same grade on every seed
         ((passed, n),) = scores
         assert passed < n, fn.__name__  # and never full marks
