@@ -282,9 +282,10 @@ def _check_and_solution(label: str):  # noqa: ANN202
     import importlib
 
     import numpy as np
+    import torch
 
     module, name, source, function = _book_exercises()[label]
-    namespace = {"np": np, "__name__": "__main__"}
+    namespace = {"np": np, "torch": torch, "__name__": "__main__"}  # what every chapter's setup imports
     exec(source, namespace)  # noqa: S102
     return getattr(importlib.import_module(module), name), namespace[function]
 
