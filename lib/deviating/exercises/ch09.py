@@ -16,10 +16,10 @@ from deviating.exercises.drawn import MARK, drawn
 
 _REPORT = ("headlab.report", "headlab.analysis.importance", "headlab.analysis.circuits", "headlab.analysis.prune")
 
-__all__ = ["check_keep_list", "check_is_redundant", "check_target_weight", "check_logit_lens"]
+__all__ = ["check_keep_list", "check_is_redundant", "check_target_weight", "check_logit_lens", "compare_heads"]
 
 
-def _compare_heads(got, expected) -> str | None:
+def compare_heads(got, expected) -> str | None:
     """A sorted list of distinct ``(layer, head)`` pairs, compared exactly."""
     try:
         heads = [(int(h[0]), int(h[1])) for h in got]
@@ -87,7 +87,7 @@ def check_keep_list(fn: Callable) -> None:
         Case("two layers of three heads, a circuit and a backup pair",
              args=(_effects([[0.2, 0.2], [0.0, 0.7], [0.1, 0.0]], [[0.3, 0.3], [-0.5, 0.2], [0.05, 0.05]]),
                    [(0, 2)], [((1, 2), (1, 1))]), expected=[(0, 1), (0, 2), (1, 1), (1, 2)], hidden=True),
-    ] + drawn(_drawn_keep_cases), compare=_compare_heads, what="heads to keep", forbid=_REPORT)
+    ] + drawn(_drawn_keep_cases), compare=compare_heads, what="heads to keep", forbid=_REPORT)
 
 
 def check_is_redundant(fn: Callable) -> None:
