@@ -221,8 +221,15 @@ def check_find_jump(fn: Callable) -> None:
                   hint="90% of the *final* score, not of the largest; and return steps, not list indices."),
              Case("a longer curve", args=(_curve(rng, 30, 17, 22, 0.6, 0.9),), expected=(900, 1150), hidden=True)]
     cases[1].args[0][10]["induction_best"] = 0.95  # an overshoot above the final 0.5
-    run_cases(fn, cases + drawn(_drawn_jump_cases), compare=lambda got, exp: None if tuple(
-        int(x) for x in got) == exp else f"expected steps {exp}, got {got}", what="the jump of a curve")
+    run_cases(fn, cases + drawn(_drawn_jump_cases), compare=_same_steps, what="the jump of a curve")
+
+
+def _same_steps(got, expected) -> str | None:
+    try:
+        start, end = (int(x) for x in got)
+    except (TypeError, ValueError):
+        return f"expected two steps (start, end), got {got!r}"
+    return None if (start, end) == tuple(expected) else "these are not the steps that bracket the jump"
 
 
 def _drawn_jump_cases(rng: np.random.Generator) -> list[Case]:

@@ -76,6 +76,9 @@ def check_gate_importance(fn: Callable) -> None:
     signed = {id(c.expected): c.args for c in cases}
 
     def compare(got, expected):
+        if isinstance(got, _HooksLeft):
+            return (f"{got.count} hook(s) left on the model after the call: remove each one (handle.remove(), "
+                    "in a `finally:`) before you return")
         problem = compare_arrays(got, expected, atol=1e-5, rtol=1e-4)
         if problem is None or id(expected) not in signed:
             return problem
@@ -94,11 +97,33 @@ def check_gate_importance(fn: Callable) -> None:
               forbid=("headlab", "deviating.analysis"))
 
 
+def _ablation_effect(model, ids) -> np.ndarray:
+    """Mean over inputs of |loss without the head - loss|: what removing each head does, not its gradient."""
+    import torch
+    import torch.nn.functional as F
+
+    from headlab.heads.model import HeadModel
+
+    hm = HeadModel(model, name="a GPT-2")
+
+    def loss():
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits
+        return F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none").mean(1)
+
+    clean, out = loss(), np.zeros((model.config.n_layer, model.config.n_head))
+    for layer, head in np.ndindex(*out.shape):
+        with hm.ablate([(layer, head)]):
+            out[layer, head] = float((loss() - clean).abs().mean())
+    return out
+
+
 def _mistakes_differ(model, ids, expected) -> bool:
-    """Whether the signed mean, |mean| and |sum| of the per-input gradients all differ from the answer."""
+    """Whether the signed mean, |mean| and |sum| of the per-input gradients, and the ablation effect, all
+    differ from the answer."""
     g = _signed_reference(model, ids)
     return all(compare_arrays(m, expected, atol=1e-5, rtol=1e-4) is not None
-               for m in (g.mean(0), np.abs(g.mean(0)), np.abs(g.sum(0))))
+               for m in (g.mean(0), np.abs(g.mean(0)), np.abs(g.sum(0)), _ablation_effect(model, ids)))
 
 
 def _drawn_gate_cases(rng: np.random.Generator) -> list[Case]:
@@ -112,6 +137,10 @@ def _drawn_gate_cases(rng: np.random.Generator) -> list[Case]:
         n_head = int(rng.choice([2, 4]))
         model = tiny_gpt2(seed=int(rng.integers(2**31)), n_layer=int(rng.integers(2, 4)), n_head=n_head,
                           n_embd=n_head * int(rng.integers(3, 7)))
+        with torch.no_grad():  # heads that matter: removing one is far from the first-order guess
+            for block in model.transformer.h:
+                block.attn.c_attn.weight.mul_(rng.uniform(8.0, 15.0))
+                block.attn.c_proj.weight.mul_(rng.uniform(8.0, 15.0))
         ids = torch.as_tensor(rng.integers(50, size=(int(rng.integers(3, 5)), int(rng.integers(5, 9)))))
         expected = _gate_reference(model, ids)
         if _mistakes_differ(model, ids, expected):
@@ -120,16 +149,23 @@ def _drawn_gate_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+class _HooksLeft:
+    """What the check sees in place of the answer when the function left hooks on the model."""
+
+    def __init__(self, count: int):
+        self.count = count
+
+    def __repr__(self) -> str:
+        return f"<an answer, with {self.count} hook(s) left on the model>"
+
+
 def _then_no_hooks(fn: Callable) -> Callable:
-    """``fn``, then a failure if it left a hook on the model (the task says to remove them). The
+    """``fn``, then :class:`_HooksLeft` if it left a hook on the model (the task says to remove them). The
     check sees the model it passed, so this holds for a function run in this process."""
     def gate_importance(model, input_ids):
         out = fn(model, input_ids)
         left = sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())
-        if left:
-            raise RuntimeError(f"{left} hook(s) left on the model after the call: remove each one "
-                               "(handle.remove(), in a `finally:`) before you return")
-        return out
+        return _HooksLeft(left) if left else out
 
     gate_importance.__name__ = getattr(fn, "__name__", "gate_importance")
     gate_importance.__wrapped__ = fn
