@@ -309,9 +309,10 @@ def check_detection_at_fpr(fn: Callable) -> None:
              hint="a threshold below 4 flags three negatives, more than 20% of five: it must be 4, and only "
                   "scores strictly above 4 are flagged."),
         Case("fpr 0.1 of 15 negatives is 1.5: at most one may be flagged",
-             args=([14.5, 13.5, 12.5, 2.0], np.arange(15.0), 0.1),
-             expected=_detection([14.5, 13.5, 12.5, 2.0], np.arange(15.0), 0.1),
-             hint="'at most fpr of the negatives': round the allowed number down."),
+             args=([14.5, 13.5, 12.8, 2.0], np.arange(15.0), 0.1),
+             expected=_detection([14.5, 13.5, 12.8, 2.0], np.arange(15.0), 0.1),
+             hint="'at most fpr of the negatives': round the allowed number down, and the threshold is one of the "
+                  "negatives' own scores (no interpolation between them)."),
         Case("shuffled scores", args=([0.3, 0.9, 0.75, 0.1], [0.5, 0.2, 0.8, 0.35, 0.1, 0.6], 0.2),
              expected=_detection([0.3, 0.9, 0.75, 0.1], [0.5, 0.2, 0.8, 0.35, 0.1, 0.6], 0.2), hidden=True),
     ] + drawn(_drawn_detection_cases)
