@@ -78,7 +78,7 @@ def check_splice_recovered(fn: Callable) -> None:
         _splice_case("3 layers with MLPs, layer 2", deep, 2, torch.randint(40, (3, 7), generator=g), 0.7, 3,
                      hidden=True),
     ] + drawn(_drawn_splice_cases)
-    run_cases(fn, cases, compare=_compare_splice, what="the loss recovered by a splice", forbid=_SAE)
+    run_cases(fn, cases, compare=_compare_splice, what="a splice", forbid=_SAE)
 
 
 def _drawn_splice_cases(rng: np.random.Generator) -> list[Case]:
@@ -133,7 +133,7 @@ def check_head_ownership(fn: Callable) -> None:
         _ownership_case("4 heads of 3 columns", [[0.1, 0.2, 0.3, 0.4], [0.7, 0.0, 0.3, 0.0]], 3, 3, hidden=True),
     ] + drawn(_drawn_ownership_cases)
     run_cases(fn, cases, compare=lambda got, exp: compare_arrays(got, exp, atol=1e-5, rtol=1e-4),
-              what="which head owns a feature", forbid=_SAE)
+              what="head ownership", forbid=_SAE)
 
 
 def _drawn_ownership_cases(rng: np.random.Generator) -> list[Case]:
