@@ -55,7 +55,7 @@ def check_head_importance(fn: Callable) -> None:
         _importance_case("2 layers of 3 heads", wide, torch.randint(40, (2, 7), generator=g), hidden=True),
     ] + drawn(_drawn_importance_cases)
     run_cases(fn, cases, compare=lambda got, exp: compare_arrays(got, exp, atol=2e-4, rtol=1e-3),
-              what="head importance by ablation", forbid=_ANALYSIS)
+              what="head importance", forbid=_ANALYSIS)
 
 
 def _drawn_importance_cases(rng: np.random.Generator) -> list[Case]:
@@ -316,7 +316,7 @@ def check_detection_at_fpr(fn: Callable) -> None:
         Case("shuffled scores", args=([0.3, 0.9, 0.75, 0.1], [0.5, 0.2, 0.8, 0.35, 0.1, 0.6], 0.2),
              expected=_detection([0.3, 0.9, 0.75, 0.1], [0.5, 0.2, 0.8, 0.35, 0.1, 0.6], 0.2), hidden=True),
     ] + drawn(_drawn_detection_cases)
-    run_cases(fn, cases, compare=_compare_detection, what="an inspector at a matched false-positive rate",
+    run_cases(fn, cases, compare=_compare_detection, what="detection rate",
               forbid=("deviating.analysis", "headlab.stats", "sklearn"))
 
 
