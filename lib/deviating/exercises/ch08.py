@@ -133,7 +133,7 @@ def _drawn_match_cases(rng: np.random.Generator) -> list[Case]:
         dec_b = basis[:n_b] * rng.uniform(0.5, 3.0, size=(n_b, 1))
         t = rng.uniform(0.1, 1.3, size=n_a)
         t[0] = np.pi - t[0]  # one opposite direction
-        j = rng.integers(n_b, size=n_a)
+        j = (np.arange(n_a) + rng.integers(1, n_b)) % n_b  # never row i of dec_b for row i of dec_a
         u = basis[n_b + rng.integers(2, size=n_a)]
         dec_a = (np.cos(t)[:, None] * basis[j] + np.sin(t)[:, None] * u) * rng.uniform(0.5, 3.0, size=(n_a, 1))
         cases.append(Case(MARK + f": {n_a} features against {n_b}", args=(_t(dec_a), _t(dec_b)),
