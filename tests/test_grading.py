@@ -481,3 +481,15 @@ def test_a_hook_left_on_the_model_fails_in_the_grading_worker(tmp_path, stub: st
                 fn(model, x)
     finally:
         fn.close()
+
+
+def test_the_grader_accepts_the_check_of_every_exercise_of_the_book() -> None:
+    """A check module split for length (ch07_more, ch05_patching) is still one the grader will run, and a
+    module outside the book's exercises is not."""
+    from deviating.exercises.grading import _check_of
+
+    for label, (module, name, _, _) in _book_exercises().items():
+        assert callable(_check_of({"check_module": module, "check": name})), label
+    for module in ("deviating.exercises.grading", "deviating.exercises.ch07_more.x", "os", "deviating.exercises.sandbox"):
+        with pytest.raises(ValueError, match="not one of the book's"):
+            _check_of({"check_module": module, "check": "check_x"})
