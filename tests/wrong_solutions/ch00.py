@@ -44,6 +44,55 @@ def sm_library(scores):
     return softmax(np.asarray(scores, dtype=float))
 
 
+# --------------------------------------------------------------------------- temperature_for_entropy
+
+
+def _entropy(scores, t, log=np.log, stable=True):
+    z = np.asarray(scores, dtype=float) / t
+    with np.errstate(over="ignore", invalid="ignore"):
+        w = np.exp(z - z.max()) if stable else np.exp(z)
+        w = w / w.sum()
+        w = w[w > 0]
+        return float(-(w * log(w)).sum())
+
+
+def _search(scores, target, *, log=np.log, stable=True, low=1.0, high=1.0, grow=True, steps=200):
+    entropy = lambda t: _entropy(scores, t, log, stable)  # noqa: E731
+    while grow and entropy(low) > target:
+        low /= 2
+    while grow and entropy(high) < target:
+        high *= 2
+    for _ in range(steps):
+        middle = (low + high) / 2
+        if entropy(middle) < target:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
+
+
+def temperature_log2(scores, target):
+    return _search(scores, target, log=np.log2)
+
+
+def temperature_inverse(scores, target):
+    return 1.0 / _search(scores, target)
+
+
+def temperature_searched_below_1(scores, target):
+    return _search(scores, target, low=1e-3, high=1.0, grow=False)
+
+
+def temperature_naive_softmax(scores, target):
+    return _search(scores, target, stable=False)
+
+
+def temperature_ten_steps(scores, target):
+    return _search(scores, target, low=1e-3, high=1e3, grow=False, steps=10)
+
+
 CATALOGUE: dict[str, list] = {
+    "ex-00-temperature": [temperature_log2, temperature_inverse, temperature_searched_below_1,
+                          temperature_naive_softmax, temperature_ten_steps],
     "ex-00-softmax": [sm_naive, sm_global_max, sm_min_shift, sm_mask_as_zero, sm_axis0, sm_library],
 }
