@@ -438,6 +438,34 @@ def tiled_kernel(q, k, v, block, causal=True):
     return out[0, 0].numpy(), t * (t + 1) // 2 if causal else t * t
 
 
+# --------------------------------------------------------------------------- head_singular_values
+
+
+def _svals(m):
+    return np.linalg.svd(m, compute_uv=False)
+
+
+def sv_of_a_alone(A, B):
+    return _svals(np.asarray(A))
+
+
+def sv_of_a_transpose_b(A, B):
+    return _svals(np.asarray(A).swapaxes(-1, -2) @ np.asarray(B))
+
+
+def sv_r_b_not_transposed(A, B):
+    return _svals(np.linalg.qr(A)[1] @ np.linalg.qr(B)[1])
+
+
+def sv_smallest_first(A, B):
+    return _svals(np.linalg.qr(A)[1] @ np.linalg.qr(B)[1].swapaxes(-1, -2))[..., ::-1]
+
+
+def sv_eigenvalues(A, B):
+    eig = np.abs(np.linalg.eigvals(np.linalg.qr(A)[1] @ np.linalg.qr(B)[1].swapaxes(-1, -2)))
+    return -np.sort(-eig, axis=-1)
+
+
 CATALOGUE: dict[str, list] = {
     "ex-02-split-heads": [split_direct_reshape, split_interleaved, split_wrong_transpose],
     "ex-02-zero-head": [zero_output_slice, zero_slice_without_d_head, zero_every_head, hook_left_in_place,
@@ -448,6 +476,8 @@ CATALOGUE: dict[str, list] = {
     "ex-02-merge-heads": [merge_direct_reshape, merge_interleaved, merge_heads_reversed, merge_positions_stacked],
     "ex-02-multi-head": [mha_direct_split, mha_sqrt_d_model, mha_never_masks, mha_w_o_untransposed,
                          mha_merge_without_transpose, mha_library],
+    "ex-02-singular-values": [sv_of_a_alone, sv_of_a_transpose_b, sv_r_b_not_transposed, sv_smallest_first,
+                              sv_eigenvalues],
     "ex-02-head-statistics": [stats_with_query_0, stats_log2, stats_nan_from_masked_keys, stats_own_token_as_previous,
                               stats_entropy_of_mean_row],
     "ex-02-uniform-baseline": [uniform_with_query_0, uniform_every_key, uniform_sum_not_mean, uniform_log2],

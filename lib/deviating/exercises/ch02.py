@@ -10,6 +10,7 @@ import numpy as np
 
 from deviating.exercises import Case, compare_arrays, run_cases
 from deviating.exercises.ch02_more import (  # the layer-building checks, kept in their own module
+    check_head_singular_values,
     check_head_statistics,
     check_merge_heads,
     check_multi_head,
@@ -18,7 +19,8 @@ from deviating.exercises.ch02_more import (  # the layer-building checks, kept i
 from deviating.exercises.drawn import MARK, drawn
 
 __all__ = ["check_split_heads", "check_merge_heads", "check_multi_head", "check_qk_ranks", "check_attention_cost",
-           "check_zeroed_logits", "check_head_statistics", "check_uniform_baseline", "tiny_gpt2"]
+           "check_zeroed_logits", "check_head_singular_values", "check_head_statistics", "check_uniform_baseline",
+           "tiny_gpt2"]
 
 
 # --------------------------------------------------------------------------- split_heads

@@ -1,5 +1,6 @@
-"""Checks for chapter 02's layer-building exercises: merging heads, a whole multi-head layer, and
-per-head statistics of attention patterns with their uniform baseline.
+"""Checks for chapter 02's layer-building exercises: merging heads, a whole multi-head layer, each
+head's singular values from its two factors, and per-head statistics of attention patterns with
+their uniform baseline.
 
 :mod:`deviating.exercises.ch02` re-exports every check here (the grader names checks by chapter
 module). Every expected value follows from how the inputs are built, never from a reference
@@ -16,7 +17,8 @@ import numpy as np
 from deviating.exercises import Case, compare_arrays, run_cases
 from deviating.exercises.drawn import MARK, drawn
 
-__all__ = ["check_merge_heads", "check_multi_head", "check_head_statistics", "check_uniform_baseline"]
+__all__ = ["check_merge_heads", "check_multi_head", "check_head_statistics", "check_uniform_baseline",
+           "check_head_singular_values"]
 
 _DRAWN = MARK + ": "
 _KERNELS = ("deviating.kernels", "headlab.kernels")
@@ -244,3 +246,59 @@ def _drawn_uniform_cases(rng: np.random.Generator) -> list[Case]:
     """Three random lengths (drawn when grading); the statistics of the uniform pattern built at that length."""
     return [Case(_DRAWN + f"{n} positions", args=(int(n),), expected=_head("uniform", int(n))[1])
             for n in rng.choice(np.arange(2, 300), size=3, replace=False)]
+
+
+# --------------------------------------------------------------------------- a head's singular values
+
+
+def _planted_factors(rng: np.random.Generator, lead: tuple, d_model: int, d_head: int, zeros: int = 0):
+    """Factors ``A = U diag(s) M``, ``B = V M^{-T}`` with ``U, V`` of orthonormal columns and ``M`` an
+    invertible mixing: ``A B^T = U diag(s) V^T``, whose singular values are ``s`` (``zeros`` of them 0),
+    though neither factor shows them. Returns ``(A, B)`` and ``s`` sorted largest first."""
+    s = np.sort(rng.uniform(0.5, 10.0, (*lead, d_head)), axis=-1)[..., ::-1].copy()
+    if zeros:
+        s[..., d_head - zeros:] = 0.0
+    u = np.linalg.qr(rng.normal(size=(*lead, d_model, d_head)))[0]
+    v = np.linalg.qr(rng.normal(size=(*lead, d_model, d_head)))[0]
+    m = rng.normal(size=(*lead, d_head, d_head)) + 3.0 * np.eye(d_head)  # well conditioned
+    a = (u * s[..., None, :]) @ m
+    b = v @ np.linalg.inv(m).swapaxes(-1, -2)
+    return (a, b), s
+
+
+def check_head_singular_values(fn: Callable[[np.ndarray, np.ndarray], Any]) -> None:
+    """Check ``head_singular_values(A, B)``: for factors ``(..., d_model, d_head)``, the ``d_head``
+    singular values of each ``A B^T``, largest first, ``(..., d_head)``. The planted factors have
+    known singular values (:func:`_planted_factors`)."""
+    rng = np.random.default_rng(17)
+    cases = []
+    for name, lead, d_model, d_head, zeros, hidden, hint in [
+        ("one head, d_model 6, d_head 2", (), 6, 2, 0, False,
+         "the answer has d_head numbers, largest first: the singular values of A B^T, not of A or of A^T B. "
+         "Write each factor as orthonormal columns times a small square matrix (np.linalg.qr): the "
+         "orthonormal parts do not change singular values."),
+        ("three heads (a leading axis), d_model 8, d_head 3", (3,), 8, 3, 0, False,
+         "keep the leading axes: one row of d_head singular values per head."),
+        ("a head of rank 2 out of d_head 4: two singular values are 0", (), 10, 4, 2, False,
+         "singular values are never negative and come largest first; a rank-deficient head ends in zeros."),
+        ("layers and heads: leading axes (2, 2), d_model 9, d_head 3", (2, 2), 9, 3, 0, False, ""),
+        ("two heads of d_head 5 in d_model 12, one singular value 0", (2,), 12, 5, 1, True, ""),
+    ]:
+        args, s = _planted_factors(rng, lead, d_model, d_head, zeros)
+        cases.append(Case(name, args=args, expected=s, hidden=hidden, hint=hint))
+    run_cases(fn, cases + drawn(_drawn_singular_cases),
+              compare=lambda got, exp: compare_arrays(got, exp, atol=1e-8, rtol=1e-8),
+              what="a head's singular values", forbid=("headlab.analysis",))
+
+
+def _drawn_singular_cases(rng: np.random.Generator) -> list[Case]:
+    """Planted factors of random sizes (drawn when grading), one with a rank below d_head."""
+    cases = []
+    for zeros in (0, 1):
+        lead = tuple(int(x) for x in rng.integers(1, 4, size=int(rng.integers(1, 3))))
+        d_head = int(rng.integers(2, 6))
+        d_model = int(rng.integers(d_head + 1, 3 * d_head + 2))
+        args, s = _planted_factors(rng, lead, d_model, d_head, zeros)
+        cases.append(Case(MARK + f": leading axes {lead}, d_model {d_model}, d_head {d_head}", args=args,
+                          expected=s))
+    return cases
