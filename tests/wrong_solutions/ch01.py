@@ -182,6 +182,11 @@ def masked_score_zeroed(Q, K, V, mask=None):
     return _masked(Q, K, V, mask, zero_score=True)
 
 
+def masked_no_refusal(Q, K, V, mask=None):
+    """Right wherever a query sees a key; a query that sees none gets NaN instead of an error."""
+    return _masked(Q, K, V, mask)
+
+
 def masked_library(Q, K, V, mask=None):
     from deviating.kernels import attention
 
@@ -241,17 +246,22 @@ def gap_histogram_last_bin_closed(gap, correct, edges):
     return _bins(gap, correct, edges, last_closed=True)
 
 
+def gap_no_refusal(gap, correct, edges):
+    """Right on increasing edges; on edges out of order it bins as if nothing were wrong."""
+    return _bins(gap, correct, edges)
+
+
 def gap_share_of_all_answers(gap, correct, edges):
     return _bins(gap, correct, edges, over_all=True)
 
 
 CATALOGUE: dict[str, list] = {
     "ex-01-masked": [masked_true_means_hidden, masked_after_softmax, masked_unscaled, masked_plain_transpose,
-                     masked_unstable, masked_score_zeroed, masked_library],
+                     masked_unstable, masked_score_zeroed, masked_no_refusal, masked_library],
     "ex-01-blind-ceiling": [blind_skips_equal_letters, blind_pairs_weighed_alike, blind_answer_in_the_pair,
                             blind_one_guess_for_all],
     "ex-01-accuracy-by-gap": [gap_closed_bins, gap_zero_for_empty_bin, gap_histogram_last_bin_closed,
-                              gap_share_of_all_answers],
+                              gap_share_of_all_answers, gap_no_refusal],
     "ex-01-one-query": [one_query_unscaled, one_query_sqrt_nk, one_query_sqrt_dv, one_query_by_d,
                         one_query_unstable],
     "ex-01-causal": [causal_unscaled, causal_sqrt_n, causal_mask_after_softmax, causal_strict, causal_kernel],

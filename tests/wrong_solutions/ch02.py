@@ -461,6 +461,11 @@ def sv_smallest_first(A, B):
     return _svals(np.linalg.qr(A)[1] @ np.linalg.qr(B)[1].swapaxes(-1, -2))[..., ::-1]
 
 
+def sv_no_refusal(A, B):
+    """Right on factors of one shape; factors of two d_model pass through without an error."""
+    return _svals(np.linalg.qr(A)[1] @ np.linalg.qr(B)[1].swapaxes(-1, -2))
+
+
 def sv_eigenvalues(A, B):
     eig = np.abs(np.linalg.eigvals(np.linalg.qr(A)[1] @ np.linalg.qr(B)[1].swapaxes(-1, -2)))
     return -np.sort(-eig, axis=-1)
@@ -477,7 +482,7 @@ CATALOGUE: dict[str, list] = {
     "ex-02-multi-head": [mha_direct_split, mha_sqrt_d_model, mha_never_masks, mha_w_o_untransposed,
                          mha_merge_without_transpose, mha_library],
     "ex-02-singular-values": [sv_of_a_alone, sv_of_a_transpose_b, sv_r_b_not_transposed, sv_smallest_first,
-                              sv_eigenvalues],
+                              sv_eigenvalues, sv_no_refusal],
     "ex-02-head-statistics": [stats_with_query_0, stats_log2, stats_nan_from_masked_keys, stats_own_token_as_previous,
                               stats_entropy_of_mean_row],
     "ex-02-uniform-baseline": [uniform_with_query_0, uniform_every_key, uniform_sum_not_mean, uniform_log2],

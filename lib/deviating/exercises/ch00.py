@@ -8,6 +8,7 @@ import numpy as np
 
 from deviating.exercises import Case, compare_number, run_cases
 from deviating.exercises.drawn import MARK, drawn
+from deviating.exercises.refusing import REFUSED, compare_refusal, refusing
 
 __all__ = ["check_stable_softmax", "check_temperature_for_entropy"]
 
@@ -157,9 +158,15 @@ def check_temperature_for_entropy(fn: Callable[[np.ndarray, float], float]) -> N
         _temperature_case("a sharp target: [1, 0, 0, 0, 0], at T = 0.2", [1.0, 0.0, 0.0, 0.0, 0.0], 0.2,
                           hint="the answer can be well below 1: do not stop the search at a fixed lower bound."),
         _temperature_case("five keys at T = 0.7", [2.0, -1.0, 0.5, 0.5, 3.0], 0.7, hidden=True),
+        Case("a target above log k: 1.5 nats for 4 keys (at most log 4 = 1.386)", args=(np.array([0.0, 1, 2, 3]), 1.5),
+             expected=REFUSED, hint="no temperature spreads k keys beyond log k nats: raise a ValueError, do not "
+                                    "search forever."),
+        Case("equal scores: every temperature gives log 3", args=(np.full(3, 2.0), 0.5), expected=REFUSED,
+             hint="equal scores give a uniform row at every temperature: raise a ValueError."),
     ]
-    run_cases(fn, cases + drawn(_drawn_temperature_cases),
-              compare=lambda got, exp: compare_number(got, exp, atol=0, rtol=1e-4), what="a temperature for an entropy")
+    run_cases(refusing(fn), cases + drawn(_drawn_temperature_cases),
+              compare=compare_refusal(lambda got, exp: compare_number(got, exp, atol=0, rtol=1e-4)),
+              what="a temperature for an entropy")
 
 
 def _drawn_temperature_cases(rng: np.random.Generator) -> list[Case]:
@@ -170,4 +177,7 @@ def _drawn_temperature_cases(rng: np.random.Generator) -> list[Case]:
         scores = offset + rng.normal(0.0, 2.0, int(rng.integers(3, 9)))
         t = float(np.exp(rng.uniform(np.log(low), np.log(high))))
         cases.append(_temperature_case(MARK + f": {len(scores)} keys at T = {t:.3g}", scores, t))
+    k = int(rng.integers(2, 9))
+    cases.append(Case(MARK + f": a target above log {k}", args=(rng.normal(0.0, 2.0, k), np.log(k) + rng.uniform(0.01, 1)),
+                      expected=REFUSED))
     return cases

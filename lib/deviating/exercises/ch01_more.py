@@ -15,6 +15,7 @@ import numpy as np
 
 from deviating.exercises import Case, compare_arrays, compare_number, run_cases
 from deviating.exercises.drawn import MARK, drawn
+from deviating.exercises.refusing import REFUSED, compare_refusal, refusing
 
 __all__ = ["check_masked_attention", "check_blind_ceiling", "check_accuracy_by_gap"]
 
@@ -88,8 +89,13 @@ def check_masked_attention(fn: Callable[..., Any]) -> None:
     ]:
         args, expected = _planted(rng, lead, n_q, n_k, d, d_v, mask, shift)
         cases.append(Case(name, args=args, expected=expected, hidden=hidden, hint=hint))
-    run_cases(fn, cases + drawn(_drawn_masked_cases), compare=_compare_pair, what="attention under a mask",
-              forbid=_KERNELS)
+    blind = causal4.copy()
+    blind[2] = False  # query 2 may see no key: its weights would be 0 / 0
+    (q, k, v, _), _ = _planted(rng, (), 4, 4, 2, 2, causal4)
+    cases.append(Case("a mask that leaves query 2 no key at all", args=(q, k, v, blind), expected=REFUSED,
+                      hint="a query that may see no key has no weights (0 / 0): raise a ValueError that says so."))
+    run_cases(refusing(fn), cases + drawn(_drawn_masked_cases), compare=compare_refusal(_compare_pair),
+              what="attention under a mask", forbid=_KERNELS)
 
 
 def _drawn_masked_cases(rng: np.random.Generator) -> list[Case]:
@@ -107,6 +113,9 @@ def _drawn_masked_cases(rng: np.random.Generator) -> list[Case]:
         args, expected = _planted(rng, lead, n_q, n_k, d, int(rng.integers(2, 5)), mask, shift)
         cases.append(Case(_DRAWN + f"{kind} mask, {n_q} queries, {n_k} keys, leading axes {lead}",
                           args=args, expected=expected))
+    (q, k, v, mask), _ = _planted(rng, (), n_q, n_k, d, 2, _random_mask(rng, n_q, n_k))
+    mask[int(rng.integers(n_q))] = False
+    cases.append(Case(_DRAWN + "a mask that leaves one query no key", args=(q, k, v, mask), expected=REFUSED))
     return cases
 
 
@@ -235,7 +244,11 @@ def check_accuracy_by_gap(fn: Callable[..., Any]) -> None:
     ]:
         args, expected = _gap_case(rng, np.array(edges), counts, rights, outside)
         cases.append(Case(name, args=args, expected=expected, hidden=hidden, hint=hint))
-    run_cases(fn, cases + drawn(_drawn_gap_cases), compare=_compare_bins, what="accuracy by bin")
+    gaps, correct, _ = cases[0].args
+    cases.append(Case("edges that do not increase: [0, 0.2, 0.1, 0.5]", args=(gaps, correct, np.array([0, .2, .1, .5])),
+                      expected=REFUSED, hint="bins need increasing edges: raise a ValueError naming the edges."))
+    run_cases(refusing(fn), cases + drawn(_drawn_gap_cases), compare=compare_refusal(_compare_bins),
+              what="accuracy by bin")
 
 
 def _drawn_gap_cases(rng: np.random.Generator) -> list[Case]:
@@ -250,4 +263,9 @@ def _drawn_gap_cases(rng: np.random.Generator) -> list[Case]:
         rights = [int(rng.integers(0, c + 1)) for c in counts]
         args, expected = _gap_case(rng, edges, counts, rights, int(rng.integers(1, 4)))
         cases.append(Case(_DRAWN + f"{n_bins} bins, {sum(counts)} answers in them", args=args, expected=expected))
+    gaps, correct, edges = cases[-1].args
+    b = int(rng.integers(1, len(edges) - 1))
+    bad = edges.copy()
+    bad[b], bad[b + 1] = edges[b + 1], edges[b]  # two edges swapped
+    cases.append(Case(_DRAWN + "two edges swapped", args=(gaps, correct, bad), expected=REFUSED))
     return cases

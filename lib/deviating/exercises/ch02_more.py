@@ -16,6 +16,7 @@ import numpy as np
 
 from deviating.exercises import Case, compare_arrays, run_cases
 from deviating.exercises.drawn import MARK, drawn
+from deviating.exercises.refusing import REFUSED, compare_refusal, refusing
 
 __all__ = ["check_merge_heads", "check_multi_head", "check_head_statistics", "check_uniform_baseline",
            "check_head_singular_values"]
@@ -286,8 +287,12 @@ def check_head_singular_values(fn: Callable[[np.ndarray, np.ndarray], Any]) -> N
     ]:
         args, s = _planted_factors(rng, lead, d_model, d_head, zeros)
         cases.append(Case(name, args=args, expected=s, hidden=hidden, hint=hint))
-    run_cases(fn, cases + drawn(_drawn_singular_cases),
-              compare=lambda got, exp: compare_arrays(got, exp, atol=1e-8, rtol=1e-8),
+    (a, _), _ = _planted_factors(rng, (), 6, 2)
+    (_, b), _ = _planted_factors(rng, (), 7, 2)
+    cases.append(Case("factors of different shapes, (6, 2) and (7, 2)", args=(a, b), expected=REFUSED,
+                      hint="A B^T needs the same d_model in both factors: raise a ValueError naming both shapes."))
+    run_cases(refusing(fn), cases + drawn(_drawn_singular_cases),
+              compare=compare_refusal(lambda got, exp: compare_arrays(got, exp, atol=1e-8, rtol=1e-8)),
               what="a head's singular values", forbid=("headlab.analysis",))
 
 
@@ -301,4 +306,7 @@ def _drawn_singular_cases(rng: np.random.Generator) -> list[Case]:
         args, s = _planted_factors(rng, lead, d_model, d_head, zeros)
         cases.append(Case(MARK + f": leading axes {lead}, d_model {d_model}, d_head {d_head}", args=args,
                           expected=s))
+    a, b = args
+    cases.append(Case(MARK + ": factors of different d_model", args=(a, np.concatenate([b, b[..., :1, :]], axis=-2)),
+                      expected=REFUSED))
     return cases
