@@ -14,6 +14,7 @@ The cheats a submission can try are in test_cheats.py.
 from __future__ import annotations
 
 import copy
+import functools
 import csv
 import json
 import subprocess
@@ -264,20 +265,29 @@ def test_a_check_that_wraps_the_function_still_reaches_the_worker(tmp_path) -> N
 # ----------------------------------------------------------------------- the drawn cases (no worker needed)
 
 
+@functools.lru_cache(maxsize=1)
+def _book_exercises() -> dict:
+    """label -> (check module, check name, the solution's source, the function's name), read once."""
+    found = {}
+    for path in chapter_notebooks():
+        chapter = nbformat.read(path, as_version=4)
+        for ex in find_exercises(chapter, path):
+            source = "\n\n".join(chapter.cells[i].source for i in ex.solution_cells)
+            found[ex.label] = (ex.check_module, ex.check_name, source, ex.function)
+    return found
+
+
 def _check_and_solution(label: str):  # noqa: ANN202
     """The check of exercise ``label`` and the book's solution of it, run in this process."""
     import importlib
 
     import numpy as np
+    import torch
 
-    for path in chapter_notebooks():
-        chapter = nbformat.read(path, as_version=4)
-        for ex in find_exercises(chapter, path):
-            if ex.label == label:
-                namespace = {"np": np, "__name__": "__main__"}
-                exec("\n\n".join(chapter.cells[i].source for i in ex.solution_cells), namespace)  # noqa: S102
-                return getattr(importlib.import_module(ex.check_module), ex.check_name), namespace[ex.function]
-    raise AssertionError(label)
+    module, name, source, function = _book_exercises()[label]
+    namespace = {"np": np, "torch": torch, "__name__": "__main__"}  # what every chapter's setup imports
+    exec(source, namespace)  # noqa: S102
+    return getattr(importlib.import_module(module), name), namespace[function]
 
 
 def _drawn_score(check, fn, seed: int) -> tuple[int, int]:  # noqa: ANN001
@@ -298,17 +308,17 @@ def _drawn_score(check, fn, seed: int) -> tuple[int, int]:  # noqa: ANN001
 
 
 def _all_labels() -> list[str]:
-    return [ex.label for path in chapter_notebooks()
-            for ex in find_exercises(nbformat.read(path, as_version=4), path)]
+    return list(_book_exercises())
 
 
-SEEDS = [1, 2, 977, 2**40 + 3, 123456789]
+SEEDS = [1, 977, 2**40 + 3]  # the solution's seeds; a wrong solution's grade is compared on the first two
 
 
 @pytest.mark.parametrize("label", _all_labels())
 def test_the_solution_passes_the_drawn_cases_on_every_seed_and_each_wrong_one_scores_the_same(label) -> None:
     """Every check draws cases from the secret seed (issue 40): the book's solution passes all of them on
-    every seed, and each plausible wrong solution gets one grade on every seed, never full marks."""
+    three seeds, and each plausible wrong solution gets one grade on two seeds, never full marks (two
+    seeds keep the test's cost at about eleven check runs per exercise: 80 exercises run here)."""
     import wrong_solutions
 
     check, solution = _check_and_solution(label)
@@ -319,7 +329,7 @@ def test_the_solution_passes_the_drawn_cases_on_every_seed_and_each_wrong_one_sc
     wrong = wrong_solutions.catalogue()[label]
     assert len(wrong) >= 3
     for fn in wrong:
-        scores = {_drawn_score(check, fn, seed) for seed in SEEDS}
+        scores = {_drawn_score(check, fn, seed) for seed in SEEDS[:2]}
         assert len(scores) == 1, (fn.__name__, scores)  # the same grade on every seed
         ((passed, n),) = scores
         assert passed < n, fn.__name__  # and never full marks

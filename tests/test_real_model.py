@@ -131,32 +131,37 @@ def test_catalogue_finds_nothing_in_a_random_gpt2(brown_lm, held):
     assert table.count("\n") == len(rows) + 1 and "nearest determiner" in table
 
 
-def test_real_language_model_falls_back_to_the_book_model():
+def test_real_language_model_is_the_book_model_unless_gpt2_is_asked_for():
+    """Colab and the site run the same model by default; GPT-2 is an opt-in that fails loudly offline."""
     calls = []
+
+    class Fake:
+        n_layers, n_heads, name = 4, 4, BOOK_MODEL
 
     def offline(name, device="cpu"):
         calls.append(name)
         if name == "gpt2":
             raise ModelUnavailable("no hub")
-        return "the book's model" if name == BOOK_MODEL else None
-
-    class Fake:
-        n_layers, n_heads, name = 4, 4, BOOK_MODEL
-
-    def offline_hm(name, device="cpu"):
-        offline(name, device)
         return Fake()
 
-    lm = real_language_model(loader=offline_hm)
-    assert calls == ["gpt2", BOOK_MODEL] and lm.name == BOOK_MODEL
-    assert "cannot be reached" in lm.note and "in Colab" in lm.note
+    lm = real_language_model(loader=offline)
+    assert calls == [BOOK_MODEL] and lm.name == BOOK_MODEL  # the hub is not even tried
+    assert "same model on the site, in Colab" in lm.note
+    calls.clear()
+    with pytest.raises(ModelUnavailable, match="needs the Hugging Face hub.*Colab.*brown-gpt"):
+        real_language_model(gpt2=True, loader=offline)
+    assert calls == ["gpt2"]  # no quiet fallback to another model
 
     def online(name, device="cpu"):
         calls.append(name)
         return Fake()
 
     calls.clear()
-    assert "Hugging Face hub" in real_language_model(loader=online).note and calls == ["gpt2"]
+    assert "Hugging Face hub" in real_language_model(gpt2=True, loader=online).note and calls == ["gpt2"]
+    calls.clear()
+    assert real_language_model(loader=online).name == BOOK_MODEL and calls == [BOOK_MODEL]  # online too
+    with pytest.raises(TypeError, match="gpt2 must be True or False, got 'yes'"):
+        real_language_model(gpt2="yes", loader=online)
 
 
 def test_english_inputs_retokenize_for_another_tokenizer(brown_lm, held):
@@ -192,7 +197,8 @@ def test_the_chapters_gpt2_cells_run_on_a_random_gpt2(brown_lm, held):
     raw = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(pre_tokenizers.ByteLevel.alphabet())}, merges=[]))
     raw.pre_tokenizer, raw.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
     other = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="Ā")
-    lm = real_language_model(loader=lambda name, device="cpu": HeadModel(tiny_gpt2(len(other)), other, name=name))
+    lm = real_language_model(gpt2=True,
+                             loader=lambda name, device="cpu": HeadModel(tiny_gpt2(len(other)), other, name=name))
     assert lm.name == "gpt2" and "Hugging Face hub" in lm.note
     got = english_inputs(lm.hm, held, brown_lm.tokenizer, n=8, half=24)
     atlas = compute_atlas(lm.hm, got.windows, effect="write_norm")

@@ -165,6 +165,88 @@ def lens_wrong_axis(hm, inputs):
     return _read(hm, _streams(hm, inputs), out="probs-axis")
 
 
+# --------------------------------------------------------------------------- selection_check
+
+
+def _select(effects, select, measure, top_k, *, score=None, measure_on=None, choose_on=None, order=-1,
+            per_layer=False):
+    effects = np.asarray(effects, dtype=float)
+    select, measure = np.asarray(select), np.asarray(measure)
+    every = np.arange(effects.shape[-1])
+    pick = select if choose_on is None else {"measure": measure, "all": every}[choose_on]
+    held = measure if measure_on is None else every
+    ranking = (effects[..., pick].mean(-1) if score is None else score(effects[..., pick])).ravel()
+    if per_layer:
+        heads = effects.shape[1]
+        chosen = np.concatenate([l * heads + np.argsort(-ranking[l * heads:(l + 1) * heads])[:top_k]
+                                 for l in range(effects.shape[0])])
+    else:
+        chosen = np.argsort(order * ranking, kind="stable")[:top_k]
+    on_select = effects[..., pick].mean(-1).ravel()
+    on_measure = effects[..., held].mean(-1).ravel()
+    other = np.argsort(-effects[..., measure].mean(-1).ravel(), kind="stable")[:top_k]
+    return {"in_sample": float(on_select[chosen].mean()), "held_out": float(on_measure[chosen].mean()),
+            "agreement": len(set(chosen.tolist()) & set(other.tolist()))}
+
+
+def selection_held_out_on_all(effects, select, measure, top_k):
+    """Measures the chosen heads on every text, the choosing ones included."""
+    return _select(effects, select, measure, top_k, measure_on="all")
+
+
+def selection_by_worst_case(effects, select, measure, top_k):
+    """Chooses the heads by their largest single effect, not their mean."""
+    return _select(effects, select, measure, top_k, score=lambda e: e.max(-1))
+
+
+def selection_chosen_on_measure(effects, select, measure, top_k):
+    """Chooses the heads on the texts it then measures them on."""
+    return _select(effects, select, measure, top_k, choose_on="measure")
+
+
+def selection_smallest(effects, select, measure, top_k):
+    """Sorts ascending: the top_k smallest effects."""
+    return _select(effects, select, measure, top_k, order=1)
+
+
+def selection_top_per_layer(effects, select, measure, top_k):
+    """Chooses top_k heads in every layer."""
+    return _select(effects, select, measure, top_k, per_layer=True)
+
+
+# --------------------------------------------------------------------------- hidden_in_tail
+
+
+def _tail(effects, mean_below, worst_above, *, mean=np.mean, strict_mean=True, strict_worst=True, absolute=False):
+    effects = np.asarray(effects, dtype=float)
+    if absolute:
+        effects = np.abs(effects)
+    m, w = mean(effects, axis=-1), effects.max(-1)
+    small = m < mean_below if strict_mean else m <= mean_below
+    large = w > worst_above if strict_worst else w >= worst_above
+    return [(int(l), int(h)) for l, h in zip(*np.nonzero(small & large))]
+
+
+def tail_mean_at_most(effects, mean_below, worst_above):
+    """Keeps a head whose mean is exactly the bar."""
+    return _tail(effects, mean_below, worst_above, strict_mean=False)
+
+
+def tail_worst_at_least(effects, mean_below, worst_above):
+    """Keeps a head whose worst case is exactly the bar."""
+    return _tail(effects, mean_below, worst_above, strict_worst=False)
+
+
+def tail_absolute(effects, mean_below, worst_above):
+    """Takes absolute effects: a head whose removal helps looks like it matters."""
+    return _tail(effects, mean_below, worst_above, absolute=True)
+
+
+def tail_median(effects, mean_below, worst_above):
+    """Uses the median for the typical effect."""
+    return _tail(effects, mean_below, worst_above, mean=np.median)
+
+
 CATALOGUE: dict[str, list] = {
     "ex-09-redundant": [redundant_no_abs, redundant_at_least, redundant_per_input_any, redundant_ratio],
     "ex-09-keep": [keep_by_mean, keep_abs, keep_no_backups, keep_per_layer_mean],
@@ -172,4 +254,7 @@ CATALOGUE: dict[str, list] = {
                        weight_zero_for_no_target, weight_largest_target_only],
     "ex-09-logit-lens": [lens_no_final_norm, lens_stream_before, lens_logits, lens_with_embeddings,
                          lens_frozen_scale, lens_wrong_axis],
+    "ex-09-selection": [selection_held_out_on_all, selection_by_worst_case, selection_chosen_on_measure,
+                        selection_smallest, selection_top_per_layer],
+    "ex-09-tail": [tail_mean_at_most, tail_worst_at_least, tail_absolute, tail_median],
 }

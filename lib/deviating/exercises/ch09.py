@@ -11,14 +11,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from deviating.exercises import Case, compare_number, run_cases
+from deviating.exercises import Case, run_cases
+from deviating.exercises.drawn import MARK, drawn
 
 _REPORT = ("headlab.report", "headlab.analysis.importance", "headlab.analysis.circuits", "headlab.analysis.prune")
 
-__all__ = ["check_keep_list", "check_is_redundant", "check_target_weight", "check_logit_lens"]
+__all__ = ["check_keep_list", "check_is_redundant", "check_target_weight", "check_logit_lens", "compare_heads"]
 
 
-def _compare_heads(got, expected) -> str | None:
+def compare_heads(got, expected) -> str | None:
     """A sorted list of distinct ``(layer, head)`` pairs, compared exactly."""
     try:
         heads = [(int(h[0]), int(h[1])) for h in got]
@@ -86,7 +87,7 @@ def check_keep_list(fn: Callable) -> None:
         Case("two layers of three heads, a circuit and a backup pair",
              args=(_effects([[0.2, 0.2], [0.0, 0.7], [0.1, 0.0]], [[0.3, 0.3], [-0.5, 0.2], [0.05, 0.05]]),
                    [(0, 2)], [((1, 2), (1, 1))]), expected=[(0, 1), (0, 2), (1, 1), (1, 2)], hidden=True),
-    ], compare=_compare_heads, what="heads to keep", forbid=_REPORT)
+    ] + drawn(_drawn_keep_cases), compare=compare_heads, what="heads to keep", forbid=_REPORT)
 
 
 def check_is_redundant(fn: Callable) -> None:
@@ -127,7 +128,7 @@ def check_is_redundant(fn: Callable) -> None:
              hint="decide on the means over inputs (2.0 against 1.0 + 1.0), not input by input."),
         Case("negative and positive singles", args=(arr(-1.0, 0.0), arr(0.25, 0.25), arr(-0.2, 0.0)),
              expected=True, hidden=True),
-    ], compare=_compare_bool, what="is a pair redundant", forbid=_REPORT)
+    ] + drawn(_drawn_redundant_cases), compare=_compare_bool, what="is a pair redundant", forbid=_REPORT)
 
 
 def _pattern(rows) -> "torch.Tensor":
@@ -210,7 +211,7 @@ def check_target_weight(fn: Callable) -> None:
         Case("an input with no target at all", args=(p4, t5, mask4), expected=torch.tensor([[0.6], [float("nan")]]),
              hint="an input where no query has a target has no score: return NaN there, not 0."),
         Case("random causal patterns, three inputs, two heads", args=(p6, t6, mask6), expected=e6, hidden=True),
-    ], compare=_compare_grid, what="the detector", forbid=_REPORT)
+    ] + drawn(_drawn_target_cases), compare=_compare_grid, what="the detector", forbid=_REPORT)
 
 
 # --------------------------------------------------------------------------- the logit lens
@@ -285,5 +286,99 @@ def check_logit_lens(fn: Callable) -> None:
                     "return one entry per layer, the stream after it")
         return named(got, expected)
 
-    run_cases(fn, [c for c, _ in built], compare=compare, what="the logit lens",
+    cases = [c for c, _ in built] + drawn(_drawn_lens_cases)
+    run_cases(fn, cases, compare=compare, what="the logit lens",
               forbid=("headlab.analysis", "deviating.analysis", "deviating.exercises.by_hand"))
+
+
+# ------------------------------------------------- cases drawn from the secret seed (:mod:`.drawn`)
+
+
+def _drawn_keep_cases(rng: np.random.Generator) -> list[Case]:
+    """Two tables: in layer 0, a peak head with the same effect M on every input and a tail head at
+    0 but on one input, where it reaches 1.2-2 M; in layer 1, a leader at M / 4 everywhere; filler
+    heads in [0, 0.2 M]; a head whose removal always helps (-3 M to -2 M); one filler in the
+    circuit, two in a backup pair. Only the peak and the tail reach the bar M."""
+    cases = []
+    for _ in range(2):
+        layers, heads, n = int(rng.integers(2, 4)), int(rng.integers(4, 6)), int(rng.integers(4, 7))
+        big = rng.integers(8, 17) / 8  # dyadic: a mean of equal values is exact
+        effects = rng.uniform(0.0, 0.2 * big, size=(layers, heads, n))
+        peak, tail = ((0, int(h)) for h in rng.choice(heads, size=2, replace=False))
+        leader = (1, int(rng.integers(heads)))
+        rest = [(l, h) for l in range(layers) for h in range(heads) if (l, h) not in (peak, tail, leader)]
+        helps, member, removed, backup = (rest[int(i)] for i in rng.choice(len(rest), 4, replace=False))
+        effects[peak] = big
+        effects[leader] = 0.25 * big
+        effects[tail] = 0.0
+        effects[tail][int(rng.integers(n))] = rng.uniform(1.2, 2.0) * big
+        effects[helps] = rng.uniform(-3.0, -2.0, size=n) * big
+        cases.append(Case(MARK + f": {layers} layers of {heads} heads, {n} inputs",
+                          args=(effects, [member], [(removed, backup)]),
+                          expected=sorted({peak, tail, member, removed, backup})))
+    return cases
+
+
+def _drawn_redundant_cases(rng: np.random.Generator) -> list[Case]:
+    """Four kinds, with drawn sizes (dyadic numbers, so that a boundary is exact): helping heads that
+    overlap and helping heads that cover for each other (the sign of the sum matters), a pair exactly
+    at the margin, and a pair worse on one input and better on another with additive means."""
+    def const(x, n):
+        return np.full(n, x)
+
+    n = int(rng.integers(2, 6))
+    a, b = -rng.integers(4, 16) / 8, -rng.integers(4, 16) / 8  # removing either helps
+    s = a + b
+    pos_a, pos_b = rng.integers(4, 16) / 8, rng.integers(4, 16) / 8
+    v = rng.integers(8, 16) / 4
+    return [
+        Case(MARK + ": two heads whose removal helps; together a little worse than the sum",
+             args=(const(a, n), const(b, n), const(s + 0.05 * abs(s), n)), expected=False),
+        Case(MARK + ": two heads whose removal helps; together far worse than the sum",
+             args=(const(a, n), const(b, n), const(s + 0.5 * abs(s), n)), expected=True),
+        Case(MARK + ": a pair exactly at the margin", args=(const(pos_a, n), const(pos_b, n),
+             const(1.25 * (pos_a + pos_b), n)), kwargs={"margin": 0.25}, expected=False),
+        Case(MARK + ": worse together on one input, better on the other",
+             args=(np.array([pos_a, pos_a]), np.array([pos_b, pos_b]),
+                   np.array([pos_a + pos_b + v, pos_a + pos_b - v])), expected=False),
+    ]
+
+
+def _drawn_target_cases(rng: np.random.Generator) -> list[Case]:
+    """Two batches of three random causal patterns: input 0 has queries without a target and one
+    with two targets; input 1 ends in padding, with a target at a padded query; input 2 has no
+    target. The expected means are summed from the planted targets."""
+    import torch
+
+    cases = []
+    for _ in range(2):
+        pos, heads = int(rng.integers(5, 8)), int(rng.integers(2, 4))
+        scores = torch.as_tensor(rng.normal(size=(3, heads, pos, pos)) * 2)
+        p = torch.softmax(scores + torch.triu(torch.full((pos, pos), -1e9), 1).double(), -1).float()
+        t = torch.zeros(3, pos, pos, dtype=torch.bool)
+        q1, q2 = (int(x) for x in rng.choice(np.arange(2, pos), size=2, replace=False))
+        t[0, q1, 0] = t[0, q2, 1] = t[0, q2, 0] = True  # q2 has two targets
+        real = int(rng.integers(3, pos))  # input 1: positions >= real are padding
+        t[1, real - 1, 0] = True
+        t[1, pos - 1, 1] = True  # a padded query: it does not count
+        mask = torch.ones(3, pos, dtype=torch.long)
+        mask[1, real:] = 0
+        w = p.double()
+        first = (w[0, :, q1, 0] + w[0, :, q2, 0] + w[0, :, q2, 1]) / 2
+        expected = torch.stack([first, w[1, :, real - 1, 0], torch.full((heads,), float("nan"))])
+        cases.append(Case(MARK + f": 3 inputs, {heads} heads, {pos} positions", args=(p, t, mask),
+                          expected=expected))
+    return cases
+
+
+def _drawn_lens_cases(rng: np.random.Generator) -> list[Case]:
+    """A random book GPT of 2 or 3 layers, with or without MLPs, on drawn tokens."""
+    import torch
+
+    from deviating.exercises.by_hand import tiny_gpt
+
+    layers, mlp = int(rng.integers(2, 4)), int(rng.choice([0, 32]))
+    hm = tiny_gpt(seed=int(rng.integers(1000)), n_layers=layers, n_heads=2, d_model=16, d_mlp=mlp)
+    ids = torch.as_tensor(rng.integers(40, size=(int(rng.integers(1, 3)), int(rng.integers(4, 8)))))
+    case, _ = _lens_case(MARK + f": {layers} layers, MLPs {bool(mlp)}", hm, ids)
+    return [case]
