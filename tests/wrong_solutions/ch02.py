@@ -471,6 +471,60 @@ def sv_eigenvalues(A, B):
     return -np.sort(-eig, axis=-1)
 
 
+# --------------------------------------------------------------------------- next_token_losses
+
+
+def _losses(logits, ids, *, shift=1, stable=True, log=np.log, per_window=True):
+    logits, ids = np.asarray(logits, dtype=float), np.asarray(ids)
+    n = logits.shape[1]
+    scores, targets = logits[:, :n - shift], ids[:, shift:]
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        if stable:
+            top = scores.max(-1, keepdims=True)
+            logp = scores - top - np.log(np.exp(scores - top).sum(-1, keepdims=True))
+        else:
+            logp = np.log(np.exp(scores) / np.exp(scores).sum(-1, keepdims=True))
+    nll = -np.take_along_axis(logp, targets[..., None], axis=-1)[..., 0] / (np.log(2) if log is np.log2 else 1.0)
+    return nll.mean(-1) if per_window else np.full(len(logits), nll.mean())
+
+
+def losses_same_position(logits, ids):
+    """Scores each position's logits against its own token, not the next one."""
+    return _losses(logits, ids, shift=0)
+
+
+def losses_unstable(logits, ids):
+    return _losses(logits, ids, stable=False)
+
+
+def losses_in_bits(logits, ids):
+    return _losses(logits, ids, log=np.log2)
+
+
+def losses_one_mean_for_all(logits, ids):
+    """The mean over every window, repeated: no loss per window."""
+    return _losses(logits, ids, per_window=False)
+
+
+def losses_no_refusal(logits, ids):
+    """Right on matching shapes; ids of another length are cut or padded silently."""
+    import warnings
+
+    logits, ids = np.asarray(logits), np.asarray(ids)
+    n = min(logits.shape[1], ids.shape[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a window of one position has no prediction left
+        return _losses(logits[:, :n], ids[:, :n])
+
+
+def losses_library(logits, ids):
+    import torch
+
+    from headlab.metrics import next_token_loss
+
+    return next_token_loss(torch.tensor(logits), torch.tensor(ids), reduction="input").numpy()
+
+
 CATALOGUE: dict[str, list] = {
     "ex-02-split-heads": [split_direct_reshape, split_interleaved, split_wrong_transpose],
     "ex-02-zero-head": [zero_output_slice, zero_slice_without_d_head, zero_every_head, hook_left_in_place,
@@ -483,6 +537,8 @@ CATALOGUE: dict[str, list] = {
                          mha_merge_without_transpose, mha_library],
     "ex-02-singular-values": [sv_of_a_alone, sv_of_a_transpose_b, sv_r_b_not_transposed, sv_smallest_first,
                               sv_eigenvalues, sv_no_refusal],
+    "ex-02-next-token-losses": [losses_same_position, losses_unstable, losses_in_bits, losses_one_mean_for_all,
+                                losses_no_refusal, losses_library],
     "ex-02-head-statistics": [stats_with_query_0, stats_log2, stats_nan_from_masked_keys, stats_own_token_as_previous,
                               stats_entropy_of_mean_row],
     "ex-02-uniform-baseline": [uniform_with_query_0, uniform_every_key, uniform_sum_not_mean, uniform_log2],

@@ -14,13 +14,14 @@ from deviating.exercises.ch02_more import (  # the layer-building checks, kept i
     check_head_statistics,
     check_merge_heads,
     check_multi_head,
+    check_next_token_losses,
     check_uniform_baseline,
 )
 from deviating.exercises.drawn import MARK, drawn
 
 __all__ = ["check_split_heads", "check_merge_heads", "check_multi_head", "check_qk_ranks", "check_attention_cost",
-           "check_zeroed_logits", "check_head_singular_values", "check_head_statistics", "check_uniform_baseline",
-           "tiny_gpt2"]
+           "check_zeroed_logits", "check_head_singular_values", "check_next_token_losses", "check_head_statistics",
+           "check_uniform_baseline", "tiny_gpt2"]
 
 
 # --------------------------------------------------------------------------- split_heads

@@ -1,6 +1,6 @@
 """Checks for chapter 02's layer-building exercises: merging heads, a whole multi-head layer, each
-head's singular values from its two factors, and per-head statistics of attention patterns with
-their uniform baseline.
+head's singular values from its two factors, a language model's next-token losses, and per-head
+statistics of attention patterns with their uniform baseline.
 
 :mod:`deviating.exercises.ch02` re-exports every check here (the grader names checks by chapter
 module). Every expected value follows from how the inputs are built, never from a reference
@@ -19,7 +19,7 @@ from deviating.exercises.drawn import MARK, drawn
 from deviating.exercises.refusing import REFUSED, compare_refusal, refusing
 
 __all__ = ["check_merge_heads", "check_multi_head", "check_head_statistics", "check_uniform_baseline",
-           "check_head_singular_values"]
+           "check_head_singular_values", "check_next_token_losses"]
 
 _DRAWN = MARK + ": "
 _KERNELS = ("deviating.kernels", "headlab.kernels")
@@ -309,4 +309,58 @@ def _drawn_singular_cases(rng: np.random.Generator) -> list[Case]:
     a, b = args
     cases.append(Case(MARK + ": factors of different d_model", args=(a, np.concatenate([b, b[..., :1, :]], axis=-2)),
                       expected=REFUSED))
+    return cases
+
+
+# --------------------------------------------------------------------------- next-token losses
+
+
+def _loss_case(rng: np.random.Generator, n_windows: int, n_ctx: int, vocab: int, shift: float = 0.0):
+    """Logits ``log p + c`` (``c`` one random constant per position, about ``shift``) and token ids:
+    the loss at position t is ``-log p[t, ids[t + 1]]`` whatever ``c``, and a window's is their mean."""
+    p = rng.uniform(0.1, 1.0, (n_windows, n_ctx, vocab))
+    p /= p.sum(-1, keepdims=True)
+    ids = rng.integers(vocab, size=(n_windows, n_ctx))
+    c = shift + rng.normal(0.0, 3.0, (n_windows, n_ctx, 1))
+    taken = np.take_along_axis(p[:, :-1], ids[:, 1:, None], axis=-1)[..., 0]  # p of the next token
+    return (np.log(p) + c, ids), -np.log(taken).mean(-1)
+
+
+def check_next_token_losses(fn: Callable[[np.ndarray, np.ndarray], Any]) -> None:
+    """Check ``next_token_losses(logits, ids)``: logits ``(n_windows, n_ctx, vocab)``, token ids
+    ``(n_windows, n_ctx)``; per window, the mean over positions of the cross-entropy (nats) of
+    predicting each next token, ``(n_windows,)``."""
+    rng = np.random.default_rng(5)
+    cases = []
+    for name, sizes, shift, hidden, hint in [
+        ("one window of 2 positions, 3 tokens: one prediction", (1, 2, 3), 0.0, False,
+         "the logits at position t predict the token at t + 1: the last position predicts nothing."),
+        ("three windows of 5 positions, 4 tokens", (3, 5, 4), 0.0, False,
+         "one loss per window, the mean of its n_ctx - 1 predictions; in nats (natural log)."),
+        ("logits around 1000", (2, 4, 6), 1000.0, False,
+         "exp(1000) overflows: subtract each position's largest logit before exponentiating."),
+        ("logits around -1000", (2, 3, 5), -1000.0, False, "exp(-1000) underflows to 0: log 0 is -inf."),
+        ("four windows of 6 positions, 7 tokens", (4, 6, 7), 0.0, True, ""),
+    ]:
+        args, expected = _loss_case(rng, *sizes, shift=shift)
+        cases.append(Case(name, args=args, expected=expected, hidden=hidden, hint=hint))
+    a, b = cases[1].args
+    cases.append(Case("ids with one position fewer than the logits", args=(a, b[:, :-1]), expected=REFUSED,
+                      hint="the logits and the ids must cover the same positions: raise a ValueError naming both "
+                           "shapes."))
+    run_cases(refusing(fn), cases + drawn(_drawn_loss_cases),
+              compare=compare_refusal(lambda got, exp: compare_arrays(got, exp, atol=1e-9, rtol=1e-9)),
+              what="next-token losses", forbid=("deviating.experiments", "headlab.metrics"))
+
+
+def _drawn_loss_cases(rng: np.random.Generator) -> list[Case]:
+    """Random windows, lengths and vocabularies, one case with logits around +-1000 (drawn when grading)."""
+    cases = []
+    for shift in (0.0, float(rng.choice([-1.0, 1.0]) * rng.uniform(800.0, 1000.0))):
+        sizes = (int(rng.integers(2, 5)), int(rng.integers(3, 9)), int(rng.integers(2, 12)))
+        args, expected = _loss_case(rng, *sizes, shift=shift)
+        cases.append(Case(MARK + f": {sizes[0]} windows of {sizes[1]} positions, {sizes[2]} tokens"
+                          + (", large logits" if shift else ""), args=args, expected=expected))
+    logits, ids = cases[0].args
+    cases.append(Case(MARK + ": ids of another length", args=(logits, ids[:, 1:]), expected=REFUSED))
     return cases
