@@ -453,3 +453,43 @@ def test_the_cli_names_a_bad_reference_and_refuses_to_grade_without_bwrap(graded
     proc = subprocess.run([sys.executable, "-m", "deviating", "grade", str(graded["student"]), "--seed", "-3",
                            "--unsafe-no-isolation"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and "--seed must be a non-negative integer, got -3" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("stub,passes", [
+    ("def f(model, x):\n    model.register_forward_pre_hook(lambda m, a: None)\n    return model(x)", False),
+    ("def f(model, x):\n    h = model.register_forward_hook(lambda m, a, o: o * 0)\n    try:\n"
+     "        return model(x)\n    finally:\n        h.remove()", True),
+    ("def f(model, x):\n    import torch\n    torch.nn.modules.module.register_module_forward_hook(\n"
+     "        lambda m, a, o: None)\n    return model(x)", False),
+])
+def test_a_hook_left_on_the_model_fails_in_the_grading_worker(tmp_path, stub: str, passes: bool) -> None:
+    """Issue 39: a task that says to remove its hooks is graded on it in the worker too, where the
+    check cannot see the worker's copy of the model: the worker counts the hooks on the arguments'
+    modules (and torch's global ones) before and after each call."""
+    import torch
+
+    from deviating.exercises.remote import Limits, RemoteFunction, WorkerFailed
+
+    fn = RemoteFunction("f", "import torch", stub, tmp_path, Limits(timeout=60, startup=120))
+    try:
+        model, x = torch.nn.Linear(3, 2), torch.ones(1, 3)
+        if passes:
+            assert fn(model, x).shape == (1, 2)
+            assert not model._forward_hooks  # noqa: SLF001 (the grader's copy: untouched either way)
+        else:
+            with pytest.raises(WorkerFailed, match=r"left 1 hook\(s\) on the model it was given: remove each hook"):
+                fn(model, x)
+    finally:
+        fn.close()
+
+
+def test_the_grader_accepts_the_check_of_every_exercise_of_the_book() -> None:
+    """A check module split for length (ch07_more, ch05_patching) is still one the grader will run, and a
+    module outside the book's exercises is not."""
+    from deviating.exercises.grading import _check_of
+
+    for label, (module, name, _, _) in _book_exercises().items():
+        assert callable(_check_of({"check_module": module, "check": name})), label
+    for module in ("deviating.exercises.grading", "deviating.exercises.ch07_more.x", "os", "deviating.exercises.sandbox"):
+        with pytest.raises(ValueError, match="not one of the book's"):
+            _check_of({"check_module": module, "check": "check_x"})

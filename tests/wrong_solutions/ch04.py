@@ -134,6 +134,158 @@ def candidate_over_candidates(queries, candidates, gold):
                         per_candidate=True)
 
 
+# --------------------------------------------------------------------------- mcnemar_exact
+
+
+def _mcnemar(head_hits, base_hits, *, sides=2, cap=True, swap=False, concordant=False):
+    import math
+
+    head, base = np.asarray(head_hits, bool), np.asarray(base_hits, bool)
+    b, c = int((head & ~base).sum()), int((~head & base).sum())
+    if concordant:
+        b, c = int((head & base).sum()), int((~head & ~base).sum())
+    n = b + c
+    if n == 0:
+        return 0, 0, 1.0
+    p = sides * sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2**n
+    return (c, b, min(1.0, p)) if swap else (b, c, min(1.0, p) if cap else p)
+
+
+def mcnemar_one_sided(head_hits, base_hits):
+    return _mcnemar(head_hits, base_hits, sides=1)
+
+
+def mcnemar_uncapped(head_hits, base_hits):
+    return _mcnemar(head_hits, base_hits, cap=False)
+
+
+def mcnemar_counts_swapped(head_hits, base_hits):
+    return _mcnemar(head_hits, base_hits, swap=True)
+
+
+def mcnemar_concordant_pairs(head_hits, base_hits):
+    return _mcnemar(head_hits, base_hits, concordant=True)
+
+
+def mcnemar_chi_square(head_hits, base_hits):
+    import math
+
+    head, base = np.asarray(head_hits, bool), np.asarray(base_hits, bool)
+    b, c = int((head & ~base).sum()), int((~head & base).sum())
+    if b + c == 0:
+        return 0, 0, 1.0
+    stat = (abs(b - c) - 1) ** 2 / (b + c)  # the large-sample test with continuity correction
+    return b, c, math.erfc(math.sqrt(stat / 2))
+
+
+def mcnemar_library(head_hits, base_hits):
+    from scipy.stats import binomtest
+
+    head, base = np.asarray(head_hits, bool), np.asarray(base_hits, bool)
+    b, c = int((head & ~base).sum()), int((~head & base).sum())
+    return b, c, binomtest(b, b + c, 0.5).pvalue if b + c else 1.0
+
+
+# --------------------------------------------------------------------------- punctuation_vs_neighbour
+
+
+def _control(pattern, is_punct, mask, *, side=-1, control=True, rows="seeing", per_sequence=False, use_mask=True):
+    pattern = np.asarray(pattern, float)
+    real = np.asarray(mask, bool) if use_mask else np.ones(np.shape(mask), bool)
+    marks = np.asarray(is_punct, bool) & real
+    near = np.zeros_like(marks)
+    if side == -1:
+        near[:, :-1] = marks[:, 1:]
+    else:
+        near[:, 1:] = marks[:, :-1]
+    near &= real & ~marks
+    causal = np.tril(np.ones(pattern.shape[-2:], bool))
+    on_m = (pattern * (causal & marks[:, None, None, :])).sum(-1)
+    on_n = (pattern * (causal & near[:, None, None, :])).sum(-1) if control else 0.0
+    counted = real & (np.cumsum(marks, 1) > 0) if rows == "seeing" else real
+    value = (on_m - on_n) * counted[:, None, :]
+    if per_sequence:
+        return np.mean([value[b].sum(-1) / counted[b].sum() for b in range(len(real))], axis=0)
+    return value.sum(axis=(0, 2)) / counted.sum()
+
+
+def control_none(pattern, is_punct, mask):
+    return _control(pattern, is_punct, mask, control=False)
+
+
+def control_word_after_the_mark(pattern, is_punct, mask):
+    return _control(pattern, is_punct, mask, side=+1)
+
+
+def control_every_real_query(pattern, is_punct, mask):
+    return _control(pattern, is_punct, mask, rows="real")
+
+
+def control_mean_of_sequence_means(pattern, is_punct, mask):
+    return _control(pattern, is_punct, mask, per_sequence=True)
+
+
+def control_padding_counted(pattern, is_punct, mask):
+    return _control(pattern, is_punct, mask, use_mask=False)
+
+
+# --------------------------------------------------------------------------- has_attractor
+
+
+def _attractor(tags, numbers, subject, verb, *, number=True, span="between", other=True):
+    start = verb - 1 if span == "next" else subject + 1
+    stop = len(tags) if span == "end" else verb
+    for k in range(start, stop):
+        if tags[k] == "NOUN" and k != subject and (not number or (numbers[k] != numbers[subject]) == other):
+            return True
+    return False
+
+
+def attractor_any_noun(tags, numbers, subject, verb):
+    return _attractor(tags, numbers, subject, verb, number=False)
+
+
+def attractor_only_next_to_verb(tags, numbers, subject, verb):
+    return _attractor(tags, numbers, subject, verb, span="next")
+
+
+def attractor_looks_past_the_verb(tags, numbers, subject, verb):
+    return _attractor(tags, numbers, subject, verb, span="end")
+
+
+def attractor_same_number(tags, numbers, subject, verb):
+    return _attractor(tags, numbers, subject, verb, other=False)
+
+
+# --------------------------------------------------------------------------- offset_shuffle_test
+
+
+def _shuffle(pointed, queries, targets, perms, *, plus_one=True, at_least=True, absolute=False, lower=False):
+    pointed, queries, targets, perms = (np.asarray(x) for x in (pointed, queries, targets, perms))
+    observed = float(np.mean(pointed == targets))
+    moved = targets[perms] if absolute else queries[None, :] + (targets - queries)[perms]
+    null = (moved == pointed[None, :]).mean(axis=1)
+    worse = null <= observed if lower else (null >= observed if at_least else null > observed)
+    count = int(worse.sum())
+    return observed, (count + plus_one) / (len(perms) + plus_one)
+
+
+def shuffle_without_the_observed(pointed, queries, targets, perms):
+    return _shuffle(pointed, queries, targets, perms, plus_one=False)
+
+
+def shuffle_strictly_better(pointed, queries, targets, perms):
+    return _shuffle(pointed, queries, targets, perms, at_least=False)
+
+
+def shuffle_absolute_targets(pointed, queries, targets, perms):
+    return _shuffle(pointed, queries, targets, perms, absolute=True)
+
+
+def shuffle_counts_the_worse(pointed, queries, targets, perms):
+    return _shuffle(pointed, queries, targets, perms, lower=True)
+
+
 CATALOGUE: dict[str, list] = {
     "ex-04-relation": [relation_argmax, relation_hard_coded_offset, relation_first_seen, relation_sign_flipped,
                        relation_positive_first],
@@ -141,4 +293,12 @@ CATALOGUE: dict[str, list] = {
     "ex-04-nearest-candidate": [candidate_either_direction, candidate_either_ties_later, candidate_counts_the_query,
                                 candidate_farthest_earlier, candidate_assumes_sorted, candidate_skips_empty,
                                 candidate_over_candidates],
+    "ex-04-mcnemar": [mcnemar_one_sided, mcnemar_uncapped, mcnemar_counts_swapped, mcnemar_concordant_pairs,
+                      mcnemar_chi_square, mcnemar_library],
+    "ex-04-punctuation-control": [control_none, control_word_after_the_mark, control_every_real_query,
+                                  control_mean_of_sequence_means, control_padding_counted],
+    "ex-04-attractor": [attractor_any_noun, attractor_only_next_to_verb, attractor_looks_past_the_verb,
+                        attractor_same_number],
+    "ex-04-offset-null": [shuffle_without_the_observed, shuffle_strictly_better, shuffle_absolute_targets,
+                          shuffle_counts_the_worse],
 }

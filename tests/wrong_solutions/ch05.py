@@ -1,4 +1,4 @@
-"""Wrong solutions students really write for the exercises of chapter 04."""
+"""Wrong solutions students really write for the exercises of chapter 05."""
 
 from __future__ import annotations
 
@@ -238,6 +238,158 @@ def dla_with_bias(hm, inputs, layer, head, token):
     return _dla(hm, inputs, layer, head, token, bias=True)
 
 
+# --------------------------------------------------------------------------- ablation_drops
+
+
+def _drops(hm, tokens, sign=1.0, transpose=False, relative=False, outside=False, first_only=False, mean=False):
+    import torch
+
+    def scores(ablate=None):
+        how = Ablation("mean", reference=tokens) if mean else Ablation()
+        context = hm.ablate([ablate], how) if ablate is not None else contextlib.nullcontext()
+        with torch.no_grad(), context:
+            out = hm.run_with_cache(tokens, names=("pattern",))
+        _, cache = hm.run_with_cache(tokens, names=("pattern",)) if outside else out
+        s = induction_score(cache.pattern(1), tokens)
+        return s[0] if first_only else s.mean(0)
+
+    clean = scores()
+    rows = []
+    for e in range(hm.n_heads):
+        fall = clean - scores((0, e))
+        rows.append(fall / clean if relative else sign * fall)
+    out = torch.stack(rows).numpy()
+    return out.T if transpose else out
+
+
+def drops_sign(hm, tokens):
+    """Ablated minus clean: a rise where the task asks for the fall."""
+    return _drops(hm, tokens, sign=-1.0)
+
+
+def drops_transposed(hm, tokens):
+    """Rows are the layer-1 heads, columns the ablated layer-0 heads."""
+    return _drops(hm, tokens, transpose=True)
+
+
+def drops_relative(hm, tokens):
+    """The share of the score lost, not the fall itself."""
+    return _drops(hm, tokens, relative=True)
+
+
+def drops_patterns_outside(hm, tokens):
+    """The patterns captured after the ablation ended: every drop is 0."""
+    return _drops(hm, tokens, outside=True)
+
+
+def drops_mean_ablation(hm, tokens):
+    """Mean ablation: 0.1's mean write is the same first token, so nothing changes without it."""
+    return _drops(hm, tokens, mean=True)
+
+
+# --------------------------------------------------------------------------- composition_grid
+
+
+def _grid(earlier, later, kind, swap=False, no_transpose=False, v_reversed=False, transpose=False, norm=True):
+    if swap and kind in "QK":
+        kind = "K" if kind == "Q" else "Q"
+    out = np.zeros((len(earlier), len(later)))
+    for e, (_, _, W_Ve, W_Oe) in enumerate(earlier):
+        ov_e = W_Ve @ W_Oe
+        for l, (W_Q, W_K, W_V, W_O) in enumerate(later):
+            qk_l, ov_l = W_Q @ W_K.T, W_V @ W_O
+            A, B = {"Q": (ov_e, qk_l), "K": (qk_l, ov_e if no_transpose else ov_e.T),
+                    "V": (ov_l, ov_e) if v_reversed else (ov_e, ov_l)}[kind]
+            out[e, l] = np.linalg.norm(A @ B) / ((np.linalg.norm(A) * np.linalg.norm(B)) if norm else 1.0)
+    return out.T if transpose else out
+
+
+def grid_k_no_transpose(earlier, later, kind):
+    return _grid(earlier, later, kind, no_transpose=True)
+
+
+def grid_q_k_swapped(earlier, later, kind):
+    return _grid(earlier, later, kind, swap=True)
+
+
+def grid_transposed(earlier, later, kind):
+    return _grid(earlier, later, kind, transpose=True)
+
+
+def grid_unnormalised(earlier, later, kind):
+    return _grid(earlier, later, kind, norm=False)
+
+
+def grid_v_reversed(earlier, later, kind):
+    return _grid(earlier, later, kind, v_reversed=True)
+
+
+# --------------------------------------------------------------------------- seen_token_guess
+
+
+def _guess(tokens, predictable, with_bos=False, ahead=0, every=False, pooled=False):
+    tokens, predictable = np.asarray(tokens), np.asarray(predictable)
+    per_row, everything = [], []
+    for row, marked in zip(tokens, predictable):
+        logs = []
+        for t in range(len(row)):
+            seen = set(row[0 if with_bos else 1:t + 1 + ahead].tolist())
+            if marked[t] or (every and t > 0):
+                logs.append(np.log(max(len(seen), 1)))
+        per_row.append(np.mean(logs))
+        everything += logs
+    return np.full(len(tokens), np.mean(everything)) if pooled else np.array(per_row)
+
+
+def guess_counts_bos(tokens, predictable):
+    return _guess(tokens, predictable, with_bos=True)
+
+
+def guess_counts_the_target(tokens, predictable):
+    """Counts the token at t + 1 among those seen: the guess peeks at its answer."""
+    return _guess(tokens, predictable, ahead=1)
+
+
+def guess_every_position(tokens, predictable):
+    return _guess(tokens, predictable, every=True)
+
+
+def guess_pooled_over_the_batch(tokens, predictable):
+    return _guess(tokens, predictable, pooled=True)
+
+
+# --------------------------------------------------------------------------- find_jump
+
+
+def _jump(rows, first_blip=False, of_max=False, indices=False, start_before_end=False):
+    scores = [r["induction_best"] for r in rows]
+    target = 0.9 * (max(scores) if of_max else scores[-1])
+    if first_blip:
+        start = min(k for k, s in enumerate(scores) if s >= 0.1) - 1
+    else:
+        start = max(k for k, s in enumerate(scores) if s < 0.1)
+    end = min(k for k, s in enumerate(scores) if k > start and s >= target)
+    if start_before_end:
+        start = end - 1
+    return (start, end) if indices else (rows[start]["step"], rows[end]["step"])
+
+
+def jump_first_blip(rows):
+    return _jump(rows, first_blip=True)
+
+
+def jump_share_of_max(rows):
+    return _jump(rows, of_max=True)
+
+
+def jump_indices(rows):
+    return _jump(rows, indices=True)
+
+
+def jump_one_step_before(rows):
+    return _jump(rows, start_before_end=True)
+
+
 CATALOGUE: dict[str, list] = {
     "ex-05-induction-score": [induction_first_occurrence, induction_includes_previous, induction_all_positions,
                               induction_the_token_itself],
@@ -249,4 +401,11 @@ CATALOGUE: dict[str, list] = {
                          patch_whole_layer],
     "ex-05-head-dla": [dla_no_scale, dla_not_centred, dla_whole_residual, dla_wrong_position, dla_no_gamma,
                        dla_with_bias],
+    "ex-05-ablation-drops": [drops_sign, drops_transposed, drops_relative, drops_patterns_outside,
+                             drops_mean_ablation],
+    "ex-05-composition-grid": [grid_k_no_transpose, grid_q_k_swapped, grid_transposed, grid_unnormalised,
+                               grid_v_reversed],
+    "ex-05-seen-token-guess": [guess_counts_bos, guess_counts_the_target, guess_every_position,
+                               guess_pooled_over_the_batch],
+    "ex-05-find-jump": [jump_first_blip, jump_share_of_max, jump_indices, jump_one_step_before],
 }

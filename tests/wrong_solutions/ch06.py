@@ -1,6 +1,8 @@
-"""Wrong solutions students really write for the exercises of chapter 05."""
+"""Wrong solutions students really write for the exercises of chapter 06."""
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
@@ -98,6 +100,26 @@ def _gate_grads(model, input_ids, shared=False):
     return gate.grad
 
 
+def gate_hooks_left(model, input_ids):
+    """Right gradients, but the hooks stay on the model (the task says to remove them)."""
+    import torch
+    import torch.nn.functional as F
+
+    n_layer, n_head = model.config.n_layer, model.config.n_head
+    d_head = model.config.n_embd // n_head
+    gate = torch.ones(*input_ids.shape[:1], n_layer, n_head, requires_grad=True)
+    for layer in range(n_layer):
+        def scale(module, args, layer=layer):
+            z = args[0].unflatten(-1, (n_head, d_head)) * gate[:, layer, None, :, None]
+            return (z.flatten(-2),)
+        model.transformer.h[layer].attn.c_proj.register_forward_pre_hook(scale)
+    with torch.enable_grad():
+        logits = model(input_ids=input_ids).logits
+        loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), input_ids[:, 1:], reduction="none").mean(1)
+        loss.sum().backward()
+    return gate.grad.abs().mean(0).numpy()
+
+
 def gate_signed_mean(model, input_ids):
     """The mean of the signed gradients: a head whose gradient changes sign across inputs looks idle."""
     return _gate_grads(model, input_ids).mean(0).numpy()
@@ -181,11 +203,146 @@ def resample_library(z, z_other, head):
     return z
 
 
+# --------------------------------------------------------------------------- top_k_share
+
+
+def share_no_clip(effects, k):
+    x = np.asarray(effects, dtype=float).ravel()
+    return float(np.sort(x)[::-1][:k].sum() / x.sum())
+
+
+def share_k_smallest(effects, k):
+    x = np.clip(np.asarray(effects, dtype=float).ravel(), 0, None)
+    return float(np.sort(x)[:k].sum() / x.sum())
+
+
+def share_of_heads(effects, k):
+    """The share of the *heads*, k / n, not of the effect."""
+    return k / np.asarray(effects).size
+
+
+def share_over_abs(effects, k):
+    x = np.asarray(effects, dtype=float).ravel()
+    return float(np.sort(np.clip(x, 0, None))[::-1][:k].sum() / np.abs(x).sum())
+
+
+# --------------------------------------------------------------------------- attention_entropy
+
+
+def _entropy(pattern, with_first=False, by_pos=False, raw=False, mean_pattern=False):
+    p = np.asarray(pattern, dtype=float)
+    if mean_pattern:  # the entropy of the average row, not the average of the rows' entropies
+        p = np.broadcast_to(p.mean(-2, keepdims=True), p.shape) * np.tril(np.ones(p.shape[-2:]))
+        p = p / p.sum(-1, keepdims=True)
+    pos = p.shape[-1]
+    h = -(p * np.log(np.where(p > 0, p, 1.0))).sum(-1)
+    largest = np.full(pos, np.log(pos)) if by_pos else np.log(np.arange(1, pos + 1))
+    ratio = h if raw else h / np.where(largest > 0, largest, 1.0)
+    return ratio.mean(-1) if with_first else ratio[..., 1:].mean(-1)
+
+
+def entropy_with_query_0(pattern):
+    return _entropy(pattern, with_first=True)
+
+
+def entropy_over_log_pos(pattern):
+    """Divides every row by log(pos), not by the row's own largest entropy."""
+    return _entropy(pattern, by_pos=True)
+
+
+def entropy_not_normalised(pattern):
+    return _entropy(pattern, raw=True)
+
+
+def entropy_of_the_mean_row(pattern):
+    return _entropy(pattern, mean_pattern=True)
+
+
+# --------------------------------------------------------------------------- spearman_rho
+
+
+def _pearson(x, y):
+    x, y = np.asarray(x, float).ravel(), np.asarray(y, float).ravel()
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def spearman_pearson(a, b):
+    """Pearson's correlation of the values, not of their ranks."""
+    return _pearson(a, b)
+
+
+def spearman_ordinal_ranks(a, b):
+    """Ranks without sharing ties."""
+    def r(x):
+        return np.argsort(np.argsort(np.asarray(x, float).ravel(), kind="stable"))
+    return _pearson(r(a), r(b))
+
+
+def spearman_argsort_once(a, b):
+    """argsort gives the order, not the ranks."""
+    return _pearson(np.argsort(np.asarray(a, float).ravel()), np.argsort(np.asarray(b, float).ravel()))
+
+
+def spearman_tie_free_formula(a, b):
+    """1 - 6 sum d^2 / (n (n^2 - 1)): exact only without ties."""
+    x, y = np.asarray(a, float).ravel(), np.asarray(b, float).ravel()
+    d = np.argsort(np.argsort(x)) - np.argsort(np.argsort(y))
+    n = x.size
+    return float(1 - 6 * (d ** 2).sum() / (n * (n ** 2 - 1)))
+
+
+# --------------------------------------------------------------------------- layer_pair_effects
+
+
+def _pair_effects(hm, input_ids, layer, minus_clean=True, sign=1.0, summed=False, ordered=False):
+    import torch
+
+    from headlab.metrics import next_token_loss
+
+    def loss(heads=()):
+        with torch.no_grad(), (hm.ablate(list(heads)) if heads else contextlib.nullcontext()):
+            return float(next_token_loss(hm(input_ids), input_ids).mean())
+
+    clean = loss() if minus_clean else 0.0
+    heads = [(layer, h) for h in range(hm.n_heads)]
+    singles = {h: sign * (loss([h]) - clean) for h in heads}
+    pairs = {}
+    for a in heads:
+        for b in heads:
+            if a == b or (not ordered and a > b):
+                continue
+            pairs[(a, b)] = singles[a] + singles[b] if summed else sign * (loss([a, b]) - clean)
+    return singles, pairs
+
+
+def pairs_ablated_loss(hm, input_ids, layer):
+    """The ablated loss itself, not its increase over the clean loss."""
+    return _pair_effects(hm, input_ids, layer, minus_clean=False)
+
+
+def pairs_clean_minus_ablated(hm, input_ids, layer):
+    return _pair_effects(hm, input_ids, layer, sign=-1.0)
+
+
+def pairs_sum_of_singles(hm, input_ids, layer):
+    """Never ablates two heads together: a pair's effect as the sum of its singles."""
+    return _pair_effects(hm, input_ids, layer, summed=True)
+
+
+def pairs_both_orders(hm, input_ids, layer):
+    return _pair_effects(hm, input_ids, layer, ordered=True)
+
+
 CATALOGUE: dict[str, list] = {
-    "ex-06-gate-importance": [gate_signed_mean, gate_abs_of_mean, gate_shared_over_batch, gate_ablation_effect],
+    "ex-06-gate-importance": [gate_hooks_left, gate_signed_mean, gate_abs_of_mean, gate_shared_over_batch, gate_ablation_effect],
     "ex-06-mean-ablation": [mean_ablation_in_place, mean_ablation_over_heads, mean_ablation_of_z, mean_ablation_zero],
     "ex-06-redundant-pair": [pair_largest_effect, pair_largest_abs, pair_ratio, pair_smallest, pair_one_single],
     "ex-06-gini": [gini_no_abs, gini_no_clip, gini_n_n_minus_1, gini_library],
     "ex-06-resample-ablation": [resample_mean, resample_other_head, resample_other_position, resample_first_position,
                                 resample_own_batch, resample_in_place, resample_library],
+    "ex-06-top-k-share": [share_no_clip, share_k_smallest, share_of_heads, share_over_abs],
+    "ex-06-attention-entropy": [entropy_with_query_0, entropy_over_log_pos, entropy_not_normalised,
+                                entropy_of_the_mean_row],
+    "ex-06-spearman": [spearman_pearson, spearman_ordinal_ranks, spearman_argsort_once, spearman_tie_free_formula],
+    "ex-06-layer-pairs": [pairs_ablated_loss, pairs_clean_minus_ablated, pairs_sum_of_singles, pairs_both_orders],
 }

@@ -14,11 +14,19 @@ import numpy as np
 
 from deviating.exercises import Case, compare_arrays, compare_number, run_cases
 from deviating.exercises.drawn import MARK, drawn
+from deviating.exercises.ch03_more import (
+    check_choose_and_measure,
+    check_decoy_threshold,
+    check_find_sink,
+    check_key_mass,
+    check_name_head,
+)
 from deviating.exercises.fixtures import hand_pattern as _rows
 
 _DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas", "headlab.roles")
 
-__all__ = ["check_punctuation_score", "check_find_sink", "check_previous_token_lift", "check_offset_profile"]
+__all__ = ["check_punctuation_score", "check_find_sink", "check_previous_token_lift", "check_offset_profile",
+           "check_key_mass", "check_choose_and_measure", "check_decoy_threshold", "check_name_head"]
 
 
 # -------------------------------------------------------------------- a punctuation detector
@@ -54,73 +62,29 @@ def check_punctuation_score(fn: Callable[[np.ndarray, np.ndarray], float]) -> No
 
     ``pattern`` ``(pos, pos)``, ``is_punct`` ``(pos,)`` bool; the answer is one number.
     """
-    run_cases(fn, _punctuation_cases(), compare=compare_number, forbid=_DETECTORS)
+    run_cases(fn, _punctuation_cases() + drawn(_drawn_punctuation_cases), compare=compare_number,
+              forbid=_DETECTORS)
 
 
-# ------------------------------------------------------------------------------- the sink
-
-
-def _sink_cases() -> list[Case]:
-    pos = 6  # an encoder: every row may see every key
-    cls = _rows(pos, {i: {0: 0.9} for i in range(pos)}, causal=False)
-    sep = _rows(pos, {i: {5: 0.7} for i in range(pos)}, causal=False)
-    diag = np.eye(pos)
-    previous = _rows(pos, {i: {max(i - 1, 0): 1.0} for i in range(pos)}, causal=False)
-    one_sharp = _rows(pos, {0: {3: 1.0}}, causal=False)  # one row all on key 3, the rest uniform
-    key2 = _rows(pos, {i: {2: 0.9} for i in range(pos)}, causal=False)
-    key4 = _rows(pos, {i: {4: 0.5} for i in range(pos)}, causal=False)
-    return [
-        Case("one layer, two heads, both parking 0.9 of every row on [CLS] (position 0)",
-             args=(np.array([[cls, cls]]),), expected=0, hint="sum the weight each key receives."),
-        Case("two layers: the first looks at itself and the previous token, the second parks 0.7 on "
-             "[SEP] (position 5)", args=(np.array([[diag, previous], [sep, sep]]),), expected=5,
-             hint="add up over every layer, head and query."),
-        Case("one sharp row on key 3 against many mildly [SEP]-leaning rows",
-             args=(np.array([[one_sharp, sep], [sep, sep]]),), expected=5,
-             hint="the sink is where the total weight goes, not where one row is sharpest."),
-        Case("two layers: the first parks 0.9 on key 2, the last leans 0.5 towards key 4",
-             args=(np.array([[key2, key2], [key4, key4]]),), expected=2,
-             hint="sum over *every* layer, not the last one only: 2 x 6 rows x 0.9 on key 2 beat "
-                  "2 x 6 rows x 0.5 on key 4."),
-        Case("three layers", args=(np.array([[key4, key4], [key2, key2], [key2, diag]]),), expected=2,
-             hidden=True),
-    ]
-
-
-def _same_position(got, expected) -> str | None:
-    try:
-        value = int(got)
-    except (TypeError, ValueError):
-        return f"expected a position (an int), got {got!r}"
-    return None if value == expected else f"expected position {expected}, got {value}"
-
-
-def check_find_sink(fn: Callable[[np.ndarray], int]) -> None:
-    """Check ``fn(patterns)``: the key position that receives the most attention, summed over
-    every layer, head and query of ``patterns`` ``(n_layers, n_heads, pos, pos)``."""
-    run_cases(fn, _sink_cases() + drawn(_drawn_sink_cases), compare=_same_position, forbid=_DETECTORS)
-
-
-def _drawn_sink_cases(rng: np.random.Generator) -> list[Case]:
-    """Three stacks of 4 or 5 layers (drawn when grading: :mod:`.drawn`): the middle layers put 0.7-0.9 of
-    every row on the sink; the first layer leans 0.4-0.5 towards one decoy, the last towards another, and
-    one row of a middle head sits wholly on a third. The sink gets at least 1.4 x heads x positions of
-    weight, a decoy at most 0.8 x heads x positions: it is the answer by construction."""
+def _drawn_punctuation_cases(rng: np.random.Generator) -> list[Case]:
+    """Three sequences (drawn when grading), two or three marks each, the first at position 2 or later:
+    each query that sees a mark gets its total punctuation weight drawn first, split at random over
+    the marks it sees; the answer is the mean of those weights."""
     cases = []
     for _ in range(3):
-        pos, heads, layers = int(rng.integers(6, 10)), int(rng.integers(2, 4)), int(rng.integers(4, 6))
-        sink, first, last, sharp = (int(x) for x in rng.choice(np.arange(1, pos), size=4, replace=False))
-
-        def lean(key: int, low: float, high: float) -> np.ndarray:
-            return _rows(pos, {i: {key: rng.uniform(low, high)} for i in range(pos)}, causal=False)
-
-        stack = [[lean(first, 0.4, 0.5) for _ in range(heads)]]
-        stack += [[lean(sink, 0.7, 0.9) for _ in range(heads)] for _ in range(layers - 2)]
-        stack += [[lean(last, 0.4, 0.5) for _ in range(heads)]]
-        row = int(rng.integers(pos))
-        stack[1][0][row] = np.eye(pos)[sharp]
-        cases.append(Case(MARK + f": {layers} layers, {heads} heads, {pos} positions", args=(np.array(stack),),
-                          expected=sink))
+        pos = int(rng.integers(8, 12))
+        marks = np.sort(rng.choice(np.arange(2, pos), size=int(rng.integers(2, 4)), replace=False))
+        is_punct = np.zeros(pos, bool)
+        is_punct[marks] = True
+        p, weights = np.zeros((pos, pos)), []
+        for i in range(pos):
+            seen, other = np.nonzero(is_punct[: i + 1])[0], np.nonzero(~is_punct[: i + 1])[0]
+            w = float(rng.uniform(0.2, 0.8)) if len(seen) else 0.0
+            p[i, seen] = w * rng.dirichlet(np.ones(len(seen))) if len(seen) else 0.0
+            p[i, other] = (1 - w) * rng.dirichlet(np.ones(len(other)))
+            weights += [w] if len(seen) else []
+        cases.append(Case(MARK + f": {pos} tokens, marks at {marks.tolist()}", args=(p, is_punct),
+                          expected=float(np.mean(weights))))
     return cases
 
 
@@ -269,9 +233,44 @@ def check_previous_token_lift(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
     ``pattern`` ``(batch, n_heads, pos, pos)``, ``mask`` ``(batch, pos)`` bool (True: a real token);
     the answer is ``(n_heads,)``.
     """
-    cases = _lift_cases()
+    cases = _lift_cases() + drawn(_drawn_lift_cases)
     run_cases(fn, cases, compare=_with_args(cases, _compare_naming(_lift_mistakes)),
               what="a previous-token lift over uniform attention", forbid=_DETECTORS)
+
+
+def _drawn_padded_batch(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
+    """A mask of three sequences of different lengths: one left-padded, one right-padded, one full."""
+    pos = int(rng.integers(7, 11))
+    lengths = rng.choice(np.arange(3, pos), size=2, replace=False)
+    real = np.ones((3, pos), bool)
+    real[0, : pos - lengths[0]] = False  # left padding
+    real[1, lengths[1]:] = False  # right padding
+    return real[rng.permutation(3)], pos, int(rng.integers(2, 4))
+
+
+def _drawn_lift_cases(rng: np.random.Generator) -> list[Case]:
+    """Three padded batches (drawn when grading): every eligible query's weight on q - 1 is drawn first,
+    the rest of its row spread at random over the other real keys it sees; padding rows sit on q - 1.
+    The answer is the mean, over the eligible queries, of that weight minus 1/(real keys seen)."""
+    cases = []
+    for _ in range(3):
+        real, pos, heads = _drawn_padded_batch(rng)
+        pattern, lifts = np.zeros((3, heads, pos, pos)), [[] for _ in range(heads)]
+        for b, h, q in np.ndindex(3, heads, pos):
+            keys = [j for j in range(q + 1) if real[b, j]]
+            if not real[b, q]:
+                pattern[b, h, q, max(q - 1, 0)] = 1.0
+                continue
+            target = q - 1 if q >= 1 and real[b, q - 1] else None
+            w = float(rng.uniform(0.1, 0.9)) if target is not None and len(keys) > 1 else 0.0
+            rest = [j for j in keys if j != target] if target is not None else keys
+            pattern[b, h, q, rest] = (1 - w) * rng.dirichlet(np.ones(len(rest)))
+            if target is not None:
+                pattern[b, h, q, target] = w if len(keys) > 1 else 1.0
+                lifts[h].append(pattern[b, h, q, target] - 1 / len(keys))
+        cases.append(Case(MARK + f": 3 sequences of {pos} positions, {heads} heads", args=(pattern, real),
+                          expected=np.array([np.mean(x) for x in lifts])))
+    return cases
 
 
 # ----------------------------------------------------------------------- an offset profile
@@ -360,6 +359,29 @@ def check_offset_profile(fn: Callable[[np.ndarray, np.ndarray, int], np.ndarray]
     """Check ``fn(pattern, mask, max_offset)``: ``(n_heads, max_offset + 1)``, column ``k`` the mean,
     over every real query ``q`` of the batch whose key ``q - k`` exists and is real, of the weight
     ``pattern[b, h, q, q - k]``. ``pattern`` ``(batch, n_heads, pos, pos)``, ``mask`` ``(batch, pos)``."""
-    cases = _profile_cases()
+    cases = _profile_cases() + drawn(_drawn_profile_cases)
     run_cases(fn, cases, compare=_with_args(cases, _compare_naming(_profile_mistakes)),
               what="an offset profile", forbid=_DETECTORS)
+
+
+def _drawn_profile_cases(rng: np.random.Generator) -> list[Case]:
+    """Three padded batches (drawn when grading) of random causal rows over each query's real keys
+    (padding rows sit on the query itself); column k is the mean of the weights placed on real keys
+    k back, collected while the rows are built."""
+    cases = []
+    for _ in range(3):
+        real, pos, heads = _drawn_padded_batch(rng)
+        max_offset = int(rng.integers(2, 4))
+        pattern, placed = np.zeros((3, heads, pos, pos)), {}
+        for b, h, q in np.ndindex(3, heads, pos):
+            if not real[b, q]:
+                pattern[b, h, q, q] = 1.0
+                continue
+            keys = [j for j in range(q + 1) if real[b, j]]
+            for j, w in zip(keys, rng.dirichlet(np.ones(len(keys)))):
+                pattern[b, h, q, j] = w
+                placed.setdefault((h, q - j), []).append(w)
+        expected = np.array([[np.mean(placed[h, k]) for k in range(max_offset + 1)] for h in range(heads)])
+        cases.append(Case(MARK + f": 3 sequences of {pos} positions, offsets 0 to {max_offset}",
+                          args=(pattern, real, max_offset), expected=expected))
+    return cases

@@ -14,11 +14,32 @@ from dataclasses import replace
 import numpy as np
 
 from deviating.exercises import Case, compare_number, run_cases
+from deviating.exercises.ch04_more import (
+    check_has_attractor,
+    check_mcnemar_exact,
+    check_offset_shuffle_test,
+    check_punctuation_vs_neighbour,
+)
+from deviating.exercises.drawn import MARK, drawn
 from deviating.exercises.fixtures import hand_pattern as _rows
 
 _DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas", "headlab.roles")
 
-__all__ = ["check_relation_vs_offset", "check_relation_vs_nearest_noun", "check_nearest_candidate_accuracy"]
+__all__ = ["check_relation_vs_offset", "check_relation_vs_nearest_noun", "check_nearest_candidate_accuracy",
+           "check_mcnemar_exact", "check_punctuation_vs_neighbour", "check_has_attractor",
+           "check_offset_shuffle_test"]
+
+
+def _row(rng: np.random.Generator, pos: int, keys: list[int], kind: str, target: int, later: int = -1) -> np.ndarray:
+    """A random row over ``keys`` whose largest weight is on ``target`` ("hit"), on another key ("miss"),
+    or shared by ``target`` and the key ``later`` after it ("tie")."""
+    row = np.zeros(pos)
+    row[keys] = 0.4 * rng.dirichlet(np.ones(len(keys))) / 2  # every entry below 0.2
+    top = {"hit": [target], "miss": [int(rng.choice([k for k in keys if k != target]))],
+           "tie": [target, later]}[kind]
+    row[top] = 0.0
+    row[top] = (1 - row.sum()) / len(top)
+    return row
 
 
 # ------------------------------------------------------------- a syntactic head vs the offset
@@ -94,7 +115,34 @@ def check_relation_vs_offset(fn: Callable[[np.ndarray, np.ndarray], tuple[float,
     ``patterns`` ``(batch, pos, pos)``: one head on ``batch`` sequences; ``targets``
     ``(batch, pos)``: the target position of each annotated query, -1 elsewhere.
     """
-    run_cases(fn, _relation_cases(), compare=_relation_compare, forbid=_DETECTORS)
+    run_cases(fn, _relation_cases() + drawn(_drawn_relation_cases), compare=_relation_compare,
+              forbid=_DETECTORS)
+
+
+def _drawn_relation_cases(rng: np.random.Generator) -> list[Case]:
+    """Three batches of an encoder head (drawn when grading): the targets sit at offsets +1 and -1 equally
+    often (more often than any other), the first annotated query at +1, so the tie rule decides; each
+    annotated row hits, misses or ties its target with a later key, as drawn."""
+    cases = []
+    for _ in range(3):
+        batch, pos, m = int(rng.integers(3, 5)), int(rng.integers(8, 11)), int(rng.integers(2, 4))
+        others = [int(k) for k in rng.choice([-3, -2, 2, 3], size=int(rng.integers(1, 3)), replace=False)]
+        targets = np.full((batch, pos), -1)
+        targets[0, 1] = 2  # the first annotated query, at offset +1
+        for k in [1] * (m - 1) + [-1] * m + others:
+            free = [(b, q) for b in range(1, batch) for q in range(pos) if targets[b, q] < 0 and 0 <= q + k < pos]
+            b, q = free[int(rng.integers(len(free)))]
+            targets[b, q] = q + k
+        patterns, hits, n = rng.dirichlet(np.ones(pos), size=(batch, pos)), 0, 0
+        kinds = ["tie"] + [str(rng.choice(["hit", "miss"])) for _ in range(2 * m + len(others))]
+        for (b, q), kind in zip(sorted(zip(*np.nonzero(targets >= 0)), key=lambda bq: targets[bq] >= pos - 1), kinds):
+            t = int(targets[b, q])
+            kind = kind if kind != "tie" or t < pos - 1 else "miss"
+            patterns[b, q] = _row(rng, pos, list(range(pos)), kind, t, t + 1 if kind == "tie" else -1)
+            hits, n = hits + (kind == "hit"), n + 1
+        cases.append(Case(MARK + f": {batch} sequences of {pos}, {n} annotated queries", args=(patterns, targets),
+                          expected=(hits / n, -1, m / n)))
+    return cases
 
 
 # --------------------------------------------- a subject head against the nearest noun
@@ -170,7 +218,44 @@ def check_relation_vs_nearest_noun(fn: Callable[[np.ndarray, np.ndarray, np.ndar
     ``patterns`` ``(batch, pos, pos)``: one causal head; ``targets`` ``(batch, pos)``: the target
     of each annotated query, -1 elsewhere; ``is_noun`` ``(batch, pos)`` bools.
     """
-    run_cases(fn, _nearest_noun_cases(), compare=_pair_compare, forbid=_DETECTORS)
+    run_cases(fn, _nearest_noun_cases() + drawn(_drawn_noun_cases), compare=_pair_compare, forbid=_DETECTORS)
+
+
+def _drawn_noun_cases(rng: np.random.Generator) -> list[Case]:
+    """Three batches of five sequences (drawn when grading), one annotated query each, in random order:
+    the query is the subject; two nouns before it, the nearer one the subject; a later noun nearer than
+    the subject; a plain one whose head row ties the subject with a later key; no noun before the query."""
+    cases = []
+    for _ in range(3):
+        pos = int(rng.integers(9, 13))
+        targets, nouns = np.full((5, pos), -1), np.zeros((5, pos), bool)
+        patterns, head, noun = rng.dirichlet(np.ones(pos), size=(5, pos)), 0, 0
+        for b, kind in enumerate(rng.permutation(["itself", "two", "later", "tie", "none"])):
+            q = int(rng.integers(5, pos - 2))
+            if kind == "itself":
+                nouns[b, [int(rng.integers(1, q - 1)), q]], t = True, q
+            elif kind == "two":
+                t = int(rng.integers(2, q))
+                nouns[b, [int(rng.integers(1, t)), t]] = True
+            elif kind == "later":
+                t = int(rng.integers(1, q - 2))
+                nouns[b, [t, q + 1]] = True
+            elif kind == "tie":
+                t = int(rng.integers(1, q))
+                nouns[b, t] = True
+            else:
+                t = int(rng.integers(1, q))  # a pronoun subject: no noun at or before the query
+                nouns[b, q + 1:] = True
+            targets[b, q] = t
+            tied = kind == "tie"
+            row_kind = "tie" if tied else str(rng.choice(["hit", "miss"]))
+            patterns[b] = np.tril(patterns[b]) / np.tril(patterns[b]).sum(-1, keepdims=True)
+            later = int(rng.integers(t + 1, q + 1)) if tied else -1
+            patterns[b, q] = _row(rng, pos, list(range(q + 1)), row_kind, t, later)
+            head, noun = head + (row_kind == "hit"), noun + (kind != "none")
+        cases.append(Case(MARK + f": 5 sequences of {pos} positions", args=(patterns, targets, nouns),
+                          expected=(head / 5, noun / 5)))
+    return cases
 
 
 # ------------------------------------------------------------- the nearest-candidate baseline
@@ -251,4 +336,33 @@ def check_nearest_candidate_accuracy(fn: Callable) -> None:
                 return f"{problem}; this is the answer with {what}"
         return problem
 
+    cases += drawn(_drawn_candidate_cases)
+    by_id.update({id(c.expected): c.args for c in cases})
     run_cases(fn, cases, compare=compare, what="the nearest-candidate baseline", forbid=_DETECTORS)
+
+
+def _drawn_candidate_cases(rng: np.random.Generator) -> list[Case]:
+    """Three lists of items (drawn when grading), in random order: a later candidate nearer than the gold
+    one; the query's own position among the candidates; an unsorted list whose last earlier entry is not
+    the nearest; no earlier candidate (a miss); and filler items the baseline gets right."""
+    cases = []
+    for _ in range(3):
+        items = []
+        for kind in ["later", "itself", "unsorted", "none"] + ["filler"] * int(rng.integers(2, 5)):
+            q = int(rng.integers(6, 20))
+            if kind == "none":
+                items.append((q, [q + 1, q + int(rng.integers(2, 5))], q - 1))
+                continue
+            gold = q - int(rng.integers(2, 4))
+            earlier = [gold] + [int(x) for x in rng.choice(np.arange(0, gold), size=int(rng.integers(1, 3)),
+                                                            replace=False)]
+            extra = {"later": [q + 1], "itself": [q], "unsorted": [], "filler": []}[kind]
+            cands = [int(x) for x in rng.permutation(earlier + extra)]
+            if kind == "unsorted":  # the nearest first, the others after it
+                cands = [gold] + [x for x in cands if x != gold]
+            items.append((q, cands, gold))
+        order = rng.permutation(len(items))
+        queries, cands, gold = ([items[i][j] for i in order] for j in range(3))
+        cases.append(Case(MARK + f": {len(items)} queries", args=(queries, cands, gold),
+                          expected=np.float64((len(items) - 1) / len(items))))
+    return cases

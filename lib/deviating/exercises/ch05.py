@@ -13,6 +13,8 @@ from collections.abc import Callable
 import numpy as np
 
 from deviating.exercises import Case, compare_number, run_cases
+from deviating.exercises.ch05_patching import check_head_dla, check_patch_head
+from deviating.exercises.drawn import MARK, drawn
 
 _DETECTORS = ("headlab.analysis.detect", "headlab.analysis.atlas")
 
@@ -74,7 +76,26 @@ def check_induction_score(fn: Callable[[np.ndarray, np.ndarray], float]) -> None
 
     ``pattern`` ``(pos, pos)``, ``tokens`` ``(pos,)``; the answer is one number.
     """
-    run_cases(fn, _induction_cases(), compare=compare_number, forbid=_DETECTORS)
+    run_cases(fn, _induction_cases() + drawn(_drawn_induction_cases), compare=compare_number,
+              forbid=_DETECTORS)
+
+
+def _drawn_induction_cases(rng: np.random.Generator) -> list[Case]:
+    """``[B, s_1..s_n, s_1..s_m, s_m, s_1]`` with random causal rows: copy query ``n + 1 + k`` looks
+    after ``k + 1``; the immediate ``s_m`` after ``m`` (not after itself); the third ``s_1`` after its
+    second occurrence, ``n + 1``. The score is the mean of the pattern there."""
+    cases = []
+    for _ in range(2):
+        n = int(rng.integers(4, 10))
+        m = int(rng.integers(2, n + 1))
+        span = rng.permutation(np.arange(1, 40))[:n]
+        tokens = np.concatenate([[0], span, span[:m], [span[m - 1], span[0]]])
+        targets = {n + 1 + k: k + 2 for k in range(m)} | {n + m + 1: m + 1, n + m + 2: n + 2}
+        pattern = np.tril(rng.uniform(0.05, 1.0, (len(tokens), len(tokens))))
+        pattern /= pattern.sum(1, keepdims=True)
+        cases.append(Case(MARK + f": a span of {n}, {m} repeated", args=(pattern, tokens),
+                          expected=float(np.mean([pattern[i, j] for i, j in targets.items()]))))
+    return cases
 
 
 # ------------------------------------------------------------------ the previous-token head
@@ -122,7 +143,44 @@ def check_find_previous_token_head(fn: Callable[[np.ndarray], tuple[int, int]]) 
 
     ``patterns``: ``(n_layers, n_heads, pos, pos)``, one sequence.
     """
-    run_cases(fn, _previous_token_cases(), compare=_same_head, forbid=_DETECTORS)
+    run_cases(fn, _previous_token_cases() + drawn(_drawn_previous_token_cases), compare=_same_head,
+              forbid=_DETECTORS)
+
+
+def _rows(rng: np.random.Generator, pos: int, below: np.ndarray, diagonal: float | None = None) -> np.ndarray:
+    """A causal pattern whose row ``i >= 1`` puts ``below[i]`` on key ``i - 1`` (and ``diagonal`` on
+    key ``i`` if given), the rest at random on its other keys."""
+    p = np.zeros((pos, pos))
+    p[0, 0] = 1.0
+    for i in range(1, pos):
+        fixed = {i - 1: below[i]} | ({i: diagonal} if diagonal is not None else {})
+        rest = [j for j in range(i + 1) if j not in fixed]
+        if not rest:  # row 1 with a set diagonal: two keys, both given
+            fixed[i] = 1.0 - below[i]
+        else:
+            w = rng.uniform(0.1, 1.0, len(rest))
+            p[i, rest] = (1.0 - sum(fixed.values())) * w / w.sum()
+        for j, v in fixed.items():
+            p[i, j] = v
+    return p
+
+
+def _drawn_previous_token_cases(rng: np.random.Generator) -> list[Case]:
+    """A random grid with the answer planted in a layer >= 1 (weight w on every row's previous token),
+    a layer-0 head at 1.0 on every third row and 0.1 elsewhere (mean below w), a head that attends to
+    itself, and the other heads at most 0.3 on the previous token."""
+    n_layers, n_heads, pos = int(rng.integers(2, 4)), int(rng.integers(3, 5)), int(rng.integers(7, 12))
+    grid = np.array([[_rows(rng, pos, rng.uniform(0.0, 0.3, pos)) for _ in range(n_heads)]
+                     for _ in range(n_layers)])
+    layer = int(rng.integers(1, n_layers))
+    head = int(rng.choice([h for h in range(n_heads) if h != layer]))
+    grid[layer, head] = _rows(rng, pos, np.full(pos, rng.uniform(0.55, 0.7)))
+    grid[0, int(rng.integers(n_heads))] = _rows(rng, pos, np.where(np.arange(pos) % 3 == 0, 1.0, 0.1))
+    spots = [(l, h) for l in range(n_layers) for h in range(n_heads) if l > 0 and (l, h) != (layer, head)]
+    self_l, self_h = spots[int(rng.integers(len(spots)))]
+    grid[self_l, self_h] = _rows(rng, pos, np.full(pos, 0.02), diagonal=0.95)
+    return [Case(MARK + f": {n_layers} layers x {n_heads} heads, {pos} positions", args=(grid,),
+                 expected=(layer, head))]
 
 
 # --------------------------------------------------------------------------- K-composition
@@ -168,7 +226,35 @@ def check_k_composition(fn: Callable[[np.ndarray, np.ndarray, np.ndarray, np.nda
     """Check ``fn(W_Q, W_K, W_V, W_O)``: the K-composition of a later head (``W_Q``, ``W_K``
     ``(d_model, d_head)``) reading an earlier head (``W_V`` ``(d_model, d_head)``, ``W_O``
     ``(d_head, d_model)``)."""
-    run_cases(fn, _k_composition_cases(), compare=compare_number, forbid=("headlab.analysis.circuits",))
+    run_cases(fn, _k_composition_cases() + drawn(_drawn_k_composition_cases), compare=compare_number,
+              forbid=("headlab.analysis.circuits",))
+
+
+def _drawn_k_composition_cases(rng: np.random.Generator) -> list[Case]:
+    """One-hot heads turned by random orthogonal maps and scaled: the later key reads ``a`` coordinates
+    (its query ``a`` others), the earlier head reads ``b`` coordinates and writes ``b`` others, ``k`` of
+    them where the key reads. The score, sqrt(k / (a b)), survives the turns and the scales."""
+    cases = []
+    for _ in range(2):
+        d_head, d_model = 4, 16
+        a, b = int(rng.integers(1, 5)), int(rng.integers(2, 5))
+        k = int(rng.integers(1, min(a, b) + 1))
+        c = rng.permutation(d_model)  # disjoint pools: shared, key only, write only, query, read
+        shared, key, write = c[:k], c[k:a], c[a:a + b - k]
+        query, read = c[a + b - k:2 * a + b - k], c[2 * a + b - k:2 * a + 2 * b - k]
+        W = [np.zeros((d_model, d_head)) for _ in range(3)] + [np.zeros((d_head, d_model))]
+        for i, (q, kk) in enumerate(zip(query, np.r_[shared, key])):
+            W[0][q, i], W[1][kk, i] = 1.0, 1.0
+        for i, (r, w) in enumerate(zip(read, np.r_[shared, write])):
+            W[2][r, i], W[3][i, w] = 1.0, 1.0
+        R = np.linalg.qr(rng.normal(size=(d_model, d_model)))[0]
+        S, T = (np.linalg.qr(rng.normal(size=(d_head, d_head)))[0] for _ in range(2))
+        scale = rng.uniform(0.3, 3.0, 4)
+        args = (scale[0] * R @ W[0] @ S, scale[1] * R @ W[1] @ S, scale[2] * R @ W[2] @ T,
+                scale[3] * T.T @ W[3] @ R.T)
+        cases.append(Case(MARK + f": turned one-hot heads, a = {a}, b = {b}", args=args,
+                          expected=float(np.sqrt(k / (a * b)))))
+    return cases
 
 
 # -------------------------------------------------------------- induction after an ablation
@@ -216,158 +302,27 @@ def check_induction_after_ablation(fn: Callable) -> None:
                                                                   INDUCTION_HEAD),
              expected=float(np.mean([uniform_induction_score(*r) for r in rows_b])), hidden=True),
     ]
-    run_cases(fn, cases, compare=lambda got, exp: compare_number(got, exp, atol=1e-4, rtol=0),
-              forbid=("headlab.analysis.circuits", "headlab.analysis.sweep", "headlab.report"))
+    run_cases(fn, cases + drawn(_drawn_ablation_cases), compare=lambda got, exp: compare_number(
+        got, exp, atol=1e-4, rtol=0), forbid=("headlab.analysis.circuits", "headlab.analysis.sweep",
+                                               "headlab.report"))
 
 
-# --------------------------------------------------------------------- patching one head
-
-_BY_HAND = "deviating.exercises.by_hand"  # the checks' own reference: never the student's tool
-_TOOLS = ("headlab.analysis", "deviating.analysis", _BY_HAND)
-
-
-def _pair(seed: int, vocab: int, batch: int, pos: int, changed: int):
-    """Clean token ids and a corrupted twin that differs at position ``changed`` of every row."""
+def _drawn_ablation_cases(rng: np.random.Generator) -> list[Case]:
+    """Two random rows of one random length (different spans, so different uniform scores and query
+    counts): 1.0 falls to the uniform score without 0.0; the writer variant gets 1.0 back without 0.1."""
     import torch
 
-    g = torch.Generator().manual_seed(seed)
-    clean = torch.randint(vocab, (batch, pos), generator=g)
-    corrupted = clean.clone()
-    corrupted[:, changed] = (clean[:, changed] + 1 + torch.randint(vocab - 1, (batch,), generator=g)) % vocab
-    return clean, corrupted
+    from deviating.exercises.fixtures import planted_first_token_writer, repeated_batch, uniform_induction_score
+    from deviating.planted import FIRST_TOKEN_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, planted_model
 
-
-def _clear_pair(clean_run, corrupted_run) -> tuple[int, int]:
-    """``(answer, wrong)``: the two tokens whose logit difference at the last position moves most
-    between the runs on *every* input (so the normalised recovery is well defined)."""
-    moved = clean_run.logits[:, -1] - corrupted_run.logits[:, -1]  # (batch, vocab)
-    gap = (moved[:, :, None] - moved[:, None, :]).abs().min(dim=0).values  # (vocab, vocab): the worst input
-    gap.fill_diagonal_(-1.0)
-    answer, wrong = divmod(int(gap.argmax()), gap.shape[1])
-    return answer, wrong
-
-
-def _patch_case(name, hm, clean, corrupted, layer, head, hint="", hidden=False):
-    """A case of patch_head, its expected recovery by hand, and the answers of the usual mistakes."""
-    from deviating.exercises.by_hand import last_logit_diff, run_by_hand
-
-    runs = {"clean": run_by_hand(hm, clean), "corrupted": run_by_hand(hm, corrupted)}
-    answer, wrong = _clear_pair(runs["clean"], runs["corrupted"])
-    z_clean, z_corr = runs["clean"].z[layer], runs["corrupted"].z[layer]
-    patched = run_by_hand(hm, corrupted, replace={(layer, head): z_clean[:, :, head]})
-    noised = run_by_hand(hm, clean, replace={(layer, head): z_corr[:, :, head]})
-    every = run_by_hand(hm, corrupted, replace={(layer, h): z_clean[:, :, h] for h in range(hm.n_heads)})
-
-    def recovery(run, at=-1, metric=last_logit_diff):
-        c, k = (metric(runs[n], answer, wrong, at) for n in ("clean", "corrupted"))
-        return ((metric(run, answer, wrong, at) - k) / (c - k)).numpy()
-
-    def ratio(run, a, b, at):
-        return run.logits[:, at, a] / run.logits[:, at, b]
-
-    expected = recovery(patched)
-    gap = (last_logit_diff(runs["clean"], answer, wrong) - last_logit_diff(runs["corrupted"], answer, wrong))
-    mistakes = {
-        "this is noising (the corrupted head's z put into the clean run); denoise: run the corrupted input "
-        "with the head's z taken from the clean run": recovery(noised),
-        "the recovery is not normalised: divide (patched - corrupted) by (clean - corrupted)":
-            (last_logit_diff(patched, answer, wrong) - last_logit_diff(runs["corrupted"], answer, wrong)).numpy(),
-        "the metric is a ratio of logits; use the difference logit(answer) - logit(wrong)":
-            recovery(patched, metric=ratio),
-        "the metric is read one position too early; read the logits at the last position (-1)":
-            recovery(patched, at=-2),
-        "every head of the layer was patched; patch only the given head's slice z[:, :, head]":
-            recovery(every),
-    }
-    if float(gap.abs().min()) < 0.5:
-        raise RuntimeError(f"{name}: the clean and corrupted runs are too alike for a check")
-    case = Case(name, args=(hm, clean, corrupted, layer, head, answer, wrong), expected=expected, hint=hint,
-                hidden=hidden)
-    return case, mistakes
-
-
-def check_patch_head(fn: Callable) -> None:
-    """Check ``fn(hm, clean, corrupted, layer, head, answer, wrong)``: per input, the normalised
-    logit-difference recovery when head ``(layer, head)``'s ``z`` from the clean run is patched into
-    the corrupted run (denoising). Expected values come from a forward pass written out by hand
-    (:mod:`deviating.exercises.by_hand`), not from the head interface."""
-    from deviating.exercises.by_hand import naming_compare, tiny_gpt
-
-    small, deep = tiny_gpt(seed=1), tiny_gpt(seed=2, n_layers=3, n_heads=2, d_model=24, d_mlp=48)
-    clean, corrupted = _pair(0, 40, 3, 8, changed=2)
-    clean_b, corrupted_b = _pair(1, 40, 3, 9, changed=2)
-    built = [
-        _patch_case("a 2-layer model, head 1.2, three inputs that differ at position 2", small, clean, corrupted,
-                    1, 2, hint="run the corrupted input with z[:, :, head] of this layer replaced by the clean run's "
-                               "(hm.patch_z), then score logit(answer) - logit(wrong) at the last position."),
-        _patch_case("the same inputs, head 0.1 (its effect also flows through layer 1)", small, clean, corrupted,
-                    0, 1, hint="patch the head at every position; the later layers then run as they will."),
-        _patch_case("3 layers with MLPs, 2 heads each, head 1.0", deep, clean_b, corrupted_b, 1, 0,
-                    hint="one value per input: normalise each input by its own clean and corrupted metric."),
-        _patch_case("3 layers with MLPs, head 2.1", deep, clean_b, corrupted_b, 2, 1, hidden=True),
-    ]
-    run_cases(fn, [c for c, _ in built], compare=naming_compare({id(c.expected): m for c, m in built}, atol=1e-4),
-              what="activation patching of one head", forbid=_TOOLS)
-
-
-# ------------------------------------------------------------ direct logit attribution
-
-
-def _dla_case(name, hm, ids, layer, head, token, hint="", hidden=False):
-    """A case of head_dla, its expected value from the weights and a run by hand, and the usual mistakes."""
-    import torch
-
-    from deviating.exercises.by_hand import run_by_hand
-
-    run = run_by_hand(hm, ids)
-    model, d = hm.model, hm.d_head
-    w_o = model.blocks[layer].attn.W_O.weight.detach().double()[:, head * d:(head + 1) * d].T  # (d_head, d_model)
-    gamma, eps = model.ln_final.weight.detach().double(), model.config.ln_eps
-    u = model.unembed.weight.detach().double()[token]  # (d_model,): the unembedding of `token`
-
-    def dla(at=-1, centre=True, scale=True, with_gamma=True, bias=False, write=None):
-        out = run.z[layer][:, at, head] @ w_o if write is None else write(at)  # (batch, d_model)
-        if bias:
-            out = out + model.blocks[layer].attn.W_O.bias.detach().double()
-        final = run.resid[-1][:, at]
-        sd = torch.sqrt(final.var(-1, unbiased=False) + eps)[:, None] if scale else 1.0
-        out = (out - out.mean(-1, keepdim=True)) if centre else out
-        return ((out / sd) @ (gamma * u if with_gamma else u)).numpy()
-
-    mistakes = {
-        "the final LayerNorm's scale is missing: divide by sqrt(var + eps) of the final residual stream "
-        "of this run, at the same position": dla(scale=False),
-        "the head's output is not centred: the LayerNorm subtracts each vector's mean over d_model first":
-            dla(centre=False),
-        "this is the whole residual stream's direct logit (every component), not the head's own write":
-            dla(write=lambda at: run.resid[-1][:, at]),
-        "the position is off: read the last position (-1)": dla(at=-2),
-        "the LayerNorm's weight is missing: the logit reads gamma * x_normalised": dla(with_gamma=False),
-        "W_O's bias is counted; it belongs to no head": dla(bias=True),
-    }
-    return Case(name, args=(hm, ids, layer, head, token), expected=dla(), hint=hint, hidden=hidden), mistakes
-
-
-def check_head_dla(fn: Callable) -> None:
-    """Check ``fn(hm, inputs, layer, head, token)``: per input, head ``(layer, head)``'s direct
-    contribution to the logit of ``token`` at the last position, through the final LayerNorm with
-    its scale frozen at the clean run's value. Expected values: from the weights and a run by hand."""
-    import torch
-
-    from deviating.exercises.by_hand import naming_compare, tiny_gpt
-
-    small, deep = tiny_gpt(seed=3), tiny_gpt(seed=4, n_layers=3, n_heads=2, d_model=24, d_mlp=48)
-    g = torch.Generator().manual_seed(5)
-    ids, ids_b = torch.randint(40, (3, 7), generator=g), torch.randint(40, (2, 10), generator=g)
-    built = [
-        _dla_case("head 1.2 of a 2-layer model, token 7, three inputs", small, ids, 1, 2, 7,
-                  hint="the head writes z[:, -1, head] @ W_O[head]; centre it, divide by the final LayerNorm's "
-                       "scale on this run, then take the dot product with gamma * W_U[:, token]."),
-        _dla_case("head 0.0 of the same model, token 31", small, ids, 0, 0, 31,
-                  hint="an earlier layer's head writes into the same final stream: the same formula."),
-        _dla_case("3 layers with MLPs, head 2.1, token 12", deep, ids_b, 2, 1, 12,
-                  hint="the scale is the one of the final residual stream (after the MLPs too)."),
-        _dla_case("3 layers with MLPs, head 1.0, token 3", deep, ids_b, 1, 0, 3, hidden=True),
-    ]
-    run_cases(fn, [c for c, _ in built], compare=naming_compare({id(c.expected): m for c, m in built}, atol=1e-4),
-              what="direct logit attribution of one head", forbid=_TOOLS)
+    length = int(rng.integers(12, 21))
+    spans = [a for a in range(1, 16) if 0 < length - 1 - a <= a]
+    a1, a2 = (int(x) for x in rng.choice(spans, size=2, replace=False))
+    rows = [(a1, length - 1 - a1), (a2, length - 1 - a2)]
+    tokens = torch.as_tensor(repeated_batch(rows, seed=int(rng.integers(2**31))))
+    uniform = float(np.mean([uniform_induction_score(*r) for r in rows]))
+    hm, writer = planted_model(d_vocab=16, n_ctx=21), planted_first_token_writer(d_vocab=16, n_ctx=21)
+    return [Case(MARK + ": 0.0 ablated", args=(hm, tokens, [PREVIOUS_TOKEN_HEAD], INDUCTION_HEAD),
+                 expected=uniform),
+            Case(MARK + ": the writer variant, 0.1 ablated", args=(writer, tokens, [FIRST_TOKEN_HEAD],
+                                                                  INDUCTION_HEAD), expected=1.0)]

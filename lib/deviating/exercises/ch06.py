@@ -7,6 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from deviating.exercises import Case, compare_arrays, compare_number, run_cases
+from deviating.exercises.ch06_gate import check_gate_importance
 from deviating.exercises.drawn import MARK, drawn
 
 __all__ = ["check_mean_ablation", "check_most_redundant_pair", "check_gini", "check_gate_importance",
@@ -53,7 +54,25 @@ def check_mean_ablation(fn: Callable) -> None:
     """``fn(z, reference, head)``: ``z`` ``(batch, pos, n_heads, d_head)``, ``reference``
     ``(n_tokens, n_heads, d_head)`` (the head outputs on every real token of a reference set);
     returns a new ``z`` whose ``head`` slice is the reference mean, and must not modify ``z``."""
-    run_cases(fn, _mean_ablation_cases(), what="mean ablation", forbid=_IMPORTANCE)
+    run_cases(fn, _mean_ablation_cases() + drawn(_drawn_mean_ablation_cases), what="mean ablation",
+              forbid=_IMPORTANCE)
+
+
+def _drawn_mean_ablation_cases(rng: np.random.Generator) -> list[Case]:
+    """Random outputs and a reference whose head mean is a drawn vector m (its deviations sum to 0)."""
+    cases = []
+    for _ in range(2):
+        batch, pos, n_heads, d_head, n = (int(x) for x in rng.integers(2, 6, size=5))
+        head = int(rng.integers(n_heads))
+        z = rng.normal(size=(batch, pos, n_heads, d_head))
+        reference = rng.normal(3.0, 2.0, size=(n, n_heads, d_head))
+        m = rng.normal(size=d_head)
+        reference[:, head] = m + reference[:, head] - reference[:, head].mean(0)
+        out = z.copy()
+        out[:, :, head] = m
+        cases.append(Case(MARK + f": head {head} of {n_heads}, {n} reference tokens", args=(z, reference, head),
+                          expected=out, unchanged=True))
+    return cases
 
 
 def _pair_cases() -> list[Case]:
@@ -101,7 +120,23 @@ def check_most_redundant_pair(fn: Callable) -> None:
             return None
         return f"expected the pair {expected}, got {got}"
 
-    run_cases(fn, _pair_cases(), compare=compare, what="redundant pair", forbid=_IMPORTANCE)
+    run_cases(fn, _pair_cases() + drawn(_drawn_pair_cases), compare=compare, what="redundant pair",
+              forbid=_IMPORTANCE)
+
+
+def _drawn_pair_cases(rng: np.random.Generator) -> list[Case]:
+    """Five pairs of ten random heads: the answer (singles 1, interaction 0.3-0.45), a pair of tiny
+    singles with the largest ratio, a pair with the largest effect, an overlapping pair (interaction
+    -1.8) and a pair whose one single is tiny; each mistake picks another pair than the answer."""
+    heads = [(int(h) // 8, int(h) % 8) for h in rng.choice(32, size=10, replace=False)]
+    jitter = rng.uniform(0.0, 0.01, 5)
+    built = [(1.0, 1.0, 2.0 + rng.uniform(0.3, 0.45)), (0.01, 0.01, 0.12 + jitter[0]),
+             (1.5, 1.5, 3.05 + jitter[1]), (1.0, 1.0, 0.2 + jitter[2]), (0.05, 1.4, 1.5 + jitter[3])]
+    singles, pairs = {}, {}
+    for k in rng.permutation(5):
+        a, b = heads[2 * k], heads[2 * k + 1]
+        singles[a], singles[b], pairs[(a, b)] = built[k]
+    return [Case(MARK + ": five pairs of ten heads", args=(singles, pairs), expected=(heads[0], heads[1]))]
 
 
 def _gini_cases() -> list[Case]:
@@ -145,83 +180,6 @@ def _drawn_gini_cases(rng: np.random.Generator) -> list[Case]:
         Case(MARK + f": {p} heads at one effect, {q} at a larger one", args=(two,),
              expected=p * q * (b - a) / ((p + q) * (p * a + q * b))),
     ]
-
-
-# --------------------------------------------------------------------------- gate gradients
-
-
-def _gate_reference(model, input_ids) -> np.ndarray:
-    """Michel et al.'s importance from the head interface's own gate gradients (tested against
-    finite differences in tests/test_model.py): mean over inputs of |d loss_i / d g_{l,h}|."""
-    import torch
-
-    from headlab.heads.model import HeadModel
-    from headlab.metrics import Metric
-
-    hm = HeadModel(model, name="a GPT-2")
-    batch = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
-    return hm.head_gradients(batch, Metric("loss")).abs().mean(0).double().numpy()
-
-
-def _signed_reference(model, input_ids) -> np.ndarray:
-    import torch
-
-    from headlab.heads.model import HeadModel
-    from headlab.metrics import Metric
-
-    hm = HeadModel(model, name="a GPT-2")
-    batch = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
-    return hm.head_gradients(batch, Metric("loss")).double().numpy()
-
-
-def check_gate_importance(fn: Callable) -> None:
-    """Check ``gate_importance(model, input_ids)``: for a Hugging Face GPT-2, a gate ``g`` on every
-    head's slice of W_O's input (``g = 1``: the model as it is), and Michel et al.'s importance, the
-    mean over inputs of ``|d loss_i / d g_{l,h}|`` with ``loss_i`` input ``i``'s mean next-token loss:
-    an array ``(n_layer, n_head)``."""
-    import torch
-
-    from deviating.exercises.ch02 import tiny_gpt2
-
-    model = tiny_gpt2(seed=4)
-    ids = torch.tensor([[3, 17, 5, 3, 17, 40, 2], [8, 8, 1, 22, 9, 30, 30], [4, 4, 4, 4, 4, 4, 4]])
-    other = tiny_gpt2(seed=5, n_layer=3, n_head=2, n_embd=24)
-    strong = tiny_gpt2(seed=6)
-    with torch.no_grad():  # heads that matter: removing one is far from the first-order guess
-        for block in strong.transformer.h:
-            block.attn.c_attn.weight.mul_(15.0)
-            block.attn.c_proj.weight.mul_(15.0)
-    ids_b = torch.tensor([[1, 2, 3, 4, 5, 6], [9, 9, 9, 2, 2, 2]])
-    cases = [
-        Case("a 2-layer GPT-2 with 4 heads, three inputs", args=(model, ids),
-             expected=_gate_reference(model, ids),
-             hint="multiply each head's slice of c_proj's input by its gate (a forward pre-hook), with the gates "
-                  "a (batch, n_layer, n_head) tensor that requires grad: one gate row per input gives each "
-                  "input's own gradient in one backward pass. Average |gradient| over inputs."),
-        Case("a GPT-2 whose heads matter (weights scaled up): the gradient, not the ablation effect",
-             args=(strong, ids), expected=_gate_reference(strong, ids),
-             hint="the importance is the derivative at g = 1 (autograd through the gates), not the change when a "
-                  "head is removed: with strong heads the two differ."),
-        Case("another GPT-2: 3 layers of 2 heads, two inputs", args=(other, ids_b),
-             expected=_gate_reference(other, ids_b), hidden=True),
-    ]
-    signed = {id(c.expected): c.args for c in cases}
-
-    def compare(got, expected):
-        problem = compare_arrays(got, expected, atol=1e-5, rtol=1e-4)
-        if problem is None or id(expected) not in signed:
-            return problem
-        g = _signed_reference(*signed[id(expected)])
-        for what, answer in (("the mean of the signed gradients: take |.| per input, then the mean", g.mean(0)),
-                             ("|mean gradient|: take |.| per input first, then the mean", np.abs(g.mean(0))),
-                             ("the gradient of the summed loss: one gate for the whole batch gives the sum of "
-                              "the inputs' gradients, not each input's", np.abs(g.sum(0)))):
-            if compare_arrays(got, answer, atol=1e-5, rtol=1e-4) is None:
-                return f"this is {what}"
-        return problem
-
-    run_cases(fn, cases, compare=compare, what="Michel et al.'s importance from gate gradients",
-              forbid=("headlab", "deviating.analysis"))
 
 
 def _coded(batch: int, pos: int, n_heads: int, d_head: int, sign: float = 1.0) -> np.ndarray:
@@ -286,9 +244,25 @@ def check_resample_ablation(fn: Callable) -> None:
     def compare(got, expected):
         problem = compare_arrays(got, expected, atol=0, rtol=0)
         if problem is not None:
-            for what, answer in _resample_mistakes(*by_id[id(expected)]).items():
+            known = _resample_mistakes(*by_id[id(expected)]) if id(expected) in by_id else {}
+            for what, answer in known.items():
                 if compare_arrays(got, answer, atol=0, rtol=0) is None:
                     return f"{problem}; this is the answer with {what}"
         return problem
 
-    run_cases(fn, cases, compare=compare, what="resample ablation", forbid=_IMPORTANCE)
+    run_cases(fn, cases + drawn(_drawn_resample_cases), compare=compare, what="resample ablation",
+              forbid=_IMPORTANCE)
+
+
+def _drawn_resample_cases(rng: np.random.Generator) -> list[Case]:
+    """Random outputs and donors: the answer is z with the donors' slice of the head put in."""
+    cases = []
+    for _ in range(2):
+        batch, pos, n_heads, d_head = (int(x) for x in rng.integers(2, 6, size=4))
+        head = int(rng.integers(n_heads))
+        z, z_other = rng.normal(size=(2, batch, pos, n_heads, d_head))
+        out = z.copy()
+        out[:, :, head] = z_other[:, :, head]
+        cases.append(Case(MARK + f": head {head} of {n_heads}", args=(z, z_other, head), expected=out,
+                          unchanged=True))
+    return cases

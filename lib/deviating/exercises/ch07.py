@@ -7,6 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from deviating.exercises import Case, run_cases
+from deviating.exercises.drawn import MARK, drawn
 
 __all__ = ["check_worst_case_order", "check_layer_mean_z", "check_flag_looking_back", "check_pruning_curve"]
 
@@ -66,8 +67,29 @@ def check_worst_case_order(fn: Callable) -> None:
              hint="np.argsort's default algorithm is not stable on long arrays: pass kind='stable'."),
         Case("3 layers x 2 heads", args=(e5,), expected=[(2, 0), (0, 1), (1, 0), (0, 0), (2, 1), (1, 1)],
              hidden=True),
-    ], compare=_same_order, what="worst case",
+    ] + drawn(_drawn_worst_cases), compare=_same_order, what="worst case",
         forbid=("headlab.analysis.prune", "headlab.analysis.importance"))
+
+
+def _drawn_worst_cases(rng: np.random.Generator) -> list[Case]:
+    """The tie pattern of :func:`_many_ties` with three drawn levels (a sort sees only their order,
+    so an unstable sort errs as on the fixed case); each head's worst case sits on a drawn input,
+    the others lie below it, and one input per head is very negative (its largest |effect|)."""
+    pattern, order = _many_ties()
+    cases = []
+    for _ in range(2):
+        low, mid = sorted(rng.uniform(0.05, 0.9, size=2))
+        levels = {0.1: low, 0.5: mid, 0.9: rng.uniform(1.0, 2.0)}
+        worst = np.vectorize(levels.get)(pattern[..., 0])
+        n_in = int(rng.integers(3, 7))
+        effects = worst[..., None] * rng.uniform(-0.5, 0.95, size=(*worst.shape, n_in))
+        at = rng.integers(n_in, size=worst.shape)
+        np.put_along_axis(effects, at[..., None], worst[..., None], axis=-1)
+        low_at = (at + 1 + rng.integers(n_in - 1, size=worst.shape)) % n_in  # never the worst input
+        np.put_along_axis(effects, low_at[..., None], -rng.uniform(2.5, 4.0, size=(*worst.shape, 1)), axis=-1)
+        cases.append(Case(MARK + f": 4 layers x 16 heads, {n_in} inputs, three tied levels", args=(effects,),
+                          expected=order))
+    return cases
 
 
 def _mean_z_cases() -> list[Case]:
@@ -96,8 +118,22 @@ def check_layer_mean_z(fn: Callable) -> None:
     """``fn(z)``: ``z`` ``(batch, pos, n_heads, d_head)``; returns a new array of the same shape in
     which every head's output is the layer's mean head output at that input and position, and must
     not modify ``z``."""
-    run_cases(fn, _mean_z_cases(), what="the averaging ablation",
+    run_cases(fn, _mean_z_cases() + drawn(_drawn_mean_z_cases), what="the averaging ablation",
               forbid=("deviating.training.distill", "headlab.heads"))
+
+
+def _drawn_mean_z_cases(rng: np.random.Generator) -> list[Case]:
+    """A drawn mean per input and position, and head outputs spread around it by deviations whose
+    sum over the heads is zero: the layer's mean is the drawn mean by construction."""
+    cases = []
+    for _ in range(2):
+        b, p, h, d = (int(rng.integers(2, 5)) for _ in range(4))
+        mean = rng.normal(size=(b, p, 1, d)) * 2.0
+        dev = rng.normal(size=(b, p, h, d))
+        z = mean + dev - dev.mean(axis=2, keepdims=True)
+        cases.append(Case(MARK + f": z of shape {(b, p, h, d)}", args=(z,), expected=np.repeat(mean, h, axis=2),
+                          unchanged=True))
+    return cases
 
 
 def _rows(spec, n_layers: int = 1, n_heads: int = 3, n_pos: int = 6) -> np.ndarray:
@@ -143,7 +179,46 @@ def check_flag_looking_back(fn: Callable) -> None:
              expected=np.array([True, False]), hint="inspect every layer, not only the first: rows[:, layer, head]."),
         Case("two layers, boundaries 3, 1 and 3", args=(hidden, np.array([3, 1, 3]), 0.5),
              expected=np.array([True, False, False]), hidden=True),
-    ], what="where heads look", forbid=("deviating.analysis.inspection",))
+    ] + drawn(_drawn_looking_back_cases), what="where heads look", forbid=("deviating.analysis.inspection",))
+
+
+def _drawn_looking_back_cases(rng: np.random.Generator) -> list[Case]:
+    """Inputs of 2 layers, each with one trap: weight on the sink, on the key just after the
+    boundary, spread over keys, in one head of many, in the second layer, exactly x; each input's
+    answer is set by where its one looking head puts its weight (x is dyadic, so sums are exact)."""
+    cases = []
+    for _ in range(2):
+        pos, n_heads = int(rng.integers(8, 11)), int(rng.integers(3, 5))
+        x = float(rng.choice([0.5, 0.625, 0.75]))
+        b = [int(rng.integers(3, pos - 3)) for _ in range(7)]
+
+        def row(weights: dict) -> list:
+            r = np.zeros(pos)
+            for key, w in weights.items():
+                r[key] += w
+            r[-1] += 1.0 - sum(weights.values())
+            return list(r)
+
+        spec, expected = [], []
+        for i, trap in enumerate(("sink", "after", "spread", "one", "deep", "exact", "plain")):
+            head = (int(trap == "deep" or rng.integers(2)), int(rng.integers(n_heads)))
+            keys = rng.choice(np.arange(1, b[i] + 1), size=2, replace=b[i] >= 2)
+            if trap == "sink":  # most of it on the sink, the rest just under x before the sentence
+                w, answer = {0: 0.9 - x / 2, int(keys[0]): x / 2 + 0.05}, False
+            elif trap == "after":  # on the first key of the sentence
+                w, answer = {b[i] + 1: x + 0.1}, False
+            elif trap == "spread":
+                w, answer = {1: x / 2 + 0.05, b[i]: x / 2 + 0.05}, True
+            elif trap == "exact":
+                w, answer = {1: x / 2, b[i]: x / 2}, False
+            else:
+                w, answer = {int(keys[0]): x + 0.1}, True
+            spec.append({head: row(w)})
+            expected.append(answer)
+        rows = _rows(spec, n_layers=2, n_heads=n_heads, n_pos=pos)
+        cases.append(Case(MARK + f": 7 inputs, 2 layers of {n_heads} heads, x = {x}", args=(rows, np.array(b), x),
+                          expected=np.array(expected)))
+    return cases
 
 
 # --------------------------------------------------------------------------- a pruning curve
@@ -203,7 +278,6 @@ def check_pruning_curve(fn: Callable) -> None:
         _curve_case("3 layers with MLPs, another order, counts 0, 2, 4", deep, ids_b,
                     [(1, 0), (2, 1), (0, 0), (1, 1)], [0, 2, 4], hidden=True),
     ]
-    named = naming_compare({id(c.expected): m for c, m in built}, atol=1e-4)
 
     def compare(got, expected):
         if np.ndim(got) == 1 and len(got) == len(expected) - 1:
@@ -211,5 +285,25 @@ def check_pruning_curve(fn: Callable) -> None:
                     "with nothing removed; hm.ablate needs at least one head, so run the model as it is)")
         return named(got, expected)
 
+    built += drawn(_drawn_curve_cases)
+    named = naming_compare({id(c.expected): m for c, m in built}, atol=1e-4)
     run_cases(fn, [c for c, _ in built], compare=compare, what="a pruning curve",
               forbid=("deviating.analysis", "headlab.analysis", "deviating.exercises.by_hand"))
+
+
+def _drawn_curve_cases(rng: np.random.Generator) -> list:
+    """A random model of drawn size and seed, a drawn order and counts (0, then three more)."""
+    import torch
+
+    from deviating.exercises.by_hand import tiny_gpt
+
+    n_layers, n_heads = int(rng.integers(2, 4)), int(rng.integers(2, 4))
+    hm = tiny_gpt(seed=int(rng.integers(1000, 10**6)), n_layers=n_layers, n_heads=n_heads, d_model=24,
+                  d_mlp=int(rng.choice([0, 32])))
+    ids = torch.as_tensor(rng.integers(40, size=(2, int(rng.integers(6, 10)))))
+    heads = [(l, h) for l in range(n_layers) for h in range(n_heads)]
+    order = [heads[i] for i in rng.permutation(len(heads))]
+    counts = [0, *sorted(int(k) for k in rng.choice(np.arange(1, len(order) + 1), size=3, replace=False))]
+    case, mistakes = _curve_case(MARK + f": {n_layers} layers x {n_heads} heads, counts {counts}",
+                                 hm, ids, order, counts)
+    return [(case, mistakes)]

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from deviating.exercises import Case, compare_arrays, compare_number, run_cases
+from deviating.exercises.drawn import MARK, drawn
 
 _SAE = ("deviating.analysis.sae",)
 
@@ -40,7 +41,27 @@ def check_topk_activation(fn: Callable) -> None:
              hint="work on the last axis whatever the number of leading axes."),
         Case("two rows of five, k = 3", args=(_t([[0.2, -1.0, 3.0, 0.1, 2.5], [-0.3, -0.1, -0.2, 0.4, -2.0]]), 3),
              expected=[[0.2, 0.0, 3.0, 0.0, 2.5], [0.0, 0.0, 0.0, 0.4, 0.0]], hidden=True),
-    ], what="a top-k activation", forbid=_SAE)
+    ] + drawn(_drawn_topk_cases), what="a top-k activation", forbid=_SAE)
+
+
+def _drawn_topk_cases(rng: np.random.Generator) -> list[Case]:
+    """(batch, pos, n) inputs: in each row, k drawn positions hold the k largest values (in one
+    row, one of them negative, the rest below it); the answer keeps the positive ones in place."""
+    cases = []
+    for _ in range(2):
+        b, p, n = int(rng.integers(2, 4)), int(rng.integers(2, 4)), int(rng.integers(6, 12))
+        k = int(rng.integers(2, n - 2))
+        pre = rng.uniform(-3.0, 0.9, size=(b, p, n))  # the rest: below every kept value
+        pre[..., 0] = 0.5  # some of it positive
+        kept = rng.uniform(1.0, 2.0, size=(b, p, k))
+        kept[0, 0, 0] = -rng.uniform(0.5, 2.5)  # a negative among the top k
+        pre[0, 0] = kept[0, 0, 0] - rng.uniform(0.5, 3.0, size=n)
+        where = np.argsort(rng.random((b, p, n)), axis=-1)[..., :k]
+        np.put_along_axis(pre, where, kept, axis=-1)
+        expected = np.zeros((b, p, n))
+        np.put_along_axis(expected, where, np.maximum(kept, 0.0), axis=-1)
+        cases.append(Case(MARK + f": shape {(b, p, n)}, k = {k}", args=(_t(pre), k), expected=expected))
+    return cases
 
 
 def check_fraction_recovered(fn: Callable) -> None:
@@ -59,7 +80,18 @@ def check_fraction_recovered(fn: Callable) -> None:
         Case("numbers of the size this chapter measures: clean 2.04, replaced 2.10, floor 3.30",
              args=(2.04, 2.10, 3.30), expected=1.2 / 1.26),
         Case("clean 1.0, replaced 1.5, floor 3.0", args=(1.0, 1.5, 3.0), expected=0.75, hidden=True),
-    ], what="loss recovered", forbid=_SAE)
+    ] + drawn(_drawn_recovered_cases), what="loss recovered", forbid=_SAE)
+
+
+def _drawn_recovered_cases(rng: np.random.Generator) -> list[Case]:
+    """A drawn clean loss and gap to the floor, and the replaced loss placed at a drawn fraction
+    of the way back from the floor: that fraction is the answer (one of them below 0)."""
+    cases = []
+    for frac in (rng.uniform(0.2, 0.95), -rng.uniform(0.2, 0.8)):
+        clean, gap = rng.uniform(1.0, 4.0), rng.uniform(0.5, 3.0)
+        floor = clean + gap
+        cases.append(Case(MARK + ": three losses", args=(clean, floor - frac * gap, floor), expected=float(frac)))
+    return cases
 
 
 def check_match_features(fn: Callable) -> None:
@@ -86,7 +118,27 @@ def check_match_features(fn: Callable) -> None:
         Case("three features against two", args=(_t([[0.0, 2.0], [1.0, 1.0], [-3.0, 0.0]]),
                                                  _t([[0.0, 5.0], [-1.0, 1.0]])),
              expected=[1.0, s, s], hidden=True),
-    ], what="feature matches", forbid=_SAE)
+    ] + drawn(_drawn_match_cases), what="feature matches", forbid=_SAE)
+
+
+def _drawn_match_cases(rng: np.random.Generator) -> list[Case]:
+    """dec_b: scaled rows of a random orthonormal basis (more of them than in dec_a); each row of
+    dec_a is cos(t) e_j + sin(t) u with u orthogonal to every row of dec_b, scaled: its best cosine
+    is cos(t) (or 0 where cos(t) < 0, a direction opposite to e_j)."""
+    cases = []
+    for _ in range(2):
+        n_a, n_b = int(rng.integers(3, 6)), int(rng.integers(6, 9))
+        d = n_b + 2
+        basis = np.linalg.qr(rng.normal(size=(d, d)))[0].T  # orthonormal rows
+        dec_b = basis[:n_b] * rng.uniform(0.5, 3.0, size=(n_b, 1))
+        t = rng.uniform(0.1, 1.3, size=n_a)
+        t[0] = np.pi - t[0]  # one opposite direction
+        j = (np.arange(n_a) + rng.integers(1, n_b)) % n_b  # never row i of dec_b for row i of dec_a
+        u = basis[n_b + rng.integers(2, size=n_a)]
+        dec_a = (np.cos(t)[:, None] * basis[j] + np.sin(t)[:, None] * u) * rng.uniform(0.5, 3.0, size=(n_a, 1))
+        cases.append(Case(MARK + f": {n_a} features against {n_b}", args=(_t(dec_a), _t(dec_b)),
+                          expected=np.maximum(np.cos(t), 0.0)))
+    return cases
 
 
 def check_units_for_mass(fn: Callable) -> None:
@@ -107,7 +159,38 @@ def check_units_for_mass(fn: Callable) -> None:
         Case("three tokens, mass 0.9", args=(np.array([[1.0, 8.0, 1.0, 0.0], [3.0, 3.0, 3.0, 1.0],
                                                        [0.0, 0.0, 0.0, 0.0]]), 0.9),
              expected=[2, 3, 0], hidden=True),
-    ], what="units per token", forbid=_SAE)
+    ] + drawn(_drawn_units_cases), what="units per token", forbid=_SAE)
+
+
+def _drawn_units_cases(rng: np.random.Generator) -> list[Case]:
+    """Rows built to need a drawn number a of units: a values u with (a - 1) u < mass <= a u of a
+    total of 1, the rest spread below u; each row shuffled and scaled (the first row by a large
+    factor, so that one total for every row is wrong); a row whose two largest units carry exactly
+    `mass` of it; a zero row."""
+    cases = []
+    for _ in range(2):
+        mass, n = float(rng.choice([0.5, 0.625, 0.75, 0.875])), int(rng.integers(8, 13))
+        rows, answers = [], []
+        for i in range(4):
+            a = int(rng.integers(2, 5))
+            u = rng.uniform(mass / a, min(mass / (a - 1), 1.0 / a))  # the rest is not negative
+            rest = 1.0 - a * u
+            others = rng.dirichlet(np.ones(n - a)) * rest
+            while others.max() > u:  # keep every other unit below u
+                others = (others + rest / (n - a)) / 2
+            row = np.concatenate([np.full(a, u), others])
+            rows.append(rng.permutation(row) * (50.0 if i == 0 else rng.uniform(0.5, 2.0)))
+            answers.append(a)
+        exact = np.zeros(n)  # the two largest units carry exactly `mass` (dyadic: no rounding)
+        exact[:2] = 16 * mass
+        exact[2:2 + int(8 * (1 - mass))] = 4.0
+        rows.append(rng.permutation(exact) * 2.0 ** int(rng.integers(-3, 4)))
+        answers.append(2)
+        rows.append(np.zeros(n))
+        answers.append(0)
+        cases.append(Case(MARK + f": 6 tokens of {n} units, mass {mass}", args=(np.array(rows), mass),
+                          expected=answers))
+    return cases
 
 
 # --------------------------------------------------------------------------- one SAE step
@@ -230,6 +313,19 @@ def check_sae_step(fn: Callable) -> None:
         ("16 tokens, d_in = 5, 12 features", _sae_inputs(2, 16, 5, 12, 0.03, 0.2), "", True),
     ]:
         cases.append(Case(name, args=args, expected=_sae_step_answer(*args), hint=hint, hidden=hidden))
+    cases += drawn(_drawn_sae_cases)
     by_id = {id(c.expected): c.args for c in cases}
     run_cases(fn, cases, compare=lambda got, exp: _compare_sae(got, exp, by_id[id(exp)]),
               what="one training step of a sparse autoencoder", forbid=(*_SAE, "deviating.training"))
+
+
+def _drawn_sae_cases(rng: np.random.Generator) -> list[Case]:
+    """Random SAEs and batches of drawn sizes, penalties and step sizes; answers by hand."""
+    cases = []
+    for _ in range(2):
+        n, d, k = int(rng.integers(6, 14)), int(rng.integers(3, 7)), int(rng.integers(4, 12))
+        args = _sae_inputs(int(rng.integers(10**6)), n, d, k, float(rng.uniform(0.02, 0.1)),
+                           float(rng.uniform(0.05, 0.2)))
+        cases.append(Case(MARK + f": {n} tokens, d_in = {d}, {k} features", args=args,
+                          expected=_sae_step_answer(*args)))
+    return cases

@@ -71,7 +71,7 @@ from deviating.exercises.sandbox import IsolationUnavailable, Sandbox, hidden_mo
 
 __all__ = ["ExerciseGrade", "Grade", "grade_notebook", "write_csv", "gradescope_results", "add_commands"]
 
-CHECK_MODULE_RE = re.compile(r"^deviating\.exercises\.(ch\d{2}|fused)$")
+CHECK_MODULE_RE = re.compile(r"^deviating\.exercises\.(ch\d{2}[a-z]?(_[a-z]+)?|fused)$")  # ch05, ch07_more, ch05b
 CHECK_NAME_RE = re.compile(r"^check_[a-z0-9_]+$")
 HANDOUT_LIMIT = 50_000_000  # bytes: a bigger handed-out file is not copied
 UNSAFE_NOTE = ("graded WITHOUT operating-system isolation (--unsafe-no-isolation): the student's code could "
@@ -93,7 +93,7 @@ def _stub_source(nb, function: str) -> tuple[int, str] | None:
 def _check_of(spec: dict):  # noqa: ANN202
     module, name = str(spec.get("check_module")), str(spec.get("check"))
     if not CHECK_MODULE_RE.match(module) or not CHECK_NAME_RE.match(name):
-        raise ValueError(f"the check {module}.{name} is not one of the book's (deviating.exercises.chNN.check_*)")
+        raise ValueError(f"the check {module}.{name} is not one of the book's (deviating.exercises.chNN[_part].check_*)")
     check = getattr(importlib.import_module(module), name, None)
     if check is None or name not in getattr(importlib.import_module(module), "__all__", ()):
         raise ValueError(f"the check {module}.{name} does not exist")

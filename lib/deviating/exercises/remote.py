@@ -310,6 +310,9 @@ class RemoteFunction:
             raise ForbiddenCall(forbidden_message(self.__name__, str(head.get("hit"))[:200]))
         if status == "raised":
             raise WorkerFailed(f"raised {str(head.get('error'))[:300]}")
+        if status == "hooks left":
+            raise WorkerFailed(f"left {int(head.get('n', 0))} hook(s) on the model it was given: remove each hook "
+                               "once its run is done (handle.remove(), in a finally block)")
         if status != "returned" or not (isinstance(payload, tuple) and len(payload) == 3):
             raise WorkerFailed("sent an answer the grader cannot read")
         value, after_args, after_kwargs = payload

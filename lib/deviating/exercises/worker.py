@@ -249,6 +249,33 @@ def _echo(x):  # noqa: ANN001, ANN202
     return x if isinstance(x, np.ndarray) or type(x).__name__ == "Tensor" else None
 
 
+def _hooks_on(x) -> int:  # noqa: ANN001
+    """How many hooks sit on the torch modules among the arguments (a HeadModel's module included),
+    and on every module at once (torch's global hooks)."""
+    nn = sys.modules.get("torch.nn")
+    if nn is None:
+        return 0
+    modules: dict[int, object] = {}
+
+    def walk(v) -> None:  # noqa: ANN001
+        if isinstance(v, (list, tuple)):
+            for w in v:
+                walk(w)
+        elif isinstance(v, dict):
+            for w in v.values():
+                walk(w)
+        elif isinstance(v, nn.Module):
+            modules.update((id(m), m) for m in v.modules())
+        elif isinstance(getattr(v, "model", None), nn.Module):  # a HeadModel
+            walk(v.model)
+
+    walk(x)
+    names = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+    total = sum(len(getattr(m, n, ())) for m in modules.values() for n in names)
+    glob = sys.modules.get("torch.nn.modules.module")
+    return total + sum(len(getattr(glob, f"_global{n}", ())) for n in names)
+
+
 def _answer(fd: int, **payload) -> None:
     from .values import BadValue, encode
 
@@ -338,6 +365,7 @@ def main(argv: list[str]) -> int:
     while (frame := read_frame(rd, 1 << 30)) is not None:
         request = pickle.loads(frame)
         forbid_box[0], hit_box[:] = tuple(request["forbid"]), []
+        hooks = _hooks_on((request["args"], request["kwargs"]))
         try:
             value = fn(*request["args"], **request["kwargs"])
         except NotImplementedError:
@@ -351,6 +379,9 @@ def main(argv: list[str]) -> int:
         forbid_box[0] = ()
         if hit_box or sys.getprofile() is not profile:
             _answer(wr, status="forbidden", hit=hit_box[0] if hit_box else "the profiler (it was replaced)")
+            continue
+        if (left := _hooks_on((request["args"], request["kwargs"])) - hooks) > 0:
+            _answer(wr, status="hooks left", n=left)
             continue
         _answer(wr, status="returned", value=(value, _echo(request["args"]), _echo(request["kwargs"])))
     return 0
