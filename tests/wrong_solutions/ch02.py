@@ -202,6 +202,26 @@ def hook_left_in_place(model, input_ids, heads):
     return _zeroed(model, input_ids, heads, hook_for, remove=False)
 
 
+def hook_left_after_last(model, input_ids, heads):
+    """Removes each hook when the next head begins: the logits are right, the last hook stays on."""
+    import torch
+
+    d = model.config.n_embd // model.config.n_head
+    out, handle = [], None
+    for layer, head in heads:
+        if handle is not None:
+            handle.remove()
+
+        def hook(module, args, head=head):
+            z = args[0].clone()
+            z[..., head * d:(head + 1) * d] = 0.0
+            return (z,)
+        handle = model.transformer.h[layer].attn.c_proj.register_forward_pre_hook(hook)
+        with torch.no_grad():
+            out.append(model(input_ids=input_ids).logits)
+    return torch.stack(out).numpy()
+
+
 def subtract_head_and_bias(model, input_ids, heads):
     """Subtracts the head's write *and* W_O's bias after W_O: the bias is not the head's."""
     d = model.config.n_embd // model.config.n_head
@@ -217,7 +237,7 @@ def subtract_head_and_bias(model, input_ids, heads):
 CATALOGUE: dict[str, list] = {
     "ex-02-split-heads": [split_direct_reshape, split_interleaved, split_wrong_transpose],
     "ex-02-zero-head": [zero_output_slice, zero_slice_without_d_head, zero_every_head, hook_left_in_place,
-                        subtract_head_and_bias],
+                        hook_left_after_last, subtract_head_and_bias],
     "ex-02-qk-ranks": [ranks_min_of_factors, ranks_small_product, ranks_no_tolerance, ranks_query_only],
     "ex-02-cost": [cost_three_projections, cost_one_softmax, cost_scores_per_head_full_width, cost_one_head_mixing,
                    cost_library],

@@ -6,10 +6,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from deviating.exercises import Case, run_cases
+from deviating.exercises import Case, compare_number, run_cases
 from deviating.exercises.drawn import MARK, drawn
+from deviating.exercises.refusing import REFUSED, compare_refusal, refusing
 
-__all__ = ["check_stable_softmax"]
+__all__ = ["check_stable_softmax", "check_temperature_for_entropy"]
 
 _LOG = np.log  # the known answers are built from logs: softmax(log p) = p when sum(p) = 1
 
@@ -116,3 +117,67 @@ def _drawn_softmax_cases(rng: np.random.Generator) -> list[Case]:
         Case(name + f"a batch of shape {(a, b, k)}, each row shifted by its own constant",
              args=(np.log(batch) + shifts,), expected=batch / batch.sum(axis=-1, keepdims=True)),
     ]
+
+
+# --------------------------------------------------------------------------- a temperature for an entropy
+
+
+def _entropy_at(scores: np.ndarray, temperature: float) -> float:
+    """The entropy in nats of softmax(scores / temperature): the check's own construction of a target."""
+    z = scores / temperature
+    w = np.exp(z - z.max())
+    w /= w.sum()
+    w = w[w > 0]
+    return float(-(w * np.log(w)).sum())
+
+
+def _temperature_case(name: str, scores, temperature: float, hidden: bool = False, hint: str = "") -> Case:
+    """A row and the entropy it has at ``temperature``: the answer is that temperature (the entropy
+    of a row of unequal scores grows strictly with the temperature, so no other one fits)."""
+    scores = np.asarray(scores, dtype=float)
+    return Case(name, args=(scores, _entropy_at(scores, temperature)), expected=temperature, hidden=hidden, hint=hint)
+
+
+def check_temperature_for_entropy(fn: Callable[[np.ndarray, float], float]) -> None:
+    """Check ``temperature_for_entropy(scores, target)``: the temperature T at which the softmax of
+    ``scores / T`` has an entropy of ``target`` nats, to a relative 1e-4. Each target is the entropy
+    the check computed at a temperature it chose; that temperature is the answer."""
+    chapter_row = [0.5, 2.0, -1.0, 0.0, 1.0, 3.0]  # the chapter's row of six scores
+    cases = [
+        _temperature_case("two keys, scores [0, 2], at T = 1", [0.0, 2.0], 1.0,
+                          hint="the entropy grows with T: a T too small gives too little entropy, one too large "
+                               "too much. Narrow down T until it is right to a relative 1e-4."),
+        _temperature_case("the chapter's row of six scores, at T = 0.5", chapter_row, 0.5,
+                          hint="the entropy is in nats (natural log), of softmax(scores / T), not of the scores."),
+        _temperature_case("the chapter's row, a spread-out target: T = 6", chapter_row, 6.0,
+                          hint="the answer can exceed 1: do not stop the search at a fixed upper bound."),
+        _temperature_case("scores in the hundreds: [0, 300, 500, 800], at T = 150", [0.0, 300.0, 500.0, 800.0], 150.0,
+                          hint="at small T, scores / T is huge: use a stable softmax while you search."),
+        _temperature_case("scores around 1000: 1000 + [0, 1, 2.5], at T = 0.8", [1000.0, 1001.0, 1002.5], 0.8,
+                          hint="exp(1000 / T) overflows: subtract the row's max before exponentiating."),
+        _temperature_case("a sharp target: [1, 0, 0, 0, 0], at T = 0.2", [1.0, 0.0, 0.0, 0.0, 0.0], 0.2,
+                          hint="the answer can be well below 1: do not stop the search at a fixed lower bound."),
+        _temperature_case("five keys at T = 0.7", [2.0, -1.0, 0.5, 0.5, 3.0], 0.7, hidden=True),
+        Case("a target above log k: 1.5 nats for 4 keys (at most log 4 = 1.386)", args=(np.array([0.0, 1, 2, 3]), 1.5),
+             expected=REFUSED, hint="no temperature spreads k keys beyond log k nats: raise a ValueError, do not "
+                                    "search forever."),
+        Case("equal scores: every temperature gives log 3", args=(np.full(3, 2.0), 0.5), expected=REFUSED,
+             hint="equal scores give a uniform row at every temperature: raise a ValueError."),
+    ]
+    run_cases(refusing(fn), cases + drawn(_drawn_temperature_cases),
+              compare=compare_refusal(lambda got, exp: compare_number(got, exp, atol=0, rtol=1e-4)),
+              what="a temperature for an entropy")
+
+
+def _drawn_temperature_cases(rng: np.random.Generator) -> list[Case]:
+    """Random rows and temperatures (drawn when grading): one below 1, one above, and one on scores
+    around 1000 whose unshifted exponentials overflow."""
+    cases = []
+    for (low, high), offset in (((0.1, 0.9), 0.0), ((1.5, 12.0), 0.0), ((0.5, 0.95), rng.uniform(900.0, 1000.0))):
+        scores = offset + rng.normal(0.0, 2.0, int(rng.integers(3, 9)))
+        t = float(np.exp(rng.uniform(np.log(low), np.log(high))))
+        cases.append(_temperature_case(MARK + f": {len(scores)} keys at T = {t:.3g}", scores, t))
+    k = int(rng.integers(2, 9))
+    cases.append(Case(MARK + f": a target above log {k}", args=(rng.normal(0.0, 2.0, k), np.log(k) + rng.uniform(0.01, 1)),
+                      expected=REFUSED))
+    return cases

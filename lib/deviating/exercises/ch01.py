@@ -8,10 +8,15 @@ from typing import Any
 import numpy as np
 
 from deviating.exercises import Case, compare_number, run_cases
+from deviating.exercises.ch01_more import (  # the building exercises' checks, kept in their own module
+    check_accuracy_by_gap,
+    check_blind_ceiling,
+    check_masked_attention,
+)
 from deviating.exercises.drawn import MARK, drawn
 
-__all__ = ["check_attend_one_query", "check_causal_attention", "check_name_heads",
-           "check_order_blind_accuracy"]
+__all__ = ["check_attend_one_query", "check_causal_attention", "check_masked_attention", "check_name_heads",
+           "check_blind_ceiling", "check_order_blind_accuracy", "check_accuracy_by_gap"]
 
 _KERNELS = ("deviating.kernels", "headlab.kernels")
 

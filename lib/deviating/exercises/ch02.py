@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from deviating.exercises import Case, compare_arrays, run_cases
+from deviating.exercises.ch02_more import (  # the layer-building checks, kept in their own module
+    check_head_singular_values,
+    check_head_statistics,
+    check_merge_heads,
+    check_multi_head,
+    check_next_token_losses,
+    check_uniform_baseline,
+)
+from deviating.exercises.drawn import MARK, drawn
 
-__all__ = ["check_split_heads", "check_qk_ranks", "check_attention_cost", "check_zeroed_logits", "tiny_gpt2"]
+__all__ = ["check_split_heads", "check_merge_heads", "check_multi_head", "check_qk_ranks", "check_attention_cost",
+           "check_zeroed_logits", "check_head_singular_values", "check_next_token_losses", "check_head_statistics",
+           "check_uniform_baseline", "tiny_gpt2"]
 
 
 # --------------------------------------------------------------------------- split_heads
@@ -47,8 +59,25 @@ def check_split_heads(fn: Callable[[np.ndarray, int], Any]) -> None:
         Case("a batch of 3, 2 positions, d_model = 8, 2 heads", args=(_encoded(3, 2, 8), 2),
              expected=_encoded_split(3, 2, 8, 2), hidden=True),
     ]
-    run_cases(fn, cases, compare=lambda got, exp: compare_arrays(got, exp, atol=0, rtol=0),
+    run_cases(fn, cases + drawn(_drawn_split_cases), compare=lambda got, exp: compare_arrays(got, exp, atol=0, rtol=0),
               what="splitting into heads", forbid=("deviating.kernels", "headlab.kernels"))
+
+
+_DRAWN = MARK + ": "
+
+
+def _drawn_split_cases(rng: np.random.Generator) -> list[Case]:
+    """Encoded arrays of random sizes, shifted by a random number (drawn when grading: :mod:`.drawn`):
+    one head (a new axis only), then two splits with at least 2 heads, 2 positions and 2 columns each."""
+    cases = []
+    for n_heads in (1, int(rng.integers(2, 5)), int(rng.integers(2, 5))):
+        batch, d_head = int(rng.integers(1, 4)), int(rng.integers(2, 5))
+        seq = int(rng.choice([s for s in range(2, 7) if s != d_head * n_heads]))
+        shift = float(rng.integers(-5000, 5000))
+        x = shift + _encoded(batch, seq, n_heads * d_head)
+        cases.append(Case(_DRAWN + f"shape {x.shape}, {n_heads} head(s)", args=(x, n_heads),
+                          expected=shift + _encoded_split(batch, seq, n_heads * d_head, n_heads)))
+    return cases
 
 
 # --------------------------------------------------------------------------- ranks
@@ -103,8 +132,27 @@ def check_qk_ranks(fn: Callable[[np.ndarray, np.ndarray, int], Any]) -> None:
         ranks = [len(set(q) & set(k)) for q, k in heads]
         cases.append(Case(name, args=(w_q, w_k, len(heads)), expected=np.array(ranks), hidden=hidden,
                           hint=hint + extra))
-    run_cases(fn, cases, compare=lambda got, exp: compare_arrays(got, exp, atol=0, rtol=0),
+    run_cases(fn, cases + drawn(_drawn_rank_cases), compare=lambda got, exp: compare_arrays(got, exp, atol=0, rtol=0),
               what="query-key ranks", forbid=("headlab.analysis", "headlab.heads"))
+
+
+def _drawn_rank_cases(rng: np.random.Generator) -> list[Case]:
+    """Planted heads with random slots (drawn when grading: :mod:`.drawn`). Each case has one head whose
+    W_Q and W_K each use a slot the other does not, so its rank is below both factors' ranks."""
+    cases = []
+    for _ in range(2):
+        d_head, n_heads = int(rng.integers(3, 7)), int(rng.integers(2, 5))
+        d_model = int(rng.integers(d_head + 1, 3 * d_head + 2))
+        heads = []
+        for _ in range(n_heads):
+            heads.append(([int(t) for t in np.flatnonzero(rng.random(d_head) < 0.6)],
+                          [int(t) for t in np.flatnonzero(rng.random(d_head) < 0.6)]))
+        crossed = rng.permutation(d_head)  # q on slots a, b; k on b, c: rank 1, both factors rank 2
+        heads[int(rng.integers(n_heads))] = ([int(crossed[0]), int(crossed[1])], [int(crossed[1]), int(crossed[2])])
+        w_q, w_k = _planted_heads(heads, d_model, d_head, int(rng.integers(2**31)))
+        cases.append(Case(_DRAWN + f"{n_heads} heads of d_head = {d_head} in d_model = {d_model}",
+                          args=(w_q, w_k, n_heads), expected=np.array([len(set(q) & set(k)) for q, k in heads])))
+    return cases
 
 
 # --------------------------------------------------------------------------- cost
@@ -155,8 +203,22 @@ def check_attention_cost(fn: Callable[[int, int, int], Any]) -> None:
              expected={"projections": 4 * 7 * 12**2, "scores": 3 * 7**2 * 4, "mixing": 3 * 7**2 * 4,
                        "softmax_exps": 3 * 7**2}),
     ]
-    run_cases(fn, cases, compare=_compare_cost, what="the cost of attention",
+    run_cases(fn, cases + drawn(_drawn_cost_cases), compare=_compare_cost, what="the cost of attention",
               forbid=("deviating.kernels", "headlab.kernels", "deviating.experiments"))
+
+
+def _drawn_cost_cases(rng: np.random.Generator) -> list[Case]:
+    """Random layers of at least 2 heads (drawn when grading: :mod:`.drawn`), each count written out:
+    four (n, d_model) x (d_model, d_model) products; per head, n^2 dot products of length d_head twice;
+    one exponential per entry of each head's n x n pattern."""
+    cases = []
+    for _ in range(3):
+        n, n_heads, d_head = int(rng.integers(2, 2000)), int(rng.integers(2, 33)), int(rng.integers(1, 65))
+        d_model = n_heads * d_head
+        cases.append(Case(_DRAWN + f"n = {n}, d_model = {d_model}, {n_heads} heads", args=(n, d_model, n_heads),
+                          expected={"projections": 4 * n * d_model * d_model, "scores": n_heads * n * n * d_head,
+                                    "mixing": n_heads * n * n * d_head, "softmax_exps": n_heads * n * n}))
+    return cases
 
 
 # --------------------------------------------------------------------------- a hook at W_O's input
@@ -227,6 +289,9 @@ def check_zeroed_logits(fn: Callable) -> None:
         }
 
     def compare(got, expected):
+        if isinstance(got, _HooksLeft):
+            return (f"the logits may be right, but {got.n} hook(s) were still on the model after the function "
+                    "returned: remove each hook (handle.remove(), in a `finally:`) before returning")
         problem = compare_arrays(got, expected, atol=1e-5, rtol=1e-5)
         if problem is not None and len(heads_of := mistakes.get(id(expected), {})):
             for what, answer in heads_of.items():
@@ -236,7 +301,54 @@ def check_zeroed_logits(fn: Callable) -> None:
                     return f"these are the logits with {what}"
         return problem
 
-    run_cases(fn, cases, compare=compare, what="a hook that zeroes one head", forbid=("headlab.heads", "headlab.analysis"))
+    run_cases(_reader(fn), cases + drawn(_drawn_zeroed_cases), compare=compare, what="a hook that zeroes one head",
+              forbid=("headlab.heads", "headlab.analysis"))
+
+
+class _HooksLeft:
+    """What the check sees when the reader's function returned with hooks still on the model."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __repr__(self) -> str:
+        return f"{self.n} hook(s) left on the model"
+
+
+def _hook_count(model) -> int:
+    return sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())
+
+
+def _reader(fn: Callable) -> Callable:
+    """The reader's function, followed by a look at the model it was given: a hook still registered
+    after it returned is a failure, even when the logits are right (the task says to remove it)."""
+
+    @functools.wraps(fn)
+    def call(model, input_ids, heads):
+        before = _hook_count(model)
+        out = fn(model, input_ids, heads)
+        left = _hook_count(model) - before
+        return _HooksLeft(left) if left > 0 else out
+
+    return call
+
+
+def _drawn_zeroed_cases(rng: np.random.Generator) -> list[Case]:
+    """A GPT-2 of random shape and weights, random token ids, and two or three heads in turn, at least
+    one of them not head 0 (drawn when grading: :mod:`.drawn`); the answer from the head interface's gate."""
+    import torch
+
+    n_layer, n_head = int(rng.integers(1, 4)), int(rng.integers(2, 5))
+    model = tiny_gpt2(seed=int(rng.integers(2**31)), n_layer=n_layer, n_head=n_head,
+                      n_embd=n_head * int(rng.choice([4, 6, 8])))
+    ids = torch.tensor(rng.integers(0, 50, size=(int(rng.integers(1, 3)), int(rng.integers(3, 9)))))
+    every = [(layer, head) for layer in range(n_layer) for head in range(1, n_head)]
+    first = every[int(rng.integers(len(every)))]
+    others = [h for h in [(layer, head) for layer in range(n_layer) for head in range(n_head)] if h != first]
+    heads = [first] + [others[int(i)] for i in rng.choice(len(others), size=int(rng.integers(1, 3)), replace=False)]
+    heads = [heads[int(i)] for i in rng.permutation(len(heads))]
+    return [Case(_DRAWN + f"{n_layer} layer(s) of {n_head} heads, heads {heads} in turn",
+                 args=(model, ids, heads), expected=_zeroed_reference(model, ids, heads))]
 
 
 def _zeroed_reference_groups(model, input_ids, groups) -> np.ndarray:

@@ -20,8 +20,11 @@ from typing import Any
 import numpy as np
 
 from deviating.exercises._core import Case, compare_arrays, run_cases, to_numpy
+from deviating.exercises.drawn import MARK, drawn
 
-__all__ = ["check_online_softmax_update"]
+__all__ = ["check_online_softmax_update", "check_tiled_attention"]
+
+_DRAWN = MARK + ": "
 
 
 def _state(m: float, l: float, acc: list[float]) -> np.ndarray:
@@ -98,7 +101,59 @@ def check_online_softmax_update(fn: Callable[..., Any]) -> None:
         expected=_state(7.0 + log(8.0), weights.sum() / 8, list(weights @ values / 8)),
         hint="after the last tile, acc / l must be softmax(scores) @ values: every tile's update must "
              "carry the state of the tiles before it."))
-    run_cases(_reader(fn), cases, compare=_compare_state, what="online softmax", forbid=("deviating.kernels", "headlab.kernels"))
+    run_cases(_reader(fn), cases + drawn(_drawn_update_cases), compare=_compare_state, what="online softmax",
+              forbid=("deviating.kernels", "headlab.kernels"))
+
+
+def _state_of(w: np.ndarray, values: np.ndarray, c: float) -> tuple[float, float, np.ndarray]:
+    """The exact state after the keys with scores ``c + log w`` (0 weight: a masked key) and ``values``:
+    ``m = c + log max w``, ``l = sum w / max w``, ``acc = (w @ values) / max w``."""
+    top = w.max()
+    return c + np.log(top), w.sum() / top, w @ values / top
+
+
+def _drawn_update_cases(rng: np.random.Generator) -> list[Case]:
+    """Random tiles on top of a random earlier tile (drawn when grading: :mod:`.drawn`): one that raises
+    the max, one that does not, a masked key beside real ones, a fully masked first tile, huge scores
+    from the empty state, and a whole row folded in tiles. Every state is that of the keys seen so far."""
+    d = int(rng.integers(1, 4))
+    cases = []
+    for kind in ("raises the max", "keeps the max", "a masked key"):
+        c = float(rng.uniform(-5.0, 5.0))
+        old, new = rng.uniform(0.5, 2.0, int(rng.integers(1, 4))), rng.uniform(0.5, 2.0, int(rng.integers(2, 4)))
+        if kind == "raises the max":
+            new[int(rng.integers(len(new)))] = old.max() * rng.uniform(2.0, 4.0)
+        if kind == "keeps the max":
+            old[int(rng.integers(len(old)))] = new.max() * rng.uniform(2.0, 4.0)
+        if kind == "a masked key":
+            new[0] = 0.0
+            new[1] = old.max() * rng.uniform(2.0, 4.0)  # a real key that raises the max, beside the masked one
+        v_old, v_new = rng.normal(size=(len(old), d)), rng.normal(size=(len(new), d))
+        m, l, acc = _state_of(old, v_old, c)
+        with np.errstate(divide="ignore"):
+            scores = c + np.log(new)
+        cases.append(Case(_DRAWN + f"a tile that {kind}" if kind != "a masked key" else _DRAWN + kind,
+                          args=(m, l, acc, scores, v_new),
+                          expected=_state(*_state_of(np.concatenate([old, new]), np.vstack([v_old, v_new]), c)[:2],
+                                          list(_state_of(np.concatenate([old, new]), np.vstack([v_old, v_new]), c)[2]))))
+    values = rng.normal(size=(int(rng.integers(2, 4)), d))
+    cases.append(Case(_DRAWN + "a fully masked first tile", args=(-np.inf, 0.0, np.zeros(d),
+                                                                   np.full(len(values), -np.inf), values),
+                      expected=_state(-np.inf, 0.0, [0.0] * d)))
+    w, c = rng.uniform(0.5, 4.0, 3), float(rng.uniform(900.0, 1100.0))
+    values = rng.normal(size=(3, d))
+    m, l, acc = _state_of(w, values, c)
+    cases.append(Case(_DRAWN + "huge scores from the empty state", args=(-np.inf, 0.0, np.zeros(d), c + np.log(w), values),
+                      expected=_state(m, l, list(acc))))
+    tile = int(rng.integers(2, 4))
+    n = 3 * tile
+    w, c = rng.uniform(0.5, 4.0, n), float(rng.uniform(-5.0, 5.0))
+    w[int(rng.integers(tile, 2 * tile))] = 5.0 * w.max()  # the middle tile raises the max, the last keeps it
+    values = rng.normal(size=(n, d))
+    m, l, acc = _state_of(w, values, c)
+    cases.append(Case(_DRAWN + f"a row of {n} keys folded in tiles of {tile}", args=(_Row(c + np.log(w), values, tile),),
+                      expected=_state(m, l, list(acc))))
+    return cases
 
 
 class _Row:
@@ -128,3 +183,86 @@ def _reader(fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn(*args)
 
     return call
+
+
+# --------------------------------------------------------------------------- a whole tiled loop
+
+
+def _planted_row_inputs(rng: np.random.Generator, n: int, d: int, d_v: int, shift: float, rise: int = 0) -> tuple:
+    """Queries all ``e_a`` and keys holding ``sqrt(d) (log w_j + shift)`` on axis a: every query scores
+    key j at ``log w_j + shift``, so query i's weights are ``w`` over the keys it may see, renormalised.
+    With ``rise``, key ``rise`` outweighs all others (a later tile then raises every row's max)."""
+    a = int(rng.integers(d))
+    w = rng.uniform(0.2, 5.0, n)
+    if rise:
+        w[rise] = 5.0 * w.max()
+    k = rng.normal(size=(n, d))
+    k[:, a] = np.sqrt(d) * (np.log(w) + shift)
+    q = np.zeros((n, d))
+    q[:, a] = 1.0
+    return q, k, rng.normal(size=(n, d_v)), w
+
+
+def _tiled_case(rng: np.random.Generator, name: str, n: int, block: int, causal: bool, d: int = 3, d_v: int = 2,
+                shift: float = 0.0, hidden: bool = False, hint: str = "", rise: int = 0) -> Case:
+    """A planted input, and its output and tile count: with ``T = ceil(n / block)`` tiles per side, a
+    causal loop visits the ``T (T + 1) / 2`` tiles on or below the diagonal, a full one all ``T**2``."""
+    q, k, v, w = _planted_row_inputs(rng, n, d, d_v, shift, rise)
+    weights = np.tril(np.tile(w, (n, 1))) if causal else np.tile(w, (n, 1))
+    weights /= weights.sum(axis=1, keepdims=True)
+    t = -(-n // block)
+    return Case(name, args=(q, k, v, block, causal), expected=(weights @ v, t * (t + 1) // 2 if causal else t * t),
+                hidden=hidden, hint=hint)
+
+
+def _compare_tiled(got: Any, expected: tuple) -> str | None:
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return f"expected a pair (output, tiles_visited), got {type(got).__name__}"
+    problem = compare_arrays(got[0], expected[0], atol=1e-9, rtol=1e-9)
+    if problem is not None:
+        return f"output: {problem}"
+    try:
+        tiles = int(got[1])
+    except (TypeError, ValueError):
+        return f"tiles_visited must be a whole number, got {got[1]!r}"
+    if tiles != expected[1]:
+        return f"tiles_visited: expected {expected[1]}, got {tiles}"
+    return None
+
+
+def check_tiled_attention(fn: Callable[..., Any]) -> None:
+    """Check ``tiled_attention(q, k, v, block, causal)`` -> ``(output, tiles_visited)``: one head's
+    attention computed tile by tile (``block`` queries against ``block`` keys), never holding a whole
+    row of scores; a causal loop skips the tiles above the diagonal. Planted keys give each output."""
+    rng = np.random.default_rng(3)
+    cases = [
+        _tiled_case(rng, "8 positions in tiles of 4, no mask: 2 x 2 tiles", 8, 4, False,
+                    hint="every query tile meets every key tile; fold each key tile into the rows' running state."),
+        _tiled_case(rng, "8 positions in tiles of 4, causal: 3 of the 4 tiles", 8, 4, True, rise=5,
+                    hint="skip a tile whose first key comes after its last query; inside a tile on the diagonal, "
+                         "mask the keys after each query (-inf) before folding."),
+        _tiled_case(rng, "7 positions in tiles of 3, causal: the last tile is short", 7, 3, True,
+                    hint="the last tile holds the n % block positions left over: do not drop them."),
+        _tiled_case(rng, "one tile holding everything: 5 positions, block 8", 5, 8, True,
+                    hint="a block longer than the sequence is one tile."),
+        _tiled_case(rng, "huge scores (about 1000), 6 positions in tiles of 2, causal", 6, 2, True, shift=1000.0,
+                    hint="keep the running max of each row and rescale its sums when a tile raises it."),
+        _tiled_case(rng, "tiles of one key: 5 positions, block 1, causal", 5, 1, True,
+                    hint="with block 1 each tile is one score: the running state does all the work."),
+        _tiled_case(rng, "10 positions in tiles of 3, no mask", 10, 3, False, d=4, d_v=3, hidden=True),
+    ]
+    run_cases(fn, cases + drawn(_drawn_tiled_cases), compare=_compare_tiled, what="tiled attention",
+              forbid=("deviating.kernels", "headlab.kernels"))
+
+
+def _drawn_tiled_cases(rng: np.random.Generator) -> list[Case]:
+    """Random lengths and blocks, each with a short last tile and a key in the second tile that raises
+    every row's max (drawn when grading: :mod:`.drawn`): causal, full attention, and huge scores."""
+    cases = []
+    for causal, shift in ((True, 0.0), (False, 0.0), (True, float(rng.uniform(800.0, 1000.0)))):
+        block = int(rng.integers(2, 5))
+        n = block * int(rng.integers(2, 5)) + int(rng.integers(1, block))  # a short last tile
+        cases.append(_tiled_case(rng, _DRAWN + f"{n} positions in tiles of {block}, causal={causal}", n, block,
+                                 causal, d=int(rng.integers(2, 5)), d_v=int(rng.integers(1, 4)), shift=shift,
+                                 rise=block + int(rng.integers(block))))
+    return cases
