@@ -6,8 +6,8 @@ issue's targets beside the book's totals. It asserts what holds now: every exerc
 and its mark; a build is marked exactly where the rule of ``scripts/course_plan.py`` holds; every
 numbered chapter keeps at least one ★★★ exercise and two "Predict, then run" boxes; every page with
 exercises states its time in its "you will learn" box; the syllabus's problem sets name real
-exercises and cover every essential one. The targets that do not hold yet (80 exercises, 30
-builds, at most 15 setup names) are printed, not asserted.
+exercises and cover every essential one; and issue 39's targets: at least 80 exercises, 30 of them
+builds, and at most 15 names imported by any page's setup cells.
 """
 
 from __future__ import annotations
@@ -64,6 +64,10 @@ def test_the_course_table(record_property) -> None:
     missing = [e.label for e in exercises if e.minutes is None or e.essential is None]
     assert not missing, f"exercises without metadata headlab.minutes / essential: {missing}"
     assert len(per_chapter) == 9, sorted(per_chapter)
+    assert len(exercises) >= TARGETS["exercises"], f"{len(exercises)} exercises, below issue 39's {TARGETS['exercises']}"
+    assert builds >= TARGETS["builds"], f"{builds} builds, below issue 39's {TARGETS['builds']}"
+    crowded = {p.pages[0]: len(p.setup) for p in PLANS.values() if len(p.setup) > TARGETS["setup_names"]}
+    assert not crowded, f"setup cells importing more than {TARGETS['setup_names']} names: {crowded}"
     short = {k: dict(v) for k, v in per_chapter.items() if v["three_star"] < 1 or v["predict"] < 2}
     assert not short, f"chapters below one ★★★ exercise or two 'Predict, then run' boxes: {short}"
 

@@ -209,3 +209,13 @@ def test_the_chapters_gpt2_cells_run_on_a_random_gpt2(brown_lm, held):
     assert induction_heads(lm.hm, got.random_repeats).heads == ()
     found = induction_circuit(lm.hm, got.text_repeats[:4])
     assert found.induction_head[0] == 1 and found.feeding_head[0] == 0
+
+
+def test_the_heads_wang_et_al_report_are_written_as_the_book_writes_heads():
+    from deviating.report.real_model import WANG2022_GPT2_HEADS, reported_heads
+
+    assert reported_heads("previous-token") == "2.2 and 4.11"
+    assert reported_heads("induction") == "5.5, 5.8, 5.9 and 6.9"
+    assert all(0 <= layer < 12 and 0 <= head < 12 for heads in WANG2022_GPT2_HEADS.values() for layer, head in heads)
+    with pytest.raises(ValueError, match="kind must be one of .*'induction'.*got 'name mover'"):
+        reported_heads("name mover")

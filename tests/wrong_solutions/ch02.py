@@ -20,6 +20,12 @@ def split_wrong_transpose(x, n_heads):
     return x.reshape(b, s, n_heads, d // n_heads).transpose(0, 2, 3, 1)
 
 
+def split_no_transpose(x, n_heads):
+    """Reshaped to (batch, seq, n_heads, d_head) and returned there: the head axis never moves forward."""
+    b, s, d = x.shape
+    return x.reshape(b, s, n_heads, d // n_heads)
+
+
 def _head_cols(w, h, n_heads):
     d_head = w.shape[1] // n_heads
     return w[:, h * d_head:(h + 1) * d_head]
@@ -235,7 +241,7 @@ def subtract_head_and_bias(model, input_ids, heads):
 
 
 CATALOGUE: dict[str, list] = {
-    "ex-02-split-heads": [split_direct_reshape, split_interleaved, split_wrong_transpose],
+    "ex-02-split-heads": [split_direct_reshape, split_interleaved, split_wrong_transpose, split_no_transpose],
     "ex-02-zero-head": [zero_output_slice, zero_slice_without_d_head, zero_every_head, hook_left_in_place,
                         hook_left_after_last, subtract_head_and_bias],
     "ex-02-qk-ranks": [ranks_min_of_factors, ranks_small_product, ranks_no_tolerance, ranks_query_only],

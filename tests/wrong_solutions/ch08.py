@@ -35,6 +35,13 @@ def recovered_clipped(clean, replaced, floor):
     return min(1.0, max(0.0, (floor - replaced) / (floor - clean)))
 
 
+def recovered_inverted(clean, replaced, floor):
+    """The fraction upside down: the gap the model leaves over the gap the splice leaves (numpy's
+    division, as a student's array code would: inf, not an exception, where the splice is the floor)."""
+    with np.errstate(divide="ignore"):
+        return float(np.float64(floor - clean) / np.float64(floor - replaced))
+
+
 def recovered_over_floor(clean, replaced, floor):
     return (floor - replaced) / floor
 
@@ -162,7 +169,7 @@ def sae_library(W_enc, b_enc, W_dec, b_dec, x, l1, lr):
 
 CATALOGUE: dict[str, list] = {
     "ex-08-topk": [topk_no_relu, topk_wrong_dim, topk_smallest, topk_values_only],
-    "ex-08-recovered": [recovered_complement, recovered_clipped, recovered_over_floor],
+    "ex-08-recovered": [recovered_complement, recovered_clipped, recovered_over_floor, recovered_inverted],
     "ex-08-match": [match_abs, match_dot, match_same_row, match_over_b, match_library],
     "ex-08-units": [units_unsorted, units_at_most, units_global_total, units_zero_row_one],
     "ex-08-sae-step": [sae_no_relu, sae_l1_on_weights, sae_mse_loss_default, sae_sum_over_tokens, sae_gradient_ascent,

@@ -22,10 +22,28 @@ from deviating.data.brown_windows import BrownEval
 from headlab.heads.loading import ModelUnavailable
 from headlab.heads.model import HeadModel
 
-__all__ = ["HUB_MODEL", "BOOK_MODEL", "LanguageModel", "real_language_model", "english_inputs"]
+__all__ = ["HUB_MODEL", "BOOK_MODEL", "WANG2022_GPT2_HEADS", "reported_heads", "LanguageModel", "real_language_model",
+           "english_inputs"]
 
 HUB_MODEL = "gpt2"  # GPT-2 small, 12 layers of 12 heads
 BOOK_MODEL = "brown-gpt"  # 4 layers of 4 heads, trained by the book on the Brown Corpus
+
+# The heads of GPT-2 small that Wang et al. (2022) place in three classes of their indirect-object circuit,
+# by their own tests on their own sentences, as (layer, head). (The circuit as the ACDC repository
+# records it, acdc/ioi/utils.py.) What the chapters' optional GPT-2 sections compare the book's rules with.
+WANG2022_GPT2_HEADS: dict[str, tuple[tuple[int, int], ...]] = {
+    "previous-token": ((2, 2), (4, 11)),
+    "duplicate-token": ((0, 1), (0, 10), (3, 0)),
+    "induction": ((5, 5), (5, 8), (5, 9), (6, 9)),
+}
+
+
+def reported_heads(kind: str) -> str:
+    """The heads of :data:`WANG2022_GPT2_HEADS` of ``kind``, written as the book writes heads: ``"2.2 and 4.11"``."""
+    if kind not in WANG2022_GPT2_HEADS:
+        raise ValueError(f"kind must be one of {sorted(WANG2022_GPT2_HEADS)}, got {kind!r}")
+    names = [f"{layer}.{head}" for layer, head in WANG2022_GPT2_HEADS[kind]]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 @dataclass(frozen=True)
