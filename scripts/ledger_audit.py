@@ -53,9 +53,19 @@ WHY = {
 }
 
 
-def main(before_dir: str) -> None:
+def main(argv: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Write deviating/results/ledger_audit.json from the claims "
+                                                 f"files as they were before the audit (git show {BEFORE}:...).")
+    parser.add_argument("before_dir", help="the folder of the claims files before the audit (chNN.json)")
+    before_dir = Path(parser.parse_args(argv).before_dir)
+    found = sorted(before_dir.glob("ch*.json")) if before_dir.is_dir() else []
+    if not found:  # nothing to record: never overwrite the shipped audit with an empty one
+        parser.error(f"{before_dir} holds no chNN.json claims files; write them with "
+                     f"git show {BEFORE}:lib/deviating/results/claims/chNN.json > DIR/chNN.json")
     rows = []
-    for path in sorted(Path(before_dir).glob("ch*.json")):
+    for path in found:
         data = json.loads(path.read_text())
         seen: dict[str, int] = {}
         for r in data["rows"]:
@@ -66,7 +76,8 @@ def main(before_dir: str) -> None:
     out.write_text(json.dumps({"before": BEFORE, "issue": 38, "rows": rows}, indent=1, ensure_ascii=False) + "\n",
                    encoding="utf-8")
     print(f"{len(rows)} rows -> {out}")
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    sys.exit(main(sys.argv[1:]))
