@@ -28,7 +28,8 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["LEAD_INS", "ACTIVITIES", "GIVINGS", "ADJECTIVES", "HELDOUT_PARTS", "IOI_TEMPLATES", "N_TRAIN_TEMPLATES", "OTHER_TEMPLATES", "PLACES", "OBJECTS", "ORDERS",
+__all__ = ["LEAD_INS", "ACTIVITIES", "GIVINGS", "ADJECTIVES", "HELDOUT_PARTS", "IOI_TEMPLATES", "N_TRAIN_TEMPLATES",
+           "OTHER_TEMPLATES", "PLACES", "OBJECTS", "ORDERS",
            "IoiSentence", "ioi_sentence", "other_sentence", "passage"]
 
 # The templates are composed from parts, so that no fixed token distance identifies S2 or the
@@ -36,17 +37,25 @@ __all__ = ["LEAD_INS", "ACTIVITIES", "GIVINGS", "ADJECTIVES", "HELDOUT_PARTS", "
 # and the giving clause (its object with or without an adjective). The last part of each list is
 # held out: a held-out template is made of held-out parts only, a training template of training
 # parts only, so every held-out template differs from every training one in all three places.
+# Every lead-in puts a word before the first name: a name that opens the text is another token
+# ("Mary", not " Mary"), and a model that copies it writes the wrong one (run 6 of the recipe).
 LEAD_INS: tuple[tuple[str, str], ...] = (
     ("When ", ", "), ("After ", ", "), ("While ", ", "), ("Since ", ", "), ("Because ", ", "),
     ("Before ", ", "), ("Then, ", ". "), ("Yesterday ", ". "), ("In the morning ", ". "), ("Today ", ". "),
-    ("", ", and then "), ("", ". Afterwards, "),
+    ("That day ", ", and then "), ("At first ", ". Afterwards, "), ("Soon after ", ", "), ("Just as ", ", "),
+    ("The day ", ", "), ("Last week ", ". "), ("In the evening ", ". "), ("In the end ", ". Then "),
+    ("On Monday ", ". After that, "), ("Happily, ", ", and soon "), ("Earlier, ", ". "), ("Every time ", ", "),
+    ("Whenever ", ", "), ("Right after ", ", "),
     # held out
-    ("Once ", ", "), ("As ", ", "), ("On Sunday ", ". "), ("", ". Later, "),
+    ("Once ", ", "), ("As ", ", "), ("On Sunday ", ". "), ("At noon ", ". Later, "),
 )
 ACTIVITIES: tuple[str, ...] = (
     "went to the {PLACE}", "were at the {PLACE}", "arrived at the {PLACE}", "were working at the {PLACE}",
     "had lunch at the {PLACE}", "met at the {PLACE}", "sat in the {PLACE}", "stayed at the {PLACE}",
-    "came back from the {PLACE}", "talked at the {PLACE}", "got home from the {PLACE}",
+    "came back from the {PLACE}", "talked at the {PLACE}", "got home from the {PLACE}", "drove to the {PLACE}",
+    "ran to the {PLACE}", "ate at the {PLACE}", "shopped at the {PLACE}", "went into the {PLACE}",
+    "were inside the {PLACE}", "stopped at the {PLACE}", "looked around the {PLACE}", "arrived back at the {PLACE}",
+    "spent the day at the {PLACE}", "cleaned the {PLACE}",
     # held out
     "walked to the {PLACE}", "left the {PLACE}", "reached the {PLACE}", "waited at the {PLACE}",
 )
@@ -54,6 +63,9 @@ GIVINGS: tuple[str, ...] = (
     "gave a {OBJECT} to", "gave the {OBJECT} to", "handed a {OBJECT} to", "sent a {OBJECT} to",
     "passed the {OBJECT} to", "sold a {OBJECT} to", "lent the {OBJECT} to", "returned the {OBJECT} to",
     "decided to give a {OBJECT} to", "mailed a {OBJECT} to", "wrote a letter to", "said to",
+    "tossed the {OBJECT} to", "delivered a {OBJECT} to", "carried the {OBJECT} to", "presented a {OBJECT} to",
+    "promised a {OBJECT} to", "sold the {OBJECT} to", "handed the {OBJECT} back to", "sent the {OBJECT} to",
+    "told a story to", "explained the {OBJECT} to", "described the {OBJECT} to", "kicked the {OBJECT} to",
     # held out
     "offered a {OBJECT} to", "brought the {OBJECT} to", "showed a {OBJECT} to", "threw the {OBJECT} to",
 )
@@ -187,11 +199,11 @@ def passage(rng: random.Random, names: Sequence[str], templates: Sequence[int], 
     if not isinstance(cast_size, int) or not 2 <= cast_size <= len(set(cast_names)):
         raise ValueError(f"cast_size must be an int from 2 to the {len(set(cast_names))} cast names, got {cast_size!r}")
     cast = rng.sample(list(dict.fromkeys(cast_names)), cast_size)
-    out = []
+    names, templates, out = list(names), list(templates), []
     for _ in range(n_sentences):
         if rng.random() < ioi_fraction:
-            io, s = rng.sample(list(names), 2)
-            x = ioi_sentence(rng.choice(list(templates)), io, s, rng.choice(ORDERS), rng.choice(PLACES),
+            io, s = rng.sample(names, 2)
+            x = ioi_sentence(rng.choice(templates), io, s, rng.choice(ORDERS), rng.choice(PLACES),
                              rng.choice(OBJECTS))
             out.append(f"{x.text} {io}.")
         else:

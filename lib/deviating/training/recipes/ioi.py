@@ -6,11 +6,11 @@ The target (issue 36) is ``logit(IO) - logit(S) > 0`` on at least 90% of prompts
 and templates. Every run is scored on four splits of prompts (``ioi_accuracy`` and its suffixes,
 :data:`~deviating.data.ioi.windows.EVAL_SPLITS`; 0.5 is chance).
 
-**The recipe registered below (run 6)** changes the data and the model in three ways at once:
+**Run 6** changed the data and the model in three ways at once:
 
-* templates composed from parts (6,864 training templates, 320 held-out ones that share no
-  lead-in, activity or giving clause with a training one), so no fixed token distance finds S2
-  or the answer slot (:mod:`~deviating.data.ioi.sentences`);
+* templates composed from parts (:mod:`~deviating.data.ioi.sentences`; then 12 lead-ins, 11
+  activities and 12 giving clauses for training, 4 of each held out: 6,864 training and 320
+  held-out templates, sharing no part), so no fixed token distance finds S2 or the answer slot;
 * 201 names (every candidate that Brown tags as a proper noun at least once; 161 for training,
   40 held out), and passages whose other sentences re-use a cast of three names drawn from *all*
   names, so that copying a name from an earlier mention is trained for held-out names too
@@ -18,7 +18,38 @@ and templates. Every run is scored on four splits of prompts (``ioi_accuracy`` a
 * tied input and output embeddings (``tie_embeddings``), so a name's output direction is its
   input direction and a copy learnt on some names applies to all.
 
-Run 6 is being measured; until its numbers are recorded here, no checkpoint is shipped.
+Seeds 0 and 1, 4,000 steps each (709 and 711 CPU-seconds on one shared thread), 256 prompts a
+split; accuracy (mean logit difference):
+
+=====================================  ==============  ==============
+split                                  seed 0          seed 1
+=====================================  ==============  ==============
+training names and templates           0.902 (6.52)    0.902 (10.89)
+held-out names, training templates     0.742 (1.52)    0.902 (6.38)
+training names, held-out templates     0.551 (0.12)    0.586 (0.68)
+held-out names and templates           0.453 (-0.13)   0.559 (0.22)
+=====================================  ==============  ==============
+
+The task formed late, between steps 2,000 and 2,250 in seed 1 (training split 0.49 -> 0.86) and
+2,500 and 3,000 in seed 0 (0.50 -> 0.87); the Brown
+validation loss was 4.35 and 4.34 nats (``brown-gpt``, twice as wide and on Brown only, scores
+3.56 on the same 64-token windows). So the names generalise (seed 1 as well on held-out names as
+on training ones), the templates do not. Scoring seed 1 (seed 0) on templates of training parts
+with *one* held-out part, training names, 128 prompts each: a held-out lead-in "Once"/"As"/"On
+Sunday" 1.00/1.00/1.00 (0.83/0.99/0.56); a held-out activity 0.80-0.96 (0.64-0.95); a held-out
+giving clause 0.62-0.84 (0.57-0.95, "showed a ... to" the worst in both); and the held-out lead-in
+without a word before the first name 0.51 (0.50). That last one is a flaw of run 6's data, not of
+the model: a name opening the text is the token ``"Mary"``, not ``" Mary"``, so the model cannot
+see that S1 and S2 are the same name, nor copy the IO as the answer token. It also capped the
+training split at 0.90 (two training lead-ins had it). Both seeds' third sibling (seed 2) was
+stopped at step 750 to free the CPU; an untied control of run 6 was stopped at step 750, at
+chance like the tied runs at that step.
+
+**Run 8, the recipe registered below**: run 6 with every lead-in putting a word before the first
+name, and twice the training parts (24 lead-ins, 22 activities, 24 giving clauses: 57,024
+training templates); the held-out parts are run 6's, except that the bare lead-in became "At
+noon ... . Later," (320 held-out templates). Its numbers are being measured; no checkpoint is
+shipped until they are recorded here.
 
 **Runs 1-5 (the earlier data: twelve fixed templates, 156 names, held-out names absent from all
 generated text; untied embeddings).** Measured on one shared thread (``ioi_accuracy`` on 256
