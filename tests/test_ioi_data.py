@@ -12,7 +12,8 @@ from conftest import brown_or_skip
 from deviating.data.ioi.names import name_token_ids, name_tokenizer, split_names
 from deviating.data.ioi.prompts import POSITIONS, corrupt_abc, logit_diff, make_prompts
 from deviating.data.ioi.sentences import (
-    IOI_TEMPLATES, N_TRAIN_TEMPLATES, OTHER_TEMPLATES, ioi_sentence, other_sentence, passage,
+    ACTIVITIES, ADJECTIVES, GIVINGS, HELDOUT_PARTS, IOI_TEMPLATES, LEAD_INS, N_TRAIN_TEMPLATES, OTHER_TEMPLATES,
+    ioi_sentence, other_sentence, passage,
 )
 from deviating.training.recipes import RECIPES
 
@@ -66,10 +67,9 @@ def test_prompt_positions_are_the_name_tokens_and_orders_are_balanced(tok):
     assert p.orders.count("ABBA") == p.orders.count("BABA") == 32
     rows = torch.arange(len(p))
     assert (p.tokens[:, 0] == 0).all()
-    at_start = torch.tensor([x.template == 10 for x in p.sentences])  # "{A} and {B} had lunch...": a bare name
-    assert at_start.any() and (~at_start).any()
-    assert torch.equal(p.tokens[rows, p.pos["IO"]][~at_start], p.io_id[~at_start])
-    assert torch.equal(p.tokens[rows, p.pos["S1"]][~at_start], p.s_id[~at_start])
+    # every template puts a word before the first name, so every name is the " Name" token the answer is
+    assert torch.equal(p.tokens[rows, p.pos["IO"]], p.io_id)
+    assert torch.equal(p.tokens[rows, p.pos["S1"]], p.s_id)
     assert torch.equal(p.tokens[rows, p.pos["S2"]], p.s_id)
     for i, x in enumerate(p.sentences):
         ids = tok.encode(x.text).ids
@@ -115,16 +115,57 @@ def test_logit_diff_reads_the_end_position(tok):
         logit_diff(logits[:2], p)
 
 
+def _parts_of(template: str) -> tuple[str, str, str]:
+    """(lead-in, activity, giving clause) of a composed template, read back from its text."""
+    lead = next(b + "|" + j for b, j in LEAD_INS if template.startswith(b + "{A}") and j + "{S}" in template)
+    act = next(a for a in ACTIVITIES if "{B} " + a in template)
+    give = next(g for g in GIVINGS if any(template.endswith("{S} " + g.replace("{OBJECT}", adj + "{OBJECT}"))
+                                          for adj in ADJECTIVES))
+    return lead, act, give
+
+
+def test_templates_are_composed_and_held_out_ones_share_no_part_with_training_ones():
+    n_train = {k: len(v) - HELDOUT_PARTS[k] for k, v in
+               {"LEAD_INS": LEAD_INS, "ACTIVITIES": ACTIVITIES, "GIVINGS": GIVINGS}.items()}
+    assert N_TRAIN_TEMPLATES >= 1000 and len(IOI_TEMPLATES) - N_TRAIN_TEMPLATES >= 100
+    assert not any(t.startswith("{") for t in IOI_TEMPLATES)  # a name opening the text is another token
+    assert len(set(IOI_TEMPLATES)) == len(IOI_TEMPLATES)
+    train = [_parts_of(t) for t in IOI_TEMPLATES[:N_TRAIN_TEMPLATES]]
+    held = [_parts_of(t) for t in IOI_TEMPLATES[N_TRAIN_TEMPLATES:]]
+    for k in range(3):
+        assert not {p[k] for p in train} & {p[k] for p in held}
+    assert len({p[0] for p in train}) == n_train["LEAD_INS"] and len({p[2] for p in train}) == n_train["GIVINGS"]
+    assert len({p[1] for p in held}) == HELDOUT_PARTS["ACTIVITIES"]
+
+
+def test_no_fixed_distance_marks_s2_or_the_answer(tok):
+    p = make_prompts(tok, NAMES, range(N_TRAIN_TEMPLATES), 200, seed=4)
+    assert len(set((p.pos["END"] - p.pos["S2"]).tolist())) >= 4
+    assert len(set((p.pos["S2"] - p.pos["IO"]).tolist())) >= 4
+
+
 def test_passages_use_only_the_names_and_templates_given():
     rng = random.Random(0)
     text = " ".join(passage(rng, NAMES[:4], [0, 1], 12) for _ in range(50))
     assert not any(n in text for n in NAMES[4:])
-    for t in range(2, len(IOI_TEMPLATES)):
-        stem = IOI_TEMPLATES[t].split("{")[0].strip() or IOI_TEMPLATES[t].split("}")[-1][:20]
-        if t >= N_TRAIN_TEMPLATES:
-            assert IOI_TEMPLATES[t].split("{S}")[1].split("{")[0] not in text
+    for t in range(N_TRAIN_TEMPLATES, len(IOI_TEMPLATES)):  # no held-out giving clause occurs
+        assert IOI_TEMPLATES[t].split("{S}")[1].split("{")[0] not in text
     assert other_sentence(random.Random(1), NAMES) != other_sentence(random.Random(2), NAMES)
     assert len(OTHER_TEMPLATES) >= 10
+    with pytest.raises(ValueError, match="cast_size"):
+        passage(rng, NAMES, [0], 4, cast_size=1)
+
+
+def test_the_cast_brings_other_names_into_other_sentences_only():
+    ioi_only = " ".join(passage(random.Random(s), NAMES[:4], [0, 1], 8, ioi_fraction=1.0, cast_names=NAMES)
+                        for s in range(40))
+    assert not any(n in ioi_only for n in NAMES[4:])
+    others = [passage(random.Random(s), NAMES[:4], [0, 1], 8, ioi_fraction=0.0, cast_names=NAMES, cast_size=3)
+              for s in range(40)]
+    assert set(NAMES[4:]) <= set(" ".join(others).replace(".", " ").replace(",", " ").split())
+    for text in others:  # a passage's other sentences use its cast of three names, again and again
+        used = {n for n in NAMES if n in text.replace(".", " ").replace(",", " ").replace("'s", " ").split()}
+        assert 2 <= len(used) <= 3
 
 
 def test_split_names_holds_out_every_fifth():
@@ -147,8 +188,8 @@ def test_the_recipe_is_registered_and_the_real_split_holds_names_and_templates_o
         assert len(tok.encode(" " + n).ids) == 1
     generated = " ".join(p["generated_texts"])
     words = set(generated.replace(".", " ").replace(",", " ").replace("'s", " ").split())
-    assert not words & set(split.heldout_names)
-    for t in split.heldout_templates:  # the distinctive middle of every held-out template never occurs
-        middle = IOI_TEMPLATES[t].split("{S}")[1].split("{OBJECT}")[0]
-        assert middle.strip() and middle not in generated
-    assert set(split.train_names) <= words  # every training name is used
+    assert set(split.train_names) | set(split.heldout_names) <= words  # every name recurs in some passage
+    for t in split.heldout_templates:  # the held-out activities and giving clauses never occur
+        act, give = _parts_of(IOI_TEMPLATES[t])[1:]
+        assert act.split("{")[0] not in generated and give.split("{")[0].split(" to")[0] not in generated
+    assert split.train_templates == tuple(range(N_TRAIN_TEMPLATES))

@@ -245,6 +245,8 @@ def train(recipe: Recipe, seed: int | None = None, steps: int | None = None, dev
     device = str(resolve_device(device))
     torch.manual_seed(seed)
     model = GPT(recipe.config).to(device)
+    if recipe.tie_embeddings:
+        model.unembed.weight = model.embed.weight  # one matrix: W_U = W_E^T
     task = recipe.task
     gen = torch.Generator().manual_seed(seed)
     eval_data = task.eval_data(recipe.eval_size)
@@ -254,6 +256,8 @@ def train(recipe: Recipe, seed: int | None = None, steps: int | None = None, dev
                    lr_at=lambda i: warmup_cosine(i, recipe.lr, recipe.warmup, steps), grad_clip=recipe.grad_clip,
                    device=device, evaluate=lambda: task.evaluate(model, eval_data),
                    eval_every=eval_every or recipe.eval_every, progress=progress, desc=desc or recipe.name, log=log)
+    if recipe.tie_embeddings:  # saved as an ordinary GPT: two equal, separate matrices
+        model.unembed.weight = torch.nn.Parameter(model.embed.weight.detach().clone())
     check = getattr(task, "phase_change", None)
     phase = next(({"step": r["step"], "seconds": r["seconds"]} for r in run.curve if check and check(r)), None)
     return TrainResult(model.cpu(), task.tokenizer(), run.metrics, run.curve, phase, run.seconds,

@@ -43,6 +43,11 @@ class Recipe:
     10% of ``lr`` at the last step (:func:`deviating.training.loop.warmup_cosine`); AdamW with
     ``weight_decay`` on the matrices only; gradients clipped to norm ``grad_clip``; the task's
     ``eval_size`` evaluation inputs scored every ``eval_every`` steps.
+
+    ``tie_embeddings`` (default off) trains the unembedding as the embedding's transpose (one
+    shared matrix, as GPT-2's); the saved checkpoint is an ordinary :class:`GPT` whose two
+    matrices are equal copies. It is recorded in :meth:`to_dict` only when on, so the
+    provenance of recipes without it is unchanged.
     """
 
     name: str
@@ -58,9 +63,12 @@ class Recipe:
     eval_every: int = 50
     eval_size: int = 256
     seed: int = 0
+    tie_embeddings: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The recipe as JSON-ready values (config and task described), as recorded in provenance."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["config"], d["task"] = self.config.to_dict(), self.task.describe()
+        if not self.tie_embeddings:
+            del d["tie_embeddings"]
         return d

@@ -2,12 +2,14 @@
 
 The names are a hand-picked list of common English first names (:data:`CANDIDATE_NAMES`), kept where
 the Brown Corpus tags them as proper nouns (``np``) at least :data:`MIN_BROWN_COUNT` times
-(:func:`brown_first_names`). Names that are also common English words (Mark, Rose, Ray, Don...)
-are left out of the candidates, so that a name token means a person.
+(:func:`brown_first_names`): 201 names with the default of once (156 at five times). Names that
+are also common English words (Mark, Rose, Ray, Don...) are left out of the candidates, so that a
+name token means a person.
 
 :func:`split_names` holds out every fifth name in order of Brown frequency: the held-out names
-never appear in generated training text (they do appear in the Brown text itself, which is how the
-model learns them as words at all).
+never appear in a generated indirect-object sentence of the training text. They do appear in the
+Brown text itself and in the generated sentences of other kinds, where a passage's few names recur
+(:func:`~deviating.data.ioi.sentences.passage`), so the model learns to copy them like any name.
 
 :func:`name_tokenizer` trains the byte-level BPE of :func:`deviating.data.brown_tags.train_tokenizer`
 and then appends merges so that every name, with and without a leading space (``" Mary"``,
@@ -42,7 +44,7 @@ Pam Peg Polly Rita Rosa Ruby Sue Tess Vera Viola Wanda Stella Myra Hilda Gwen Do
 Agnes Annie Lillian Nellie Vivian Maria Fanny Hannah Harriet Sylvia Shirley Marian Marion Phyllis Frances
 Judith Esther Olga
 """.split())
-MIN_BROWN_COUNT = 5  # a name is kept when Brown tags it np at least this often
+MIN_BROWN_COUNT = 1  # a name is kept when Brown tags it np at least this often
 HOLDOUT_EVERY = 5  # every fifth name (by Brown frequency, from the third) is held out
 
 

@@ -109,12 +109,13 @@ def make_prompts(tokenizer, names: Sequence[str], templates: Sequence[int], n: i
     if not templates or bad:
         raise ValueError(f"templates must be indices of IOI_TEMPLATES (0..{len(IOI_TEMPLATES) - 1}), got {list(templates)}")
     rng = random.Random(seed)
+    names, templates = list(names), list(templates)
     orders = [ORDERS[i % 2] for i in range(n)]
     rng.shuffle(orders)
     sentences = []
     for order in orders:
-        io, s = rng.sample(list(names), 2)
-        sentences.append(ioi_sentence(rng.choice(list(templates)), io, s, order, rng.choice(PLACES),
+        io, s = rng.sample(names, 2)
+        sentences.append(ioi_sentence(rng.choice(templates), io, s, order, rng.choice(PLACES),
                                       rng.choice(OBJECTS)))
     return _batch(tokenizer, sentences)
 

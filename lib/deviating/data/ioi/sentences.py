@@ -10,9 +10,15 @@ subject appears twice: ``S1`` in the opening clause and ``S2`` as the giver. ``E
 token of the prompt, where the model must predict the IO. In order **ABBA** the IO is named first
 (``Mary and John ... John``), in order **BABA** the subject is (``John and Mary ... John``).
 
-:data:`IOI_TEMPLATES` has :data:`N_TRAIN_TEMPLATES` training templates and the rest held out for
-evaluation; each has the slots ``{A}`` and ``{B}`` (the opening pair), ``{S}`` (the giver),
-``{PLACE}`` and ``{OBJECT}``, and ends with the word before the IO. :data:`OTHER_TEMPLATES` are the
+:data:`IOI_TEMPLATES` are composed from parts: a lead-in (:data:`LEAD_INS`, e.g. "When ... ,"
+or "Then, ... ."), what the pair did (:data:`ACTIVITIES`), the giving clause (:data:`GIVINGS`)
+and an optional adjective before the object (:data:`ADJECTIVES`). So the distance from S2 to END,
+and from IO to S2, changes from template to template, and no fixed offset finds a name. The last
+parts of the first three lists (:data:`HELDOUT_PARTS`) are held out: the first
+:data:`N_TRAIN_TEMPLATES` templates use training parts only, the rest held-out parts only, so a
+held-out template shares no lead-in, activity or giving clause with any training template. Each
+template has the slots ``{A}`` and ``{B}`` (the opening pair), ``{S}`` (the giver), ``{PLACE}``
+and (most) ``{OBJECT}``, and ends with the word before the IO. :data:`OTHER_TEMPLATES` are the
 other uses of names (``{A}`` and ``{B}`` distinct), so that a name after "to" is not always the IO.
 """
 
@@ -22,30 +28,71 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["IOI_TEMPLATES", "N_TRAIN_TEMPLATES", "OTHER_TEMPLATES", "PLACES", "OBJECTS", "ORDERS",
+__all__ = ["LEAD_INS", "ACTIVITIES", "GIVINGS", "ADJECTIVES", "HELDOUT_PARTS", "IOI_TEMPLATES", "N_TRAIN_TEMPLATES",
+           "OTHER_TEMPLATES", "PLACES", "OBJECTS", "ORDERS",
            "IoiSentence", "ioi_sentence", "other_sentence", "passage"]
 
-IOI_TEMPLATES: tuple[str, ...] = (
-    # training templates
-    "When {A} and {B} went to the {PLACE}, {S} gave a {OBJECT} to",
-    "After {A} and {B} went to the {PLACE}, {S} gave a {OBJECT} to",
-    "Then, {A} and {B} went to the {PLACE}. {S} gave a {OBJECT} to",
-    "When {A} and {B} got a {OBJECT} at the {PLACE}, {S} decided to give it to",
-    "Friends {A} and {B} found a {OBJECT} at the {PLACE}. {S} gave it to",
-    "While {A} and {B} were working at the {PLACE}, {S} gave a {OBJECT} to",
-    "Then, {A} and {B} had a long talk at the {PLACE}. Afterwards, {S} said to",
-    "When {A} and {B} arrived at the {PLACE}, {S} sent a {OBJECT} to",
-    "The {PLACE} was quiet when {A} and {B} came in. {S} handed a {OBJECT} to",
-    "After the meeting, {A} and {B} went to the {PLACE}. {S} passed the {OBJECT} to",
-    "{A} and {B} had lunch at the {PLACE}, and then {S} gave a {OBJECT} to",
-    "Since {A} and {B} were at the {PLACE}, {S} wrote a letter to",
-    # held-out templates (never in training text)
-    "Later, {A} and {B} walked to the {PLACE}, where {S} offered a {OBJECT} to",
-    "On Sunday {A} and {B} were at the {PLACE}, and {S} brought a {OBJECT} to",
-    "Once {A} and {B} reached the {PLACE}, {S} showed the {OBJECT} to",
-    "As {A} and {B} left the {PLACE}, {S} threw a {OBJECT} to",
+# The templates are composed from parts, so that no fixed token distance identifies S2 or the
+# answer slot: a lead-in (words before the pair and the joint after its clause), what the pair did,
+# and the giving clause (its object with or without an adjective). The last part of each list is
+# held out: a held-out template is made of held-out parts only, a training template of training
+# parts only, so every held-out template differs from every training one in all three places.
+# Every lead-in puts a word before the first name: a name that opens the text is another token
+# ("Mary", not " Mary"), and a model that copies it writes the wrong one (run 6 of the recipe).
+LEAD_INS: tuple[tuple[str, str], ...] = (
+    ("When ", ", "), ("After ", ", "), ("While ", ", "), ("Since ", ", "), ("Because ", ", "),
+    ("Before ", ", "), ("Then, ", ". "), ("Yesterday ", ". "), ("In the morning ", ". "), ("Today ", ". "),
+    ("That day ", ", and then "), ("At first ", ". Afterwards, "), ("Soon after ", ", "), ("Just as ", ", "),
+    ("The day ", ", "), ("Last week ", ". "), ("In the evening ", ". "), ("In the end ", ". Then "),
+    ("On Monday ", ". After that, "), ("Happily, ", ", and soon "), ("Earlier, ", ". "), ("Every time ", ", "),
+    ("Whenever ", ", "), ("Right after ", ", "),
+    # held out
+    ("Once ", ", "), ("As ", ", "), ("On Sunday ", ". "), ("At noon ", ". Later, "),
 )
-N_TRAIN_TEMPLATES = 12
+ACTIVITIES: tuple[str, ...] = (
+    "went to the {PLACE}", "were at the {PLACE}", "arrived at the {PLACE}", "were working at the {PLACE}",
+    "had lunch at the {PLACE}", "met at the {PLACE}", "sat in the {PLACE}", "stayed at the {PLACE}",
+    "came back from the {PLACE}", "talked at the {PLACE}", "got home from the {PLACE}", "drove to the {PLACE}",
+    "ran to the {PLACE}", "ate at the {PLACE}", "shopped at the {PLACE}", "went into the {PLACE}",
+    "were inside the {PLACE}", "stopped at the {PLACE}", "looked around the {PLACE}", "arrived back at the {PLACE}",
+    "spent the day at the {PLACE}", "cleaned the {PLACE}",
+    # held out
+    "walked to the {PLACE}", "left the {PLACE}", "reached the {PLACE}", "waited at the {PLACE}",
+)
+GIVINGS: tuple[str, ...] = (
+    "gave a {OBJECT} to", "gave the {OBJECT} to", "handed a {OBJECT} to", "sent a {OBJECT} to",
+    "passed the {OBJECT} to", "sold a {OBJECT} to", "lent the {OBJECT} to", "returned the {OBJECT} to",
+    "decided to give a {OBJECT} to", "mailed a {OBJECT} to", "wrote a letter to", "said to",
+    "tossed the {OBJECT} to", "delivered a {OBJECT} to", "carried the {OBJECT} to", "presented a {OBJECT} to",
+    "promised a {OBJECT} to", "sold the {OBJECT} to", "handed the {OBJECT} back to", "sent the {OBJECT} to",
+    "told a story to", "explained the {OBJECT} to", "described the {OBJECT} to", "kicked the {OBJECT} to",
+    # held out
+    "offered a {OBJECT} to", "brought the {OBJECT} to", "showed a {OBJECT} to", "threw the {OBJECT} to",
+)
+ADJECTIVES: tuple[str, ...] = ("", "small ", "new ", "big ", "nice ")  # before the object, shared by both sides
+HELDOUT_PARTS = {"LEAD_INS": 4, "ACTIVITIES": 4, "GIVINGS": 4}  # the last so many of each list
+
+
+def _compose(lead_ins, activities, givings) -> list[str]:
+    out = []
+    for (before, joint) in lead_ins:
+        for act in activities:
+            for give in givings:
+                for adj in (ADJECTIVES if "{OBJECT}" in give else ("",)):
+                    clause = give.replace("{OBJECT}", adj + "{OBJECT}")
+                    out.append(f"{before}{{A}} and {{B}} {act}{joint}{{S}} {clause}")
+    return out
+
+
+def _parts(held: bool):
+    lists = (LEAD_INS, ACTIVITIES, GIVINGS)
+    counts = (HELDOUT_PARTS["LEAD_INS"], HELDOUT_PARTS["ACTIVITIES"], HELDOUT_PARTS["GIVINGS"])
+    return [xs[len(xs) - k:] if held else xs[:len(xs) - k] for xs, k in zip(lists, counts)]
+
+
+_TRAIN = _compose(*_parts(False))
+IOI_TEMPLATES: tuple[str, ...] = tuple(_TRAIN + _compose(*_parts(True)))
+N_TRAIN_TEMPLATES = len(_TRAIN)  # the first N_TRAIN_TEMPLATES are for training, the rest held out
 
 OTHER_TEMPLATES: tuple[str, ...] = (
     "{A} went to the {PLACE}.",
@@ -62,6 +109,10 @@ OTHER_TEMPLATES: tuple[str, ...] = (
     "{A} sold a {OBJECT} to {B}.",
     "{A} and {B} went home, and {A} slept.",
     "Nobody at the {PLACE} knew {A}.",
+    "{A} called {B}, and {B} answered.",
+    "{B} smiled at {A}.",
+    "{A} and {B} talked about the {OBJECT} for a long time.",
+    "It was {A} who found the {OBJECT}.",
 )
 
 PLACES: tuple[str, ...] = ("store", "garden", "restaurant", "school", "hospital", "office", "station", "house",
@@ -132,19 +183,29 @@ def other_sentence(rng: random.Random, names: Sequence[str]) -> str:
 
 
 def passage(rng: random.Random, names: Sequence[str], templates: Sequence[int], n_sentences: int,
-            ioi_fraction: float = 0.5) -> str:
+            ioi_fraction: float = 0.5, cast_names: Sequence[str] | None = None, cast_size: int = 3) -> str:
     """``n_sentences`` sentences joined by spaces: each, with probability ``ioi_fraction``, an
-    indirect-object sentence (a template of ``templates``, either order, its answer and a full stop),
-    otherwise one of :data:`OTHER_TEMPLATES`. Names are drawn from ``names`` only."""
+    indirect-object sentence (a template of ``templates``, either order, two names of ``names``, its
+    answer and a full stop), otherwise one of :data:`OTHER_TEMPLATES`.
+
+    The other sentences take their names from the passage's *cast*: ``cast_size`` names drawn once
+    per passage from ``cast_names`` (default ``names``). So the same few names recur from sentence
+    to sentence, and a later mention can be predicted by copying an earlier one: this trains a copy
+    of names that works for every name of ``cast_names``, also those never used in an
+    indirect-object sentence."""
     if len(names) < 2:
         raise ValueError(f"a passage needs at least 2 names, got {len(names)}")
-    out = []
+    cast_names = names if cast_names is None else cast_names
+    if not isinstance(cast_size, int) or not 2 <= cast_size <= len(set(cast_names)):
+        raise ValueError(f"cast_size must be an int from 2 to the {len(set(cast_names))} cast names, got {cast_size!r}")
+    cast = rng.sample(list(dict.fromkeys(cast_names)), cast_size)
+    names, templates, out = list(names), list(templates), []
     for _ in range(n_sentences):
         if rng.random() < ioi_fraction:
-            io, s = rng.sample(list(names), 2)
-            x = ioi_sentence(rng.choice(list(templates)), io, s, rng.choice(ORDERS), rng.choice(PLACES),
+            io, s = rng.sample(names, 2)
+            x = ioi_sentence(rng.choice(templates), io, s, rng.choice(ORDERS), rng.choice(PLACES),
                              rng.choice(OBJECTS))
             out.append(f"{x.text} {io}.")
         else:
-            out.append(other_sentence(rng, names))
+            out.append(other_sentence(rng, cast))
     return " ".join(out)

@@ -3,16 +3,18 @@
 :class:`IoiWindows` is a :class:`~deviating.data.brown_windows.BrownWindows` whose tokenizer keeps
 the first names whole (:func:`~deviating.data.ioi.names.name_tokenizer`: the same 1,024-id BPE
 as ``brown-gpt``'s, plus the names) and in which a share ``generated_fraction`` of the training
-windows comes from generated passages (:func:`~deviating.data.ioi.sentences.passage`): sentences
-that use the *training* names, a share ``ioi_fraction`` of them indirect-object sentences of the
-*training* templates in both orders, the rest other uses of names. The other windows are Brown
-windows as ``brown-gpt`` reads them (with the same repeat curriculum).
+windows comes from generated passages (:func:`~deviating.data.ioi.sentences.passage`): a share
+``ioi_fraction`` of their sentences are indirect-object sentences of the *training* names and
+templates in both orders; the others are other uses of names, taken from a cast of ``cast_size``
+names per passage drawn from *all* names (held-out ones included), so that names recur and
+copying a name is trained for every name. The other windows are Brown windows as ``brown-gpt``
+reads them (with the same repeat curriculum).
 
 The evaluation adds to ``brown-gpt``'s (validation loss on held-out Brown windows, induction
-scores) the indirect-object metric on prompts whose names **and** templates were held out of the
-generated text: ``ioi_accuracy`` (share of prompts with ``logit(IO) - logit(S) > 0``) and
-``ioi_logit_diff`` (its mean), and the same on fresh prompts of the training names and templates
-(``ioi_accuracy_seen``, ``ioi_logit_diff_seen``).
+scores) the indirect-object metric on four splits of prompts (:data:`EVAL_SPLITS`): held-out
+names **and** templates (``ioi_accuracy``: the share of prompts with ``logit(IO) - logit(S) > 0``,
+and ``ioi_logit_diff``, its mean), training names and templates (``_seen``), held-out names with
+training templates (``_new_names``), and training names with held-out templates (``_new_templates``).
 """
 
 from __future__ import annotations
@@ -30,10 +32,13 @@ from deviating.data.ioi.prompts import IoiPrompts, logit_diff, make_prompts
 from deviating.data.ioi.sentences import IOI_TEMPLATES, N_TRAIN_TEMPLATES, passage
 from headlab.models.gpt import GPT
 
-__all__ = ["GENERATION_SEED", "IOI_EVAL_SEED", "IoiSplit", "IoiWindows", "ioi_split"]
+__all__ = ["GENERATION_SEED", "IOI_EVAL_SEED", "EVAL_SPLITS", "IoiSplit", "IoiWindows", "ioi_split"]
 
 GENERATION_SEED = 2022  # the pool of generated passages is the same for every training seed
 IOI_EVAL_SEED = 4321  # the evaluation prompts likewise
+# evaluation split -> (whose names, which templates); the metric's suffix is "" for heldout, else "_" + split
+EVAL_SPLITS = {"heldout": ("heldout", "heldout"), "seen": ("train", "train"),
+               "new_names": ("heldout", "train"), "new_templates": ("train", "heldout")}
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,8 @@ class IoiWindows(BrownWindows):
         ioi_fraction: the share of a passage's sentences that are indirect-object sentences.
         n_passages: how many passages the generated pool holds (drawn with :data:`GENERATION_SEED`).
         sentences_per_passage: sentences in a passage (enough to fill a window).
+        cast_size: how many names recur in a passage's other sentences (drawn from *all* names,
+            held-out ones included: see :func:`~deviating.data.ioi.sentences.passage`).
         total_vocab: the tokenizer's size, names and unused ids included (the model's ``d_vocab``).
     """
 
@@ -83,8 +90,9 @@ class IoiWindows(BrownWindows):
     ioi_fraction: float = 0.5
     n_passages: int = 6000
     sentences_per_passage: int = 12
+    cast_size: int = 3
     kind: str = "ioi_windows"
-    version: str = "1"
+    version: str = "2"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -112,8 +120,10 @@ class IoiWindows(BrownWindows):
             ids = {name: [torch.tensor(e.ids, dtype=torch.long) for e in tok.encode_batch(d)]
                    for name, d in docs.items()}
             rng = random.Random(GENERATION_SEED)
+            every = split.train_names + split.heldout_names
             gen = [passage(rng, split.train_names, split.train_templates, self.sentences_per_passage,
-                           self.ioi_fraction) for _ in range(self.n_passages)]
+                           self.ioi_fraction, cast_names=every, cast_size=self.cast_size)
+                   for _ in range(self.n_passages)]
             gen_ids = [torch.tensor(e.ids, dtype=torch.long) for e in tok.encode_batch(gen)]
             self._prepared = {"tokenizer": tok, **ids, "stream": torch.cat(ids["train"]),
                               "starts": window_starts([len(x) for x in ids["train"]], self.n_ctx),
@@ -135,12 +145,16 @@ class IoiWindows(BrownWindows):
         return batch
 
     def ioi_eval(self, n: int = 256) -> dict[str, IoiPrompts]:
-        """The evaluation prompts: ``heldout`` (held-out names and templates) and ``seen`` (training
-        names and templates, prompts drawn afresh), ``n`` of each, drawn with :data:`IOI_EVAL_SEED`."""
+        """The evaluation prompts, ``n`` of each split (:data:`EVAL_SPLITS`), drawn with
+        :data:`IOI_EVAL_SEED` (plus the split's index): ``heldout`` (held-out names and templates),
+        ``seen`` (training names and templates, prompts drawn afresh), ``new_names`` (held-out names,
+        training templates) and ``new_templates`` (training names, held-out templates)."""
         p = self.prepared()
         s = p["split"]
-        return {"heldout": make_prompts(p["tokenizer"], s.heldout_names, s.heldout_templates, n, IOI_EVAL_SEED),
-                "seen": make_prompts(p["tokenizer"], s.train_names, s.train_templates, n, IOI_EVAL_SEED + 1)}
+        names = {"train": s.train_names, "heldout": s.heldout_names}
+        templates = {"train": s.train_templates, "heldout": s.heldout_templates}
+        return {split: make_prompts(p["tokenizer"], names[who], templates[which], n, IOI_EVAL_SEED + i)
+                for i, (split, (who, which)) in enumerate(EVAL_SPLITS.items())}
 
     def eval_data(self, n: int):
         return {"brown": super().eval_data(n), "ioi": self.ioi_eval(2 * n)}
@@ -152,7 +166,7 @@ class IoiWindows(BrownWindows):
         metrics = super().evaluate(model, data["brown"])
         for name, prompts in data["ioi"].items():
             diff = logit_diff(model(prompts.tokens.to(model.device)), prompts).float().cpu()
-            suffix = "" if name == "heldout" else "_seen"
+            suffix = "" if name == "heldout" else "_" + name
             metrics[f"ioi_accuracy{suffix}"] = float((diff > 0).float().mean())
             metrics[f"ioi_logit_diff{suffix}"] = float(diff.mean())
         return metrics
@@ -168,6 +182,7 @@ class IoiWindows(BrownWindows):
         return {**super().describe(), "kind": self.kind, "version": self.version,
                 "generated_fraction": self.generated_fraction, "ioi_fraction": self.ioi_fraction,
                 "n_passages": self.n_passages, "total_vocab": self.total_vocab, "sentences_per_passage": self.sentences_per_passage,
+                "cast_size": self.cast_size,
                 "generation_seed": GENERATION_SEED, "ioi_eval_seed": IOI_EVAL_SEED,
                 "train_names": list(s.train_names), "heldout_names": list(s.heldout_names),
                 "train_templates": list(s.train_templates), "heldout_templates": list(s.heldout_templates)}

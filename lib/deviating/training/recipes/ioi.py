@@ -2,10 +2,87 @@
 English whose tokenizer keeps first names whole, trained on Brown Corpus windows mixed with
 generated passages that use names, indirect-object sentences among them.
 
-**Status: no recipe here reaches the target yet, and no checkpoint is shipped.** The first four
-runs below stopped before step 2,300, where the last one began to learn the task. The target
-(issue 36) is ``logit(IO) - logit(S) > 0`` on at least 90% of prompts of held-out names and
-templates. Measured on one shared thread (``ioi_accuracy`` on 256 held-out prompts; 0.5 is chance):
+**Status: no recipe here reaches the target yet, and no checkpoint is shipped.**
+
+The target (issue 36) is ``logit(IO) - logit(S) > 0`` on at least 90% of prompts of held-out names
+and templates. Every run is scored on four splits of prompts (``ioi_accuracy`` and its suffixes,
+:data:`~deviating.data.ioi.windows.EVAL_SPLITS`; 0.5 is chance).
+
+**Run 6** changed the data and the model in three ways at once:
+
+* templates composed from parts (:mod:`~deviating.data.ioi.sentences`; then 12 lead-ins, 11
+  activities and 12 giving clauses for training, 4 of each held out: 6,864 training and 320
+  held-out templates, sharing no part), so no fixed token distance finds S2 or the answer slot;
+* 201 names (every candidate that Brown tags as a proper noun at least once; 161 for training,
+  40 held out), and passages whose other sentences re-use a cast of three names drawn from *all*
+  names, so that copying a name from an earlier mention is trained for held-out names too
+  (they still never occur in an indirect-object sentence of the training text);
+* tied input and output embeddings (``tie_embeddings``), so a name's output direction is its
+  input direction and a copy learnt on some names applies to all.
+
+Seeds 0 and 1, 4,000 steps each (709 and 711 CPU-seconds on one shared thread), 256 prompts a
+split; accuracy (mean logit difference):
+
+=====================================  ==============  ==============
+split                                  seed 0          seed 1
+=====================================  ==============  ==============
+training names and templates           0.902 (6.52)    0.902 (10.89)
+held-out names, training templates     0.742 (1.52)    0.902 (6.38)
+training names, held-out templates     0.551 (0.12)    0.586 (0.68)
+held-out names and templates           0.453 (-0.13)   0.559 (0.22)
+=====================================  ==============  ==============
+
+The task formed late, between steps 2,000 and 2,250 in seed 1 (training split 0.49 -> 0.86) and
+2,500 and 3,000 in seed 0 (0.50 -> 0.87); the Brown
+validation loss was 4.35 and 4.34 nats (``brown-gpt``, twice as wide and on Brown only, scores
+3.56 on the same 64-token windows). So the names generalise (seed 1 as well on held-out names as
+on training ones), the templates do not. Scoring seed 1 (seed 0) on templates of training parts
+with *one* held-out part, training names, 128 prompts each: a held-out lead-in "Once"/"As"/"On
+Sunday" 1.00/1.00/1.00 (0.83/0.99/0.56); a held-out activity 0.80-0.96 (0.64-0.95); a held-out
+giving clause 0.62-0.84 (0.57-0.95, "showed a ... to" the worst in both); and the held-out lead-in
+without a word before the first name 0.51 (0.50). That last one is a flaw of run 6's data, not of
+the model: a name opening the text is the token ``"Mary"``, not ``" Mary"``, so the model cannot
+see that S1 and S2 are the same name, nor copy the IO as the answer token. It also capped the
+training split at 0.90 (two training lead-ins had it). Both seeds' third sibling (seed 2) was
+stopped at step 750 to free the CPU; an untied control of run 6 was stopped at step 750, at
+chance like the tied runs at that step.
+
+**Run 8, the recipe registered below**: run 6 with every lead-in putting a word before the first
+name, and twice the training parts (24 lead-ins, 22 activities, 24 giving clauses: 57,024
+training templates); the held-out parts are run 6's, except that the bare lead-in became "At
+noon ... . Later," (320 held-out templates). Seeds 0 and 1, 4,000 steps (676 and 683
+CPU-seconds), 256 prompts a split:
+
+=====================================  ==============  ==============
+split                                  seed 0          seed 1
+=====================================  ==============  ==============
+training names and templates           0.984 (6.66)    0.984 (11.48)
+held-out names, training templates     0.785 (1.62)    0.906 (5.06)
+training names, held-out templates     0.703 (1.82)    0.641 (1.84)
+held-out names and templates           0.516 (0.17)    0.449 (0.10)
+=====================================  ==============  ==============
+
+The training split formed at step 3,500 (seed 0) and 2,500 (seed 1); Brown validation loss 4.35
+and 4.36. The fixed lead-ins lift the training split from 0.90 to 0.98; twice the parts moves
+the held-out templates only a little (0.55 / 0.59 -> 0.70 / 0.64). One held-out part at a time
+(training names, 128 prompts; seed 0 / seed 1): most single parts are solved (0.84-0.98), but
+each seed fails on a few of them, and not the same ones (seed 0: "Once" 0.67, "threw the" 0.73,
+"At noon" 0.79;
+seed 1: "threw the" 0.51, "brought the" 0.57, "left the" 0.66). With all three parts unseen the
+accuracy is 0.70 / 0.64, and with held-out names as well 0.54 / 0.53: the failures compound.
+Seed 2 was stopped at step 1,250 for lack of CPU time before the session's end.
+
+**What blocks the target**, as measured: a name-general copy is learnt (held-out names with
+training templates reach 0.90 in one seed of each run), but the circuit is still keyed to the
+contexts it was trained on, so unseen verbs and lead-ins, and above all their combination with
+unseen names, stay far below 0.9. Not tried for lack of time: longer training (a seed costs about
+11 CPU-minutes of the 45 allowed, and the task forms only 500-1,500 steps before the end of
+the learning-rate schedule), and giving clauses drawn from many more verbs. No checkpoint is shipped;
+``tests/test_ioi_shipped.py`` checks any that will be.
+
+**Runs 1-5 (the earlier data: twelve fixed templates, 156 names, held-out names absent from all
+generated text; untied embeddings).** Measured on one shared thread (``ioi_accuracy`` on 256
+held-out prompts):
 
 * ``brown-gpt``'s shape (4 layers of 4 heads of 32, MLPs of 512), windows of 64 tokens, half
   generated (half of those sentences indirect-object ones): 0.51 at step 250 (0.3 CPU-s a step);
@@ -16,25 +93,20 @@ templates. Measured on one shared thread (``ioi_accuracy`` on 256 held-out promp
 * a 2-layer attention-only model (4 heads of 16) on generated indirect-object text only, lr 1e-2:
   at chance at step 800, and below chance (0.29-0.38) on prompts of the training templates,
   also inside passages: it copies the name mentioned twice;
-* :data:`IOI_GPT` with 80% / 80% and lr 5e-3 over 4,000 steps (the recipe registered below, run
-  with evaluations every 100 steps on 64 Brown windows; about 29 wall-minutes on a shared thread): on prompts of the *training* names and templates the task
-  forms between steps 2,300 and 3,000 (accuracy 0.52 -> 0.93, mean logit difference -0.06 -> 6.8;
-  0.93 and 8.7 at step 4,000), but on held-out names and templates it stays at chance (0.52, -0.12).
-  Split at step 4,000 on 256 prompts each: training names and templates 0.96 (logit difference
-  9.1); training names, held-out templates 0.43 (-0.09); held-out names, training templates 0.52
-  (0.46); both held out 0.52 (0.09). The Brown validation loss (windows of 64 tokens) was 4.18.
+* :data:`IOI_GPT` with 80% / 80% and lr 5e-3 over 4,000 steps (about 29 wall-minutes on a shared
+  thread): on prompts of the *training* names and templates the task forms between steps 2,300
+  and 3,000 (accuracy 0.52 -> 0.93, mean logit difference -0.06 -> 6.8; 0.93 and 8.7 at step
+  4,000), but on held-out names and templates it stays at chance (0.52, -0.12). Split at step
+  4,000 on 256 prompts each: training names and templates 0.96 (logit difference 9.1); training
+  names, held-out templates 0.43 (-0.09); held-out names, training templates 0.52 (0.46); both
+  held out 0.52 (0.09). The Brown validation loss (windows of 64 tokens) was 4.18.
 
 A variant that also used the held-out names in the generated *non*-indirect-object sentences
 (3,000 steps, otherwise the same) learnt the training split as fast (0.93, logit difference 8.2)
 and barely moved the rest: training names with held-out templates 0.46, held-out names with
-training templates 0.57, both held out 0.45.
-
-So the model learns a solution tied to the twelve training templates and to the names it met in
-indirect-object sentences, not a general "the name mentioned once" mechanism. What the next
-attempt should try: far more templates (composed from parts, so that no fixed token distance
-identifies S2), more names than the model can memorise pairwise, and a longer run (the task only
-formed after step 2,300). No checkpoint is shipped until a recipe passes on held-out names and
-templates.
+training templates 0.57, both held out 0.45. So those runs learnt a solution tied to the twelve
+training templates and to the names met in indirect-object sentences, not a general "the name
+mentioned once" mechanism; run 6 takes away the three things suspected of allowing such a solution.
 """
 
 from __future__ import annotations
@@ -52,15 +124,17 @@ IOI_GPT = {"d_model": 64, "n_layers": 4, "n_heads": 4, "d_mlp": 256}
 def ioi_task() -> IoiWindows:
     """The task every ``ioi-gpt`` seed trains on (a fresh, unprepared instance)."""
     return IoiWindows(vocab_size=1024, n_ctx=64, repeat_fraction=1.0, min_span=8, max_span=24,
-                      generated_fraction=0.8, ioi_fraction=0.8)
+                      generated_fraction=0.8, ioi_fraction=0.5, cast_size=3, total_vocab=2048)
 
 
 _TASK = ioi_task()  # shared by the seeds: the corpus and tokenizer are prepared once, on first use
 
 IOI: dict[str, Recipe] = {r.name: r for r in [
     brown_recipe("ioi-gpt" + (f"-s{s}" if s else ""),
-                 "small GPT (4 layers of 4 heads of 16, MLPs, LayerNorm) whose tokenizer keeps first names whole, on "
-                 "Brown Corpus windows (20%) and generated passages of names (80%; 80% of their sentences "
-                 "indirect-object sentences)" + (f", training seed {s}" if s else ""),
-                 _TASK, config=IOI_GPT, steps=4000, lr=5e-3, warmup=100, eval_every=250, eval_size=128, seed=s)
+                 "small GPT (4 layers of 4 heads of 16, MLPs, LayerNorm, tied embeddings) whose tokenizer keeps "
+                 "first names whole, on Brown Corpus windows (20%) and generated passages of names (80%; half of "
+                 "their sentences indirect-object sentences of templates composed from parts, the other half "
+                 "other sentences in which a cast of three names recurs)" + (f", training seed {s}" if s else ""),
+                 _TASK, config=IOI_GPT, steps=4000, lr=5e-3, warmup=100, eval_every=250, eval_size=128, seed=s,
+                 tie_embeddings=True)
     for s in range(3)]}
