@@ -128,8 +128,9 @@ def test_shipped_tiny_checkpoint_matches_a_fresh_retrain(tiny_run):
 
 
 def test_train_command_writes_a_loadable_checkpoint(tmp_path, capsys):
-    out = tmp_path / "run"
-    assert main(["train", TINY, "--steps", "30", "--threads", "1", "--out", str(out), "--no-progress"]) == 0
+    out, log = tmp_path / "run", tmp_path / "curve.jsonl"
+    assert main(["train", TINY, "--steps", "30", "--threads", "1", "--out", str(out), "--no-progress",
+                 "--log", str(log)]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["name"] == TINY and "loss_repeat" in printed["final_metrics"]
     for f in ("model.safetensors", "provenance.json", "loss_curve.json", "loss_curve.png", "tokenizer.json"):
@@ -142,10 +143,19 @@ def test_train_command_writes_a_loadable_checkpoint(tmp_path, capsys):
         assert key in prov
     curve = json.loads((out / "loss_curve.json").read_text())
     assert [r["step"] for r in curve] == [0, 25, 30]
+    assert [json.loads(line) for line in log.read_text().splitlines()] == curve  # --log: the same rows, as they came
     model, tok, _ = load_checkpoint(out)
     ids = tok(["t1 t2 t3 t1 t2"], return_tensors="pt")["input_ids"]
     assert model(ids).shape == (1, 6, RECIPES[TINY].config.d_vocab)
     assert not model.training
+
+
+def test_train_command_log_in_a_missing_folder_is_refused_before_training(tmp_path, capsys):
+    missing = tmp_path / "nowhere" / "curve.jsonl"
+    assert main(["train", TINY, "--out", str(tmp_path / "x"), "--no-progress", "--log", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert "nowhere" in err and "create it first" in err
+    assert not (tmp_path / "x").exists()
 
 
 def test_train_command_rejects_unknown_names(capsys):

@@ -75,6 +75,9 @@ def add_commands(subparsers) -> None:
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default 1: on a shared machine more threads can be much slower)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--log", default=None, metavar="FILE",
+                   help="append each evaluation (a JSON line: step, losses, the recipe's metrics) to FILE as "
+                        "it happens, to follow a long run")
     p.set_defaults(func=_train_command)
 
 
@@ -92,7 +95,18 @@ def _train_command(args) -> int:
     torch.set_num_threads(args.threads)
     command = (f"python -m deviating train {args.name} --seed {seed} --steps {steps} "
                f"--device {args.device} --threads {args.threads} --out {out}")
-    result = train(recipe, seed=seed, steps=steps, device=args.device, progress=not args.no_progress)
+    log = None
+    if args.log is not None:
+        log_path = Path(args.log)
+        if not log_path.parent.is_dir():
+            print(f"--log {args.log}: the folder {str(log_path.parent)!r} does not exist; create it first",
+                  file=sys.stderr)
+            return 2
+
+        def log(line: str) -> None:
+            with open(log_path, "a") as f:
+                f.write(line + "\n")
+    result = train(recipe, seed=seed, steps=steps, device=args.device, progress=not args.no_progress, log=log)
     provenance = save_run(result, recipe, out, command)
     summary = {k: v for k, v in provenance["final_metrics"].items() if not isinstance(v, list) or k.endswith("_head")}
     print(json.dumps({"name": recipe.name, "out": str(out), "train_seconds": provenance["train_seconds"],
