@@ -134,6 +134,46 @@ def test_mean_and_resample_ablation(tiny):
     assert not torch.equal(other.z(layer)[..., head, :], z)
 
 
+def _count_reference_forwards(hm: HeadModel, monkeypatch) -> list:
+    """Counts ``hm.forward`` calls on a batch of 5 inputs (the reference below) while in use."""
+    calls, forward = [], hm.forward
+
+    def counting(batch, *a, **k):
+        if hm.tokenize(batch)["input_ids"].shape[0] == 5:
+            calls.append(1)
+        return forward(batch, *a, **k)
+    monkeypatch.setattr(hm, "forward", counting)
+    return calls
+
+
+def test_mean_ablation_reads_its_reference_once_per_ablation_and_weights(tiny, monkeypatch):
+    hm = tiny
+    batch = random_batch(hm, n=3, seq=6)
+    reference = random_batch(hm, n=5, seq=8, seed=3)
+    calls = _count_reference_forwards(hm, monkeypatch)
+    mean = Ablation("mean", reference=reference)
+    for layer, head in [(0, 1), (1, 2), (0, 0), (1, 2)]:  # another layer, then the same again: no new forward
+        with torch.no_grad(), hm.ablate([(layer, head)], mean):
+            hm(batch)
+    assert len(calls) == 1
+    with torch.no_grad(), hm.ablate([(1, 2)], Ablation("mean", reference=reference)):  # a new Ablation reads again
+        hm(batch)
+    assert len(calls) == 2
+    # the cached means are exactly a fresh computation's, layer by layer
+    for layer in range(hm.n_layers):
+        fresh = hm.run_with_cache(reference, names=("z",))[1].z(layer)
+        real = hm.tokenize(reference)["attention_mask"].bool()
+        assert torch.equal(hm.replacements(mean, [layer])[layer], fresh[real].mean(dim=0))
+    # a weight changed in place (as an optimizer step does): the means are taken again, and differ
+    n = len(calls)
+    before = hm.replacements(mean, [1])[1].clone()
+    assert len(calls) == n  # still cached
+    with torch.no_grad():
+        next(hm.model.parameters()).add_(0.5)
+    after = hm.replacements(mean, [1])[1]
+    assert len(calls) == n + 1 and not torch.equal(before, after)
+
+
 def test_nested_ablations_compose(tiny):
     hm = tiny
     batch = random_batch(hm)

@@ -32,7 +32,10 @@ class Ablation:
             ``reference``) or ``"resample"`` (at each position, by its output at the same
             position of a ``reference`` input drawn at random among those long enough).
         reference: texts or a batch (anything :meth:`HeadModel.tokenize` reads) for ``"mean"``
-            and ``"resample"``; ``None`` for ``"zero"``.
+            and ``"resample"``; ``None`` for ``"zero"``. A model reads it once per ``Ablation``
+            object for ``"mean"`` and keeps the means until its weights change, so a loop of
+            ablations pays for one reference forward; to change the texts, make a new ``Ablation``
+            (changing the list in place goes unseen).
         seed: the draw of ``"resample"``.
 
     Raises:

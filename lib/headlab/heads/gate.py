@@ -163,6 +163,9 @@ class Resampler:
 
 # ----------------------------------------------------------------- the contexts on HeadModel
 
+MEAN_CACHE_BYTES = 256 * 2**20  # the most z a reference forward of mean ablation captures beyond the layers asked
+MEAN_CACHE_ENTRIES = 4  # mean-ablation references kept per model
+
 
 class GateMethods:
     """The gate's contexts, methods of :class:`~headlab.heads.model.HeadModel` (mixed into it).
@@ -262,14 +265,53 @@ class GateMethods:
         layers = check_layers(layers, self.n_layers, self.name)
         if mode == "zero":
             return None
+        if mode == "mean":
+            return self._reference_means(ablation, layers)
         ref = self.tokenize(reference)
         with torch.no_grad(), self.dispatcher.suspended(), self.capture(("z",), layers=layers) as cache:
             self.forward(ref)
         real = ref["attention_mask"].bool()  # (n_ref, pos)
-        if mode == "mean":
-            return {l: cache.z(l)[real].mean(dim=0) for l in layers}  # (head, d_head)
         draw = ResampleDraw(real.sum(dim=1).cpu(), seed, base_batch)
         return {l: Resampler(cache.z(l), draw) for l in layers}
+
+    def _weights_state(self) -> tuple:
+        """Where every parameter lives and how often it was changed in place (torch's version
+        counter): different after an optimizer step, ``load_state_dict`` or a move to a device."""
+        return tuple((p.data_ptr(), p._version) for p in self.model.parameters())
+
+    def _reference_means(self, ablation: Ablation, layers: Sequence[int]) -> dict:
+        """Mean ablation's ``(head, d_head)`` per layer, each layer's mean over the real tokens of
+        ``ablation.reference``, computed once per ``Ablation`` object and model weights.
+
+        A loop that removes one head after another with the same ``Ablation`` (a pattern-change
+        scan, a sweep per task) would otherwise run the whole reference forward at every step. The
+        first request for a layer computes every layer of the model in the same forward when their
+        outputs fit in :data:`MEAN_CACHE_BYTES`, the requested layers only otherwise; the values are
+        exactly those of a fresh computation. The cache holds the last :data:`MEAN_CACHE_ENTRIES`
+        ablations and is dropped when a weight changes (:meth:`_weights_state`).
+        """
+        cache = self.__dict__.setdefault("_mean_cache", {})
+        state = self._weights_state()
+        entry = cache.get(id(ablation))
+        if entry is None or entry[0] is not ablation or entry[1] != state:
+            entry = (ablation, state, {})  # holding the Ablation keeps its id from being reused
+            cache.pop(id(ablation), None)
+            while len(cache) >= MEAN_CACHE_ENTRIES:
+                cache.pop(next(iter(cache)))
+            cache[id(ablation)] = entry
+        means = entry[2]
+        missing = [l for l in layers if l not in means]
+        if missing:
+            ref = self.tokenize(ablation.reference)
+            size = ref["input_ids"].numel() * self.n_heads * self.d_head * 4
+            if size * self.n_layers <= MEAN_CACHE_BYTES:
+                missing = list(range(self.n_layers))
+            with torch.no_grad(), self.dispatcher.suspended(), self.capture(("z",), layers=missing) as cache_z:
+                self.forward(ref)
+            real = ref["attention_mask"].bool()  # (n_ref, pos)
+            for l in missing:
+                means[l] = cache_z.z(l)[real].mean(dim=0)  # (head, d_head)
+        return {l: means[l] for l in layers}
 
     def head_gradients(self, inputs, metric: Metric | str | None = None) -> torch.Tensor:
         """``d metric_i / d g_{l,h}`` at ``g = 1`` for every input ``i``: ``(batch, n_layers, n_heads)``.
