@@ -22,6 +22,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q $(TORCH)
 	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m compileall -q lib scripts >/dev/null  # bytecode once, for every later process (see README)
 	touch $@
 
 book: setup

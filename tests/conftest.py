@@ -27,6 +27,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # before anything imports torch
 # override (it must be set before torch is imported).
 os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
 
+# Bytecode caches: where PYTHONDONTWRITEBYTECODE is set (it is on the project's machine), every
+# worker would compile and assertion-rewrite every test module again on every run (collection: 13
+# CPU-s a worker, 7.5 with the caches). The test run keeps pytest's caches in tests/__pycache__
+# (git-ignored); the library's bytecode is compiled once by `make setup`.
+sys.dont_write_bytecode = False
+
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
 
