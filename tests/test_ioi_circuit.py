@@ -1,0 +1,74 @@
+"""Chapter 5b's stored result (deviating.experiments.ioi_circuit): a tiny run on the shipped seed-0
+checkpoint writes the shipped file's schema, its numbers obey what they promise, and bad input is
+refused with its reason. Skips where the ioi-gpt checkpoint is not installed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from deviating.analysis.ioi_roles import ROLES
+from deviating.experiments.ioi_circuit import IOI_MODELS, OUT, load_results, main, run
+from test_experiments import differences, schema, without_timings
+
+
+def _installed(name: str) -> bool:
+    from importlib.resources import files
+
+    return (files("headlab") / "checkpoints" / name / "model.safetensors").is_file()
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    if not _installed("ioi-gpt"):
+        pytest.skip("the ioi-gpt checkpoint is not installed")
+    torch.set_num_threads(1)
+    return run(["ioi-gpt", "no-such-model"], n=16)
+
+
+def test_a_tiny_run_writes_the_shipped_schema(tiny):
+    shipped = load_results()
+    assert tiny["missing"] == ["no-such-model"] and list(tiny["models"]) == ["ioi-gpt"]
+    top = {k: v for k, v in without_timings(tiny).items() if k != "models"}
+    assert differences(schema(top), schema({k: v for k, v in without_timings(shipped).items() if k != "models"})) == []
+    for name, rec in shipped["models"].items():
+        assert name in IOI_MODELS
+        assert differences(schema(without_timings(tiny["models"]["ioi-gpt"])), schema(without_timings(rec))) == []
+
+
+def test_every_head_has_one_role_or_none_and_the_circuit_is_made_of_heads(tiny):
+    rec = tiny["models"]["ioi-gpt"]
+    named = [h for r in ROLES for h in rec["roles"][r]] + rec["no_role"]
+    assert sorted(named) == sorted(rec["evidence"]) and len(set(named)) == len(named)
+    assert set(rec["circuit"]) <= set(rec["evidence"])
+    core = {h for r in ROLES[:4] for h in rec["roles"][r]}
+    assert core <= set(rec["circuit"])
+
+
+def test_faithfulness_is_the_ratio_of_its_means_and_its_interval_holds_it(tiny):
+    rec = tiny["models"]["ioi-gpt"]
+    for kind, f in rec["faithfulness"].items():
+        assert f["model"] == pytest.approx(rec["D"], rel=1e-5)
+        assert f["faithfulness"] == pytest.approx(f["circuit"] / f["model"], rel=1e-5)
+        lo, hi = f["interval"]
+        assert lo <= f["faithfulness"] + 1e-9 and f["faithfulness"] <= hi + 1e-9, kind
+
+
+def test_the_backup_intervals_hold_their_values(tiny):
+    b = tiny["models"]["ioi-gpt"]["backup"]
+    if b is None:
+        pytest.skip("no name mover in the tiny run")
+    for e in (b["drop"], b["expected_drop"], *b["change"].values()):
+        assert e["low"] <= e["value"] + 1e-9 and e["value"] <= e["high"] + 1e-9
+
+
+def test_the_command_line_refuses_too_few_prompts(capsys):
+    with pytest.raises(SystemExit):
+        main(["--prompts", "2", "--out", "/dev/null"])
+    assert "--prompts 2 is too few" in capsys.readouterr().err
+
+
+def test_a_missing_results_file_names_its_command(tmp_path):
+    with pytest.raises(FileNotFoundError, match="ioi_circuit --prompts"):
+        load_results(tmp_path / "none.json")
+    assert OUT.name == "ioi_circuit.json"
