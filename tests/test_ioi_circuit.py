@@ -72,3 +72,46 @@ def test_a_missing_results_file_names_its_command(tmp_path):
     with pytest.raises(FileNotFoundError, match="ioi_circuit --prompts"):
         load_results(tmp_path / "none.json")
     assert OUT.name == "ioi_circuit.json"
+
+
+# ------------------------------------------------------------------ the chapter's figures (deviating.figures.ioi)
+
+
+def test_the_signed_grid_writes_every_value_readably():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from deviating.figures.ioi import plot_signed_grid
+
+    fig, ax = plt.subplots()
+    plot_signed_grid(ax, torch.tensor([[0.0, -1.0], [0.5, 0.9]]))
+    texts = {t.get_text(): t.get_color() for t in ax.texts}
+    assert texts == {"0.00": "black", "-1.00": "white", "0.50": "black", "0.90": "white"}
+    with pytest.raises(ValueError, match="limit must be positive"):
+        plot_signed_grid(ax, torch.zeros(2, 2), limit=-1)
+    with pytest.raises(ValueError, match="expected \\(n_layers, n_heads\\)"):
+        plot_signed_grid(ax, torch.zeros(3))
+    plt.close(fig)
+
+
+def test_the_position_and_attention_figures_refuse_what_they_cannot_draw():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from deviating.figures.ioi import END_EDGES, plot_attention_from_end, plot_position_effects
+
+    fig, ax = plt.subplots()
+    with pytest.raises(ValueError, match="one column per named position"):
+        plot_position_effects(ax, torch.zeros(2, 2, 3), ("IO", "S1"))
+    att = {e: torch.full((2, 2), 0.25) for e in END_EDGES}
+    with pytest.raises(ValueError, match="heads is empty"):
+        plot_attention_from_end(ax, att, [])
+    with pytest.raises(ValueError, match="lacks"):
+        plot_attention_from_end(ax, {"END->IO": att["END->IO"]}, [(0, 0)])
+    plot_attention_from_end(ax, att, [(0, 1), (1, 0)])
+    assert len(ax.patches) == 2 * len(END_EDGES)  # one bar per head and edge
+    plt.close(fig)

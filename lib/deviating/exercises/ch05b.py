@@ -64,7 +64,7 @@ def check_ioi_logit_diff(fn: Callable) -> None:
              hint="read each prompt's logits at its own END, not at the last position (padding follows END)."),
         Case("random logits, three prompts of different END", args=(logits, end, io, s),
              expected=_metric(logits, end, io, s).numpy(),
-             hint="one value per prompt: logits[i, end[i], io[i]] - logits[i, end[i], s[i]]."),
+             hint="one value per prompt, read at that prompt's own END, IO against S."),
         Case("the same logits, IO and S swapped", args=(logits, end, s, io),
              expected=_metric(logits, end, s, io).numpy(), hidden=True),
     ]
@@ -132,8 +132,7 @@ def check_abc_twins(fn: Callable) -> None:
     cases = [
         Case("40 prompts, S1 and IO in both orders, four names to draw from",
              args=(tokens, s1, io, s2, names, 0), expected={"tokens": tokens, "pos": (s1, io, s2), "names": names},
-             hint="draw three distinct names per prompt (e.g. a random sample without replacement) and write "
-                  "them at S1, IO and S2 of a copy of the tokens.", unchanged=True),
+             hint="each twin needs three names that differ from one another, in a copy of the prompts.", unchanged=True),
         Case("four prompts, exactly three names: every twin uses all three", args=(few, s1[:4], io[:4], s2[:4],
              names[:3], 5), expected={"tokens": few, "pos": (s1[:4], io[:4], s2[:4]), "names": names[:3]},
              hidden=True, unchanged=True),
@@ -187,8 +186,7 @@ def check_attention_between(fn: Callable) -> None:
     cases = [
         Case("three prompts, head 1.0 always on the name, head 0.1 in the first prompt only",
              args=(patterns, q, k), expected=expected.numpy(),
-             hint="patterns[i, :, :, query_pos[i], key_pos[i]]: the query axis comes before the key axis; "
-                  "then the mean over prompts."),
+             hint="each prompt has its own pair of positions; the query axis comes before the key axis."),
         Case("random causal patterns, 3 layers of 2 heads, four prompts", args=(rand, q2, k2),
              expected=torch.stack([rand[i, :, :, q2[i], k2[i]] for i in range(4)]).mean(0).numpy(), hidden=True),
     ]

@@ -8,9 +8,31 @@ from typing import Sequence
 import numpy as np
 import torch
 
-__all__ = ["END_EDGES", "plot_attention_from_end", "plot_position_effects"]
+__all__ = ["END_EDGES", "plot_signed_grid", "plot_attention_from_end", "plot_position_effects"]
 
 END_EDGES = ("END->IO", "END->S1", "END->S2")  # the bars of plot_attention_from_end
+
+
+def plot_signed_grid(ax, values, title: str | None = None, limit: float | None = None,
+                     colorbar: bool = True) -> None:
+    """A signed ``(n_layers, n_heads)`` score on a diverging scale (-limit blue... red, 0 white;
+    default limit: the largest absolute value), each value written in black on pale cells and in
+    white on dark ones (headlab's grid picks the text colour by the data's midpoint, which on a
+    diverging scale writes white on the white cells near 0)."""
+    from headlab.viz.figures import MIN_FONT_SIZE
+    from headlab.viz.grids import plot_head_grid
+
+    v = torch.as_tensor(values).float()
+    if v.ndim != 2:
+        raise ValueError(f"values has shape {tuple(v.shape)}: expected (n_layers, n_heads)")
+    if limit is None:
+        limit = float(v.abs().max()) or 1.0
+    if limit <= 0:
+        raise ValueError(f"limit must be positive, got {limit}")
+    plot_head_grid(ax, v, title=title, cmap="RdBu", vmin=-limit, vmax=limit, annotate=False, colorbar=colorbar)
+    for (l, h), x in np.ndenumerate(v.numpy()):
+        ax.text(h, l, f"{x:.2f}", ha="center", va="center", fontsize=MIN_FONT_SIZE,
+                color="white" if abs(x) > 0.6 * limit else "black")
 
 
 def plot_attention_from_end(ax, att: dict[str, torch.Tensor], heads: Sequence[tuple[int, int]],
