@@ -102,18 +102,22 @@ def _installed(name: str) -> bool:
 
 def run(models: Sequence[str] = IOI_MODELS, n: int = 128, seed: int = 0) -> dict[str, Any]:
     """:func:`circuit_record` of each installed model of ``models`` (a missing one is listed under
-    ``missing``), with the command, the prompt count and the CPU-seconds it took."""
+    ``missing``; one whose roles cannot be found, under ``failed`` with the reason), with the
+    command, the prompt count and the CPU-seconds it took."""
     import headlab
 
     torch.manual_seed(seed)
     start = time.process_time()
     out: dict[str, Any] = {"command": COMMAND, "n_prompts": n, "seed": seed, "target": TARGET,
-                           "models": {}, "missing": []}
+                           "models": {}, "missing": [], "failed": {}}
     for name in models:
         if not _installed(name):
             out["missing"].append(name)
             continue
-        out["models"][name] = circuit_record(headlab.load(name, device="cpu"), n, seed)
+        try:
+            out["models"][name] = circuit_record(headlab.load(name, device="cpu"), n, seed)
+        except ValueError as err:  # find_roles refuses a model that does not do the task
+            out["failed"][name] = str(err)
     out["cpu_seconds"] = time.process_time() - start
     out["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
