@@ -33,7 +33,19 @@ def test_a_tiny_run_writes_the_shipped_schema(tiny):
     assert differences(schema(top), schema({k: v for k, v in without_timings(shipped).items() if k != "models"})) == []
     for name, rec in shipped["models"].items():
         assert name in IOI_MODELS
-        assert differences(schema(without_timings(tiny["models"]["ioi-gpt"])), schema(without_timings(rec))) == []
+        assert differences(_shape(tiny["models"]["ioi-gpt"]), _shape(rec)) == []
+
+
+def _shape(record):
+    """A record's schema with its dicts keyed by head ("3.1": ...) reduced to one value each, since
+    which heads appear there depends on the model."""
+    record = dict(without_timings(record))
+    record["evidence"] = [next(iter(record["evidence"].values()))]
+    if record["backup"] is not None:
+        backup = dict(record["backup"])
+        backup["change"] = [next(iter(backup["change"].values()))]
+        record["backup"] = backup
+    return schema(record)
 
 
 def test_every_head_has_one_role_or_none_and_the_circuit_is_made_of_heads(tiny):
