@@ -9,6 +9,7 @@ import torch
 
 from deviating.data.ioi.prompts import logit_diff, make_prompts
 from deviating.data.ioi.windows import EVAL_SPLITS, IOI_EVAL_SEED, IoiSplit
+from deviating.training.recipes import RECIPES
 from headlab.models.checkpoints import CHECKPOINT_DIR, load_checkpoint
 
 SHIPPED = sorted(p.name for p in CHECKPOINT_DIR.glob("ioi-gpt*") if (p / "provenance.json").is_file())
@@ -31,5 +32,9 @@ def test_a_shipped_model_reproduces_its_recorded_split_accuracies(name):
         assert float((diff > 0).float().mean()) == pytest.approx(recorded[f"ioi_accuracy{suffix}"], abs=1e-6), key
         assert float(diff.mean()) == pytest.approx(recorded[f"ioi_logit_diff{suffix}"], abs=1e-3), key
     assert recorded["ioi_accuracy"] >= 0.9
+    recipe = RECIPES[name]  # made by the registered recipe, as `deviating train NAME` makes it again
+    assert org.provenance["config"] == recipe.config.to_dict() and org.provenance["seed"] == recipe.seed
+    assert org.provenance["steps"] == recipe.steps and f"train {name} " in org.provenance["command"]
+    assert org.provenance["cpu_seconds"] <= 45 * 60  # the budget: 45 CPU-minutes a seed on one thread
     assert org.provenance["recipe"]["tie_embeddings"] is True
     assert torch.equal(org.model.unembed.weight, org.model.embed.weight)

@@ -74,7 +74,7 @@ def _linear(x: torch.Tensor, lin) -> torch.Tensor:
     return x @ lin.weight.double().T + lin.bias.double()
 
 
-def run_by_hand(hm, input_ids, zero=(), replace=None) -> ByHand:
+def run_by_hand(hm, input_ids, zero=(), replace=None, add=None) -> ByHand:
     """Run ``hm``'s book GPT on ``input_ids`` ``(batch, pos)`` (no padding) from its weights.
 
     Args:
@@ -82,6 +82,9 @@ def run_by_hand(hm, input_ids, zero=(), replace=None) -> ByHand:
         replace: ``{(layer, head): values}`` with ``values`` ``(batch, pos, d_head)`` (every
             position) or ``{(layer, head, pos): values}`` with ``values`` ``(batch, d_head)``: what
             the head's ``z`` is replaced by (patching).
+        add: ``{(layer, head): values}`` with ``values`` ``(batch, pos, d_head)``, added to the head's
+            ``z`` as the run computes it (after ``zero`` and ``replace``): a small push along a
+            direction, row by row, while every other head still responds.
     """
     model = hm.model
     cfg = model.config
@@ -107,6 +110,9 @@ def run_by_hand(hm, input_ids, zero=(), replace=None) -> ByHand:
                 if key[0] == layer:
                     at = slice(None) if len(key) == 2 else key[2]
                     z[:, at, key[1]] = torch.as_tensor(values, dtype=torch.float64)
+            for (l, h), values in (add or {}).items():
+                if l == layer:
+                    z[:, :, h] = z[:, :, h] + torch.as_tensor(values, dtype=torch.float64)
             zs.append(z.clone())
             x = x + _linear(z.reshape(batch, pos, -1), attn.W_O)
             if block.mlp is not None:

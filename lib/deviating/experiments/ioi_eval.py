@@ -80,7 +80,8 @@ def brown_losses(ioi_model, windows: int = 256) -> dict[str, float]:
 
     task = ioi_task()
     mine = task.eval_data(windows)["brown"].windows
-    theirs_task = dataclasses.replace(RECIPES["brown-gpt"].task, n_ctx=task.n_ctx)
+    theirs_task = dataclasses.replace(RECIPES["brown-gpt"].task, n_ctx=task.n_ctx, min_span=task.min_span,
+                                      max_span=task.max_span)  # the repeats are not read here
     theirs = theirs_task.eval_data(windows).windows
     brown_gpt = headlab.load("brown-gpt").model.eval()
     return {"ioi-gpt": float(next_token_loss(ioi_model(mine), mine, reduction="mean")),

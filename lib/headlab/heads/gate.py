@@ -163,8 +163,7 @@ class Resampler:
 
 # ----------------------------------------------------------------- the contexts on HeadModel
 
-MEAN_CACHE_BYTES = 256 * 2**20  # the most z a reference forward of mean ablation captures beyond the layers asked
-MEAN_CACHE_ENTRIES = 4  # mean-ablation references kept per model
+MEAN_CACHE_BYTES, MEAN_CACHE_ENTRIES = 256 * 2**20, 4  # z captured at most by a mean reference; references kept
 
 
 class GateMethods:
@@ -274,43 +273,26 @@ class GateMethods:
         draw = ResampleDraw(real.sum(dim=1).cpu(), seed, base_batch)
         return {l: Resampler(cache.z(l), draw) for l in layers}
 
-    def _weights_state(self) -> tuple:
-        """Where every parameter lives and how often it was changed in place (torch's version
-        counter): different after an optimizer step, ``load_state_dict`` or a move to a device."""
-        return tuple((p.data_ptr(), p._version) for p in self.model.parameters())
-
     def _reference_means(self, ablation: Ablation, layers: Sequence[int]) -> dict:
-        """Mean ablation's ``(head, d_head)`` per layer, each layer's mean over the real tokens of
-        ``ablation.reference``, computed once per ``Ablation`` object and model weights.
-
-        A loop that removes one head after another with the same ``Ablation`` (a pattern-change
-        scan, a sweep per task) would otherwise run the whole reference forward at every step. The
-        first request for a layer computes every layer of the model in the same forward when their
-        outputs fit in :data:`MEAN_CACHE_BYTES`, the requested layers only otherwise; the values are
-        exactly those of a fresh computation. The cache holds the last :data:`MEAN_CACHE_ENTRIES`
-        ablations and is dropped when a weight changes (:meth:`_weights_state`).
-        """
+        """Mean ablation's ``(head, d_head)`` per layer, kept per ``Ablation`` object until a weight
+        changes (torch's version counters), so a loop of ablations runs one reference forward; the
+        first miss captures every layer when they fit in :data:`MEAN_CACHE_BYTES`. Exact values."""
         cache = self.__dict__.setdefault("_mean_cache", {})
-        state = self._weights_state()
+        state = tuple((p.data_ptr(), p._version) for p in self.model.parameters())
         entry = cache.get(id(ablation))
         if entry is None or entry[0] is not ablation or entry[1] != state:
-            entry = (ablation, state, {})  # holding the Ablation keeps its id from being reused
-            cache.pop(id(ablation), None)
-            while len(cache) >= MEAN_CACHE_ENTRIES:
+            entry = cache[id(ablation)] = (ablation, state, {})  # holding the Ablation keeps its id unique
+            while len(cache) > MEAN_CACHE_ENTRIES:
                 cache.pop(next(iter(cache)))
-            cache[id(ablation)] = entry
-        means = entry[2]
-        missing = [l for l in layers if l not in means]
+        means, missing = entry[2], [l for l in layers if l not in entry[2]]
         if missing:
             ref = self.tokenize(ablation.reference)
-            size = ref["input_ids"].numel() * self.n_heads * self.d_head * 4
-            if size * self.n_layers <= MEAN_CACHE_BYTES:
+            if ref["input_ids"].numel() * self.n_heads * self.d_head * 4 * self.n_layers <= MEAN_CACHE_BYTES:
                 missing = list(range(self.n_layers))
             with torch.no_grad(), self.dispatcher.suspended(), self.capture(("z",), layers=missing) as cache_z:
                 self.forward(ref)
             real = ref["attention_mask"].bool()  # (n_ref, pos)
-            for l in missing:
-                means[l] = cache_z.z(l)[real].mean(dim=0)  # (head, d_head)
+            means.update({l: cache_z.z(l)[real].mean(dim=0) for l in missing})  # (head, d_head)
         return {l: means[l] for l in layers}
 
     def head_gradients(self, inputs, metric: Metric | str | None = None) -> torch.Tensor:
