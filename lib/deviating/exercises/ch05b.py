@@ -1,4 +1,6 @@
-"""Checks for chapter 5's second part, "Who gave what to whom: a circuit of many heads".
+"""Checks for chapter 5's second part, "Who gave what to whom: a circuit of many heads" (the
+metric, the ABC twins, attention between positions, direct logit attribution; path patching, the
+backup test and faithfulness are in :mod:`deviating.exercises.ch05b_more`).
 
 Every known answer is built by construction or from a forward pass written out by hand
 (:mod:`deviating.exercises.by_hand`) on small random GPTs: logits set entry by entry, patterns
@@ -16,15 +18,18 @@ import numpy as np
 import torch
 
 from deviating.exercises import Case, run_cases
+from deviating.exercises.drawn import MARK, drawn
 
 __all__ = ["check_ioi_logit_diff", "check_abc_twins", "check_attention_between", "check_ioi_head_dla",
-           "check_path_patch_query", "check_backup_drop", "check_circuit_faithfulness"]
+           "FORBIDDEN", "DRAWN", "random_prompts", "dla_by_hand", "small_models", "drawn_model"]
 
 _BY_HAND = "deviating.exercises.by_hand"
-_TOOLS = ("headlab.analysis", "deviating.analysis", "deviating.data.ioi", _BY_HAND)
+FORBIDDEN = ("headlab.analysis", "deviating.analysis", "deviating.data.ioi", _BY_HAND)  # the library's answers
+_TOOLS = FORBIDDEN
+DRAWN = MARK + ": "  # how the name of a drawn case begins
 
 
-def _prompts(seed: int, n: int, pos: int, vocab: int = 40):
+def random_prompts(seed: int, n: int, pos: int, vocab: int = 40):
     """Random token ids ``(n, pos)`` and, per row, an END before the last position (so reading the last
     position is wrong), the IO and S token ids (distinct)."""
     g = torch.Generator().manual_seed(seed)
@@ -59,11 +64,30 @@ def check_ioi_logit_diff(fn: Callable) -> None:
              hint="read each prompt's logits at its own END, not at the last position (padding follows END)."),
         Case("random logits, three prompts of different END", args=(logits, end, io, s),
              expected=_metric(logits, end, io, s).numpy(),
-             hint="one value per prompt: logits[i, end[i], io[i]] - logits[i, end[i], s[i]]."),
+             hint="one value per prompt, read at that prompt's own END, IO against S."),
         Case("the same logits, IO and S swapped", args=(logits, end, s, io),
              expected=_metric(logits, end, s, io).numpy(), hidden=True),
     ]
-    run_cases(fn, cases, what="the indirect-object logit difference", forbid=_TOOLS)
+    run_cases(fn, cases + drawn(_drawn_metric_cases), what="the indirect-object logit difference",
+              forbid=_TOOLS)
+
+
+def _drawn_metric_cases(rng: np.random.Generator) -> list[Case]:
+    """Random logits with each prompt's IO and S logits planted at its END (drawn when grading); every
+    END lies before the last position, and the planted difference is larger than any other entry."""
+    cases = []
+    for _ in range(3):
+        n, pos, vocab = int(rng.integers(2, 6)), int(rng.integers(5, 9)), int(rng.integers(8, 20))
+        logits = torch.as_tensor(rng.normal(size=(n, pos, vocab)))
+        end = torch.as_tensor(rng.integers(1, pos - 1, size=n))
+        io = torch.as_tensor(rng.integers(0, vocab, size=n))
+        s = (io + torch.as_tensor(rng.integers(1, vocab, size=n))) % vocab
+        want = torch.as_tensor(rng.choice([-1.0, 1.0], size=n) * rng.uniform(4.0, 9.0, size=n))
+        rows = torch.arange(n)
+        logits[rows, end, io] = logits[rows, end, s] + want
+        cases.append(Case(DRAWN + f"{n} prompts of {pos} positions, {vocab} tokens", args=(logits, end, io, s),
+                          expected=want.numpy()))
+    return cases
 
 
 # ----------------------------------------------------------------------- the ABC twins
@@ -108,13 +132,35 @@ def check_abc_twins(fn: Callable) -> None:
     cases = [
         Case("40 prompts, S1 and IO in both orders, four names to draw from",
              args=(tokens, s1, io, s2, names, 0), expected={"tokens": tokens, "pos": (s1, io, s2), "names": names},
-             hint="draw three distinct names per prompt (e.g. a random sample without replacement) and write "
-                  "them at S1, IO and S2 of a copy of the tokens.", unchanged=True),
+             hint="each twin needs three names that differ from one another, in a copy of the prompts.", unchanged=True),
         Case("four prompts, exactly three names: every twin uses all three", args=(few, s1[:4], io[:4], s2[:4],
              names[:3], 5), expected={"tokens": few, "pos": (s1[:4], io[:4], s2[:4]), "names": names[:3]},
              hidden=True, unchanged=True),
     ]
-    run_cases(fn, cases, compare=_abc_compare, what="the ABC twins of indirect-object prompts", forbid=_TOOLS)
+    run_cases(fn, cases + drawn(_drawn_abc_cases), compare=_abc_compare,
+              what="the ABC twins of indirect-object prompts", forbid=_TOOLS)
+
+
+def _drawn_abc_cases(rng: np.random.Generator) -> list[Case]:
+    """Random prompts (drawn when grading) with S1 and IO at drawn places before S2; 30 prompts and three
+    or four names, so a draw with repeats shows in some prompt on every seed."""
+    cases = []
+    for k in (3, 4):
+        n, pos = 30, int(rng.integers(8, 12))
+        names = sorted(int(x) for x in rng.choice(np.arange(5, 15), size=k, replace=False))
+        tokens = torch.as_tensor(rng.integers(20, 40, size=(n, pos)))
+        first = torch.as_tensor(rng.integers(0, pos - 4, size=n))
+        gap = torch.as_tensor(rng.integers(1, 3, size=n))
+        swap = torch.as_tensor(rng.integers(0, 2, size=n)).bool()
+        s1, io = torch.where(swap, first + gap, first), torch.where(swap, first, first + gap)
+        s2 = torch.full((n,), pos - 2)
+        rows = torch.arange(n)
+        tokens[rows, s1] = tokens[rows, s2] = names[0]
+        tokens[rows, io] = names[1]
+        cases.append(Case(DRAWN + f"{n} prompts of {pos} tokens, {k} names", args=(tokens, s1, io, s2, names,
+                          int(rng.integers(100))), expected={"tokens": tokens, "pos": (s1, io, s2), "names": names},
+                          unchanged=True))
+    return cases
 
 
 # ------------------------------------------------------------------------ attention between
@@ -140,12 +186,33 @@ def check_attention_between(fn: Callable) -> None:
     cases = [
         Case("three prompts, head 1.0 always on the name, head 0.1 in the first prompt only",
              args=(patterns, q, k), expected=expected.numpy(),
-             hint="patterns[i, :, :, query_pos[i], key_pos[i]]: the query axis comes before the key axis; "
-                  "then the mean over prompts."),
+             hint="each prompt has its own pair of positions; the query axis comes before the key axis."),
         Case("random causal patterns, 3 layers of 2 heads, four prompts", args=(rand, q2, k2),
              expected=torch.stack([rand[i, :, :, q2[i], k2[i]] for i in range(4)]).mean(0).numpy(), hidden=True),
     ]
-    run_cases(fn, cases, what="attention between ground-truth positions", forbid=_TOOLS)
+    run_cases(fn, cases + drawn(_drawn_attention_cases), what="attention between ground-truth positions",
+              forbid=_TOOLS)
+
+
+def _drawn_attention_cases(rng: np.random.Generator) -> list[Case]:
+    """Random causal patterns (drawn when grading) with each prompt's query row set by hand: the weight on
+    its key drawn first, the rest spread evenly; query and key positions differ from prompt to prompt."""
+    cases = []
+    for _ in range(2):
+        n, L, H, P = int(rng.integers(3, 6)), int(rng.integers(1, 4)), int(rng.integers(2, 4)), int(rng.integers(6, 9))
+        rand = torch.as_tensor(rng.uniform(size=(n, L, H, P, P))).tril()
+        rand = rand / rand.sum(-1, keepdim=True)
+        q = torch.as_tensor([int(rng.integers(3, P - 1)) for _ in range(n)])
+        k = torch.as_tensor([int(rng.integers(0, int(qi))) for qi in q])
+        w = torch.as_tensor(rng.uniform(0.3, 0.9, size=(n, L, H)))
+        expected = w.mean(0)
+        for i in range(n):
+            rest = (1 - w[i]) / int(q[i])  # the other q[i] keys share what is left
+            rand[i, :, :, q[i], :int(q[i]) + 1] = rest[..., None]
+            rand[i, :, :, q[i], k[i]] = w[i]
+        cases.append(Case(DRAWN + f"{n} prompts, {L} layers of {H} heads, {P} positions", args=(rand, q, k),
+                          expected=expected.numpy()))
+    return cases
 
 
 # ------------------------------------------------------------------ by hand: DLA, patches
@@ -156,8 +223,9 @@ def _w_o(hm, layer: int, head: int) -> torch.Tensor:
     return hm.model.blocks[layer].attn.W_O.weight.detach().double()[:, head * d:(head + 1) * d].T  # (d_head, d_model)
 
 
-def _dla_by_hand(hm, run, end, io, s, centre=True, scale=True, at=None, only_io=False, bias=False):
-    """``(n, n_layers, n_heads)``: each head's direct share of logit(IO) - logit(S) at END, from a run by hand."""
+def dla_by_hand(hm, run, end, io, s, centre=True, scale=True, at=None, only_io=False, bias=False):
+    """``(n, n_layers, n_heads)``: each head's direct share of logit(IO) - logit(S) at END, from a run by
+    hand (:func:`~deviating.exercises.by_hand.run_by_hand`); the keywords make the known mistakes."""
     model = hm.model
     gamma, eps = model.ln_final.weight.detach().double(), model.config.ln_eps
     W_U = model.unembed.weight.detach().double()  # (d_vocab, d_model)
@@ -177,205 +245,67 @@ def _dla_by_hand(hm, run, end, io, s, centre=True, scale=True, at=None, only_io=
     return out
 
 
-def _models():
+def small_models():
+    """The fixed cases' two random GPTs: 2 layers of 4 heads, and 3 layers of 2 heads with MLPs."""
     from deviating.exercises.by_hand import tiny_gpt
 
     return tiny_gpt(seed=11), tiny_gpt(seed=12, n_layers=3, n_heads=2, d_model=24, d_mlp=48)
 
 
+def drawn_model(rng: np.random.Generator):
+    """A random GPT of drawn weights and size (2 or 3 layers, 2 to 4 heads, with or without MLPs) and
+    the seed of its prompts, for a case drawn when grading."""
+    from deviating.exercises.by_hand import tiny_gpt
+
+    seed = int(rng.integers(1000, 10**6))
+    layers, heads, mlp = int(rng.integers(2, 4)), int(rng.integers(2, 5)), int(rng.choice([0, 32]))
+    return tiny_gpt(seed=seed, n_layers=layers, n_heads=heads, d_model=8 * heads, d_mlp=mlp), seed + 1
+
+
 def check_ioi_head_dla(fn: Callable) -> None:
     """Check ``fn(hm, ids, end, io_id, s_id)``: ``(n, n_layers, n_heads)``, each head's direct share
     of ``logit(IO) - logit(S)`` at each prompt's END, the final LayerNorm's scale frozen at the run's."""
-    from deviating.exercises.by_hand import naming_compare, run_by_hand
+    from deviating.exercises.by_hand import naming_compare
 
-    built = []
-    for name, hm, seed, hidden in (("a 2-layer model of 4 heads, three prompts", _models()[0], 0, False),
-                                   ("3 layers with MLPs, 2 heads each, four prompts", _models()[1], 1, False),
-                                   ("the 2-layer model, other prompts", _models()[0], 2, True)):
-        ids, end, io, s = _prompts(seed, 3 + seed % 2, 9)
-        run = run_by_hand(hm, ids)
-        last = torch.full_like(end, ids.shape[1] - 1)
-        mistakes = {
-            "the final LayerNorm's scale is missing: divide by sqrt(var + eps) of the final stream at END":
-                _dla_by_hand(hm, run, end, io, s, scale=False),
-            "the head's write is not centred: the LayerNorm subtracts its mean over d_model first":
-                _dla_by_hand(hm, run, end, io, s, centre=False),
-            "this is read at the last position; read each prompt at its END": _dla_by_hand(hm, run, end, io, s, at=last),
-            "this is the share of logit(IO) alone: use the direction W_U[:, IO] - W_U[:, S]":
-                _dla_by_hand(hm, run, end, io, s, only_io=True),
-            "W_O's bias is counted; it belongs to no head": _dla_by_hand(hm, run, end, io, s, bias=True),
-        }
-        built.append((Case(name, args=(hm, ids, end, io, s), expected=_dla_by_hand(hm, run, end, io, s).numpy(),
-                           hint="per prompt i and head (l, h): centre z[i, end[i], h] @ W_O[h], divide by the final "
-                                "LayerNorm's scale at END, dot with gamma * (W_U[:, io] - W_U[:, s]).",
-                           hidden=hidden), mistakes))
+    small, deep = small_models()
+    built = [_dla_case("a 2-layer model of 4 heads, three prompts", small, 0, 3),
+             _dla_case("3 layers with MLPs, 2 heads each, four prompts", deep, 1, 4),
+             _dla_case("the 2-layer model, other prompts", small, 2, 3, hidden=True)]
+    built += drawn(_drawn_dla_cases)
     run_cases(fn, [c for c, _ in built], compare=naming_compare({id(c.expected): m for c, m in built}, atol=1e-4),
               what="direct logit attribution of the task", forbid=_TOOLS)
 
 
-def _layer_norm(x, ln, eps):
-    mean = x.mean(-1, keepdim=True)
-    return (x - mean) / torch.sqrt(((x - mean) ** 2).mean(-1, keepdim=True) + eps) * ln.weight.double() + ln.bias.double()
 
 
-def _receiver_z(hm, stream, delta, receiver, patched=("q",), after_norm=False):
-    """The receiver's ``z`` ``(n, pos, d_head)`` when the inputs in ``patched`` read ``stream + delta``."""
-    layer, head = receiver
-    block, d, eps = hm.model.blocks[layer], hm.d_head, hm.model.config.ln_eps
-    clean_in = _layer_norm(stream, block.ln1, eps)
-    moved = clean_in + delta if after_norm else _layer_norm(stream + delta, block.ln1, eps)
-    qkv = {}
-    for c, lin in zip("qkv", (block.attn.W_Q, block.attn.W_K, block.attn.W_V)):
-        x = moved if c in patched else clean_in
-        qkv[c] = (x @ lin.weight.double().T + lin.bias.double())[..., head * d:(head + 1) * d]
-    pos = stream.shape[1]
-    scores = qkv["q"] @ qkv["k"].transpose(1, 2) / math.sqrt(d)
-    scores = scores.masked_fill(~torch.ones(pos, pos, dtype=torch.bool).tril(), float("-inf"))
-    return scores.softmax(-1) @ qkv["v"]
-
-
-def _end_metric(hm, ids, end, io, s, **kwargs) -> torch.Tensor:
+def _dla_case(name: str, hm, seed: int, n: int, hidden: bool = False) -> tuple[Case, dict]:
+    """A case of ``n`` random prompts (``seed``) on ``hm`` and the answers of the known mistakes."""
     from deviating.exercises.by_hand import run_by_hand
 
-    return _metric(run_by_hand(hm, ids, **kwargs).logits, end, io, s)
-
-
-def _path_mistakes(hm, clean, corrupted, sender, receiver, end, io, s) -> tuple[torch.Tensor, dict]:
-    from deviating.exercises.by_hand import run_by_hand
-
-    (ls, hs), (lr, hr) = sender, receiver
-    a, b = run_by_hand(hm, clean), run_by_hand(hm, corrupted)
-    delta = (b.z[ls][:, :, hs] - a.z[ls][:, :, hs]) @ _w_o(hm, ls, hs)
-
-    def with_z(z):
-        return _end_metric(hm, clean, end, io, s, replace={(lr, hr): z})
-
-    expected = with_z(_receiver_z(hm, a.resid[lr], delta, receiver))
-    whole = b.resid[lr] - a.resid[lr]  # every change of the stream, not the sender's alone
+    ids, end, io, s = random_prompts(seed, n, 9)
+    run = run_by_hand(hm, ids)
+    last = torch.full_like(end, ids.shape[1] - 1)
     mistakes = {
-        "the sender's change reached the receiver's query, key and value: patch the query only":
-            with_z(_receiver_z(hm, a.resid[lr], delta, receiver, "qkv")),
-        "the change reached the receiver's key; the exercise asks for its query":
-            with_z(_receiver_z(hm, a.resid[lr], delta, receiver, "k")),
-        "the change was added after the receiver's LayerNorm: add it to the residual stream, then normalise":
-            with_z(_receiver_z(hm, a.resid[lr], delta, receiver, after_norm=True)),
-        "the query read the whole corrupted stream (every earlier head's change), not the sender's change alone":
-            with_z(_receiver_z(hm, a.resid[lr], whole, receiver)),
-        "this is activation patching of the sender (its corrupted z along every path), not a path to one receiver":
-            _end_metric(hm, clean, end, io, s, replace={(ls, hs): b.z[ls][:, :, hs]}),
-        "the metric is read at the last position; read it at each prompt's END":
-            _metric(run_by_hand(hm, clean, replace={(lr, hr): _receiver_z(hm, a.resid[lr], delta, receiver)}).logits,
-                    end, io, s, at=torch.full_like(end, clean.shape[1] - 1)),
+        "the final LayerNorm's scale is missing: divide by sqrt(var + eps) of the final stream at END":
+            dla_by_hand(hm, run, end, io, s, scale=False),
+        "the head's write is not centred: the LayerNorm subtracts its mean over d_model first":
+            dla_by_hand(hm, run, end, io, s, centre=False),
+        "this is read at the last position; read each prompt at its END": dla_by_hand(hm, run, end, io, s, at=last),
+        "this is the share of logit(IO) alone: use the direction W_U[:, IO] - W_U[:, S]":
+            dla_by_hand(hm, run, end, io, s, only_io=True),
+        "W_O's bias is counted; it belongs to no head": dla_by_hand(hm, run, end, io, s, bias=True),
     }
-    return expected, mistakes
+    return (Case(name, args=(hm, ids, end, io, s), expected=dla_by_hand(hm, run, end, io, s).numpy(),
+                 hint="each head's write at END goes through the final LayerNorm as the whole stream does "
+                      "(centred, divided by the run's scale, times gamma), then onto the two names' directions.",
+                 hidden=hidden), mistakes)
 
 
-def check_path_patch_query(fn: Callable) -> None:
-    """Check ``fn(hm, clean, corrupted, sender, receiver, end, io_id, s_id)``: per prompt, the metric of
-    the clean run when only the receiver's **query** reads the sender's change (its corrupted minus its
-    clean output, through ``W_O``) added to the clean residual stream; everything else clean."""
-    from deviating.exercises.by_hand import naming_compare
-
-    small, deep = _models()
-    built = []
-    for name, hm, sender, receiver, seed, hidden in (
-            ("2 layers of 4 heads: sender 0.1, receiver 1.2", small, (0, 1), (1, 2), 3, False),
-            ("3 layers with MLPs: sender 0.0, receiver 2.1 (a layer in between)", deep, (0, 0), (2, 1), 4, False),
-            ("3 layers with MLPs: sender 1.1, receiver 2.0", deep, (1, 1), (2, 0), 5, True)):
-        clean, end, io, s = _prompts(seed, 3, 9)
-        corrupted = clean.clone()
-        corrupted[:, 2] = (clean[:, 2] + 7) % 40
-        corrupted[:, 4] = (clean[:, 4] + 3) % 40
-        expected, mistakes = _path_mistakes(hm, clean, corrupted, sender, receiver, end, io, s)
-        built.append((Case(name, args=(hm, clean, corrupted, sender, receiver, end, io, s),
-                           expected=expected.numpy(), hidden=hidden,
-                           hint="delta = (z_corrupted - z_clean of the sender) @ W_O[sender]; recompute the receiver "
-                                "with q from ln1(stream + delta), k and v from ln1(stream); put its new z into the "
-                                "clean run (hm.patch_z) and read the metric at END."), mistakes))
-    run_cases(fn, [c for c, _ in built], compare=naming_compare({id(c.expected): m for c, m in built}, atol=1e-4),
-              what="path patching into one receiver's query", forbid=_TOOLS)
-
-
-# ----------------------------------------------------------------------- backup, faithfulness
-
-
-def check_backup_drop(fn: Callable) -> None:
-    """Check ``fn(hm, ids, end, io_id, s_id, removed)``: ``(n, 2)``, per prompt the drop of the metric
-    when the heads ``removed`` are zero-ablated (clean minus ablated) and their summed direct share
-    on the clean run (what the drop would be if no other head changed)."""
-    from deviating.exercises.by_hand import naming_compare, run_by_hand
-
-    built = []
-    for name, hm, removed, seed, hidden in (("2 layers of 4 heads, remove 1.0 and 1.3", _models()[0], [(1, 0), (1, 3)], 6, False),
-                                            ("3 layers with MLPs, remove 1.1 and 2.0", _models()[1], [(1, 1), (2, 0)], 7, False),
-                                            ("2 layers, remove 0.2 and 1.1", _models()[0], [(0, 2), (1, 1)], 8, True)):
-        ids, end, io, s = _prompts(seed, 4, 9)
-        run = run_by_hand(hm, ids)
-        clean = _metric(run.logits, end, io, s)
-        ablated = _end_metric(hm, ids, end, io, s, zero=removed)
-        dla = _dla_by_hand(hm, run, end, io, s)
-        share = sum(dla[:, l, h] for l, h in removed)
-        after = _dla_by_hand(hm, run_by_hand(hm, ids, zero=removed), end, io, s)
-        expected = torch.stack([clean - ablated, share], 1)
-        mistakes = {
-            "the drop has the wrong sign: clean minus ablated": torch.stack([ablated - clean, share], 1),
-            "the direct share was measured on the ablated run, where the removed heads write nothing":
-                torch.stack([clean - ablated, sum(after[:, l, h] for l, h in removed)], 1),
-            "only the first removed head's direct share is counted": torch.stack([clean - ablated, dla[:, removed[0][0],
-                                                                                                       removed[0][1]]], 1),
-            "the direct share of every head is counted, not only the removed ones'":
-                torch.stack([clean - ablated, dla.sum((1, 2))], 1),
-        }
-        built.append((Case(name, args=(hm, ids, end, io, s, removed), expected=expected.numpy(), hidden=hidden,
-                           hint="column 0: metric(clean) - metric(with hm.ablate(removed)); column 1: the sum, over the "
-                                "removed heads, of their direct share on the clean run."), mistakes))
-    run_cases(fn, [c for c, _ in built], compare=naming_compare({id(c.expected): m for c, m in built}, atol=1e-4),
-              what="the backup test", forbid=_TOOLS)
-
-
-def _faithful(hm, ids, end, io, s, circuit, kind, reference, invert=False, over=None, per_prompt=False):
-    from deviating.exercises.by_hand import run_by_hand
-
-    heads = [(l, h) for l in range(hm.n_layers) for h in range(hm.n_heads)]
-    removed = [x for x in heads if (x in circuit) == invert]
-    full = _end_metric(hm, ids, end, io, s)
-    if kind == "zero":
-        alone = _end_metric(hm, ids, end, io, s, zero=removed)
-    else:
-        ref = run_by_hand(hm, reference if over is None else over)
-        means = {(l, h): ref.z[l][:, :, h].mean((0, 1)).expand(ids.shape[0], ids.shape[1], -1) for l, h in removed}
-        alone = _end_metric(hm, ids, end, io, s, replace=means)
-    return float((alone / full).mean()) if per_prompt else float(alone.mean() / full.mean())
-
-
-def check_circuit_faithfulness(fn: Callable) -> None:
-    """Check ``fn(hm, ids, end, io_id, s_id, circuit, kind, reference)``: the mean metric with every head
-    **outside** ``circuit`` ablated (``kind`` ``"zero"``, or ``"mean"``: replaced by its mean output over
-    every position of every ``reference`` input), divided by the whole model's mean metric."""
-    from deviating.exercises.by_hand import naming_compare
-
-    small, deep = _models()
-    built = []
-    for name, hm, circuit, kind, seed, hidden in (
-            ("2 layers of 4 heads, circuit {0.1, 1.2}, zero ablation", small, [(0, 1), (1, 2)], "zero", 9, False),
-            ("the same circuit, mean ablation over a reference set", small, [(0, 1), (1, 2)], "mean", 9, False),
-            ("3 layers with MLPs, circuit {0.0, 1.1, 2.1}, mean ablation", deep, [(0, 0), (1, 1), (2, 1)], "mean", 10,
-             False),
-            ("3 layers with MLPs, circuit {2.0}, zero ablation", deep, [(2, 0)], "zero", 11, True)):
-        ids, end, io, s = _prompts(seed, 6, 8)
-        reference = _prompts(seed + 100, 5, 8)[0]
-        args = (hm, ids, end, io, s, circuit, kind, reference)
-        mistakes = {
-            "the circuit's own heads were ablated: ablate every head *outside* the circuit": _faithful(*args, invert=True),
-            "this is the mean of per-prompt ratios; divide the mean metrics (a prompt near 0 blows a ratio up)":
-                _faithful(*args, per_prompt=True),
-        }
-        if kind == "mean":
-            mistakes["the mean was taken over the clean prompts; take it over the reference inputs"] = \
-                _faithful(*args, over=ids)
-        built.append((Case(name, args=args, hidden=hidden, expected=np.array(_faithful(*args)),
-                           hint="ablate the complement of the circuit (every head not in it); the mean is each head's "
-                                "z averaged over the reference inputs and positions; return mean(circuit) / mean(model)."),
-                      mistakes))
-    run_cases(fn, [c for c, _ in built], compare=naming_compare({id(c.expected): m for c, m in built}, atol=1e-4),
-              what="the faithfulness of a circuit", forbid=_TOOLS)
+def _drawn_dla_cases(rng: np.random.Generator) -> list[tuple[Case, dict]]:
+    """Two random GPTs of drawn size and weights, three or four random prompts each (drawn when grading)."""
+    out = []
+    for _ in range(2):
+        hm, seed = drawn_model(rng)
+        out.append(_dla_case(DRAWN + f"{hm.n_layers} layers of {hm.n_heads} heads, drawn weights", hm, seed,
+                             int(rng.integers(3, 5))))
+    return out
