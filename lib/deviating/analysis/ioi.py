@@ -49,11 +49,15 @@ def _position(prompts: IoiPrompts, name: str) -> torch.Tensor:
 
 
 def evaluation_prompts(hm: HeadModel, n: int = 128, seed: int = 0) -> tuple[IoiPrompts, IoiPrompts]:
-    """``(clean, abc)``: ``n`` prompts of the names **and** templates that ``hm`` (an ``ioi-gpt``
-    checkpoint) never saw in a generated sentence, drawn with ``seed``, and their ABC twins (drawn
-    with ``seed + 1`` from the same held-out names)."""
+    """``(clean, abc)``: ``n`` prompts of the names that ``hm`` (an ``ioi-gpt`` checkpoint) never saw
+    in an indirect-object sentence, in its *training* templates, drawn with ``seed``, and their ABC
+    twins (drawn with ``seed + 1`` from the same held-out names).
+
+    The circuit is read where the model does the task: the shipped seeds get 0.98 and 0.995 of
+    these prompts right, against 0.74 and 0.59 with held-out templates as well (their recipe's
+    docstring), where a head's share of an answer the model mostly misses would mean little."""
     split = IoiSplit.from_provenance(hm.provenance)
-    clean = make_prompts(hm.tokenizer, split.heldout_names, split.heldout_templates, n, seed)
+    clean = make_prompts(hm.tokenizer, split.heldout_names, split.train_templates, n, seed)
     return clean, corrupt_abc(hm.tokenizer, clean, split.heldout_names, seed + 1)
 
 

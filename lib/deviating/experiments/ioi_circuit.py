@@ -3,7 +3,7 @@ book's one definition of each role (:mod:`deviating.analysis.ioi_roles`), with i
 its faithfulness under three ablations; writes ``lib/deviating/results/ioi_circuit.json``.
 
 Per model (a checkpoint name of :data:`IOI_MODELS` that is installed), on ``n`` prompts of held-out
-names and templates and their ABC twins (:func:`~deviating.analysis.ioi.evaluation_prompts`):
+names in training templates and their ABC twins (:func:`~deviating.analysis.ioi.evaluation_prompts`):
 
 * ``accuracy``: what the checkpoint's provenance records (the training run's last evaluation) and
   whether the held-out accuracy meets :data:`TARGET`;
@@ -134,7 +134,7 @@ def load_results(path: Path | str = OUT) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: ``--prompts N`` (default 128), ``--models NAME ...``, ``--out FILE``."""
     p = argparse.ArgumentParser(prog="python -m deviating.experiments.ioi_circuit", description=__doc__.split("\n")[0])
-    p.add_argument("--prompts", type=int, default=128, help="held-out prompts per model (default 128)")
+    p.add_argument("--prompts", type=int, default=128, help="prompts of held-out names per model (default 128)")
     p.add_argument("--models", nargs="+", default=list(IOI_MODELS), help="checkpoint names (default: the 3 seeds)")
     p.add_argument("--out", default=str(OUT), help="where to write the JSON (default: the shipped file)")
     args = p.parse_args(argv)
