@@ -81,3 +81,43 @@ def test_a_seed_record_holds_both_importances_and_the_curve(setup):
     assert len(rec["task"]) == 2 and len(rec["task_per_prompt"][0][0]) == len(prompts)
     assert len(rec["text_per_window"][1][1]) == len(windows) and len(rec["pruning"]) == 2
     assert rec["pruning"][1]["heads"] == [rec["text_order"][0]]
+
+
+def test_the_shipped_result_has_the_schema_a_run_writes(setup):
+    import json
+    from importlib.resources import files
+
+    hm, prompts, windows = setup
+    shipped = json.loads((files("deviating") / "results" / "ioi_tail.json").read_text())
+    assert {"command", "ablation", "n_prompts", "n_windows", "models", "cpu_seconds", "wall_seconds"} <= set(shipped)
+    assert shipped["command"].startswith("python -m deviating.experiments.ioi_tail")
+    rec = seed_record(hm, prompts, windows, "mean", counts=[0, 1])
+    for name, stored in shipped["models"].items():
+        assert set(stored) == set(rec), name
+        assert set(stored["pruning"][0]) == set(rec["pruning"][0]), name
+        n_heads = len(stored["text_order"])
+        assert [r["removed"] for r in stored["pruning"]] == list(range(n_heads + 1)), name
+        assert stored["pruning"][-1]["heads"] == stored["text_order"], name  # the last row removes every head
+
+
+def test_the_figure_draws_one_line_per_model_in_each_panel_and_refuses_bad_axes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from deviating.figures.comparisons import plot_text_and_task
+
+    curve = [{"removed": k, "text_loss": 4.0 + 0.1 * k, "task_accuracy": 1.0 - 0.2 * k} for k in range(3)]
+    fig, axes = plt.subplots(1, 2)
+    plot_text_and_task(axes, {"a": {"pruning": curve}, "b": {"pruning": curve}}, tol=0.05)
+    text_lines, task_lines = axes[0].get_lines(), axes[1].get_lines()
+    for line in text_lines[:2]:  # the rise above the intact model's loss
+        assert [round(y, 9) for y in line.get_ydata()] == [0.0, 0.1, 0.2]
+    assert list(task_lines[0].get_ydata()) == [1.0, 0.8, 0.6]
+    assert len(text_lines) == 3 and len(task_lines) == 3  # two models and the tolerance / chance line
+    with pytest.raises(ValueError, match="two axes"):
+        plot_text_and_task([axes[0]], {"a": {"pruning": curve}})
+    with pytest.raises(ValueError, match="no model"):
+        plot_text_and_task(axes, {})
+    plt.close(fig)

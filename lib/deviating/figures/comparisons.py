@@ -81,3 +81,29 @@ def plot_roc(ax, curves: dict, title: str | None = None, mark_fpr: float | None 
         ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, frameon=False, loc="lower right")
     return ax
+
+
+def plot_text_and_task(axes, models: dict, tol: float | None = None):
+    """Two panels of a pruning run by importance on text (``deviating.experiments.ioi_tail``): the rise
+    of the text loss (left) and the task's accuracy (right) against the heads removed, one line per
+    model of ``models`` (name -> its record); ``tol``: the text's tolerance, drawn as a dashed line."""
+    if len(axes) != 2:
+        raise ValueError(f"give two axes (text, task), got {len(axes)}")
+    if not models:
+        raise ValueError("no model to draw")
+    text_ax, task_ax = axes
+    for name, record in models.items():
+        curve = record["pruning"]
+        removed = [r["removed"] for r in curve]
+        base = curve[0]["text_loss"]
+        text_ax.plot(removed, [r["text_loss"] - base for r in curve], marker=".", label=name)
+        task_ax.plot(removed, [r["task_accuracy"] for r in curve], marker=".", label=name)
+    if tol is not None:
+        text_ax.axhline(tol, color="0.4", linestyle="--", linewidth=0.8, label=f"tolerance {tol:g}")
+    task_ax.axhline(0.5, color="0.4", linestyle=":", linewidth=0.8, label="chance")
+    text_ax.set(xlabel="heads removed (least important on text first)", ylabel="text loss rise (nats)",
+                title="Brown text")
+    task_ax.set(xlabel="heads removed (least important on text first)", ylabel="share with IO above S",
+                title="the indirect-object task", ylim=(0.0, 1.02))
+    for ax in axes:
+        ax.legend(fontsize=7)
