@@ -109,7 +109,7 @@ def attribution_absolute(hm, clean, corrupted, end, io_id, s_id):
 
 
 CATALOGUE: dict[str, list] = {
-    "ex-05b-node-attribution": [attribution_detached, attribution_sign, attribution_corrupted_gradient,
+    "ex-05-node-attribution": [attribution_detached, attribution_sign, attribution_corrupted_gradient,
                                 attribution_gradient_times_activation, attribution_end_only,
                                 attribution_last_position, attribution_exact_patching, attribution_absolute],
 }
