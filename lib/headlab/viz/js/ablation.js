@@ -71,7 +71,7 @@ function contrastTable(view) {
       h("th", {}, "change")),
     named.map((i) => h("tr", { "data-text": i },
       h("td", { title: view.texts[i], class: "hl-text" }, view.texts[i]),
-      h("td", { class: "hl-pair" }, view.candidates[i].join(" − ")),
+      h("td", { class: "hl-pair", style: { whiteSpace: "nowrap" } }, view.candidates[i].join(" − ")),
       fmt(view.contrast_clean[i]), fmt(view.contrast[i]), fmt(view.contrast[i] - view.contrast_clean[i]))));
 }
 
@@ -100,7 +100,7 @@ function render({ model, el }) {
   root.append(h("div", {}, h("b", {}, "Click heads to ablate them"), " (rows: layers, columns: heads)"), grid,
     modeRow, h("div", { class: "hl-row" }, h("label", {}, "show the pattern of head ", select)),
     h("label", { style: { display: "block" } }, "texts, one per line (click outside to run them); end a line with ",
-      h("code", {}, "| A | B"), " to compare two next tokens", textarea),
+      h("code", { style: { whiteSpace: "nowrap" } }, "| A | B"), " to compare two next tokens", textarea),
     status, summary, tables, patternBox);
   el.append(root);
   const memo = {};
