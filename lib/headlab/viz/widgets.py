@@ -1,4 +1,4 @@
-"""The computation behind the live-ablation widget (:func:`headlab.viz.live.ablation_widget`).
+"""The computation behind the live-ablation widget (``headlab.viz.live.ablation_widget``).
 
 :class:`LiveAblation` recomputes what the widget shows for a set of ablated heads; tests and
 benchmarks call it directly. The checks here (texts, ``top_k``, the mode) are the widget's too.

@@ -71,7 +71,8 @@ function contrastTable(view) {
       h("th", {}, "change")),
     named.map((i) => h("tr", { "data-text": i },
       h("td", { title: view.texts[i], class: "hl-text" }, view.texts[i]),
-      h("td", { class: "hl-pair", style: { whiteSpace: "nowrap" } }, view.candidates[i].join(" − ")),
+      h("td", { class: "hl-pair" }, ...view.candidates[i].map((c, k) => h("span", { style: { whiteSpace: "nowrap" } },
+        k ? ` − ${c}` : c))),
       fmt(view.contrast_clean[i]), fmt(view.contrast[i]), fmt(view.contrast[i] - view.contrast_clean[i]))));
 }
 

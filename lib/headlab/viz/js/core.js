@@ -481,6 +481,7 @@ export const CSS = `
 .hl-widget table caption { caption-side: top; text-align: left; font-weight: 600; max-width: 16em; }
 .hl-widget .hl-tables { margin: 4px 0 8px; }
 .hl-widget .hl-tables > * { margin-bottom: 6px !important; }
+.hl-widget .hl-contrast td.hl-text { max-width: min(24em, 20vw); }
 .hl-widget input[type="text"], .hl-widget textarea { width: 100%; box-sizing: border-box; font: inherit; }
 `;
 
