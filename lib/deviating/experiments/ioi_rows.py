@@ -235,6 +235,9 @@ def c14_row(record: dict) -> ClaimRow:
     stand_in = [f"{r} at seed {m['seed']} ({', '.join(m['roles'][r]['heads'])})" for r in roles
                 for _, m in _models(record) if not m["roles"][r]["by_definition"]]
     note = [f"refused baselines (the rule that made the ground truth): {', '.join(sorted(set(refused)))}"]
+    absent = [r for r in ROLES if r not in roles]
+    if absent:
+        note.append(f"found on no seed, so not tested: {', '.join(absent)}")
     if stand_in:
         note.append(f"no head meets the definition, so the head with the most of the role's attention stands in: "
                     f"{'; '.join(stand_in)}")
