@@ -234,7 +234,8 @@ def c14_row(record: dict) -> ClaimRow:
         ms.append(Measurement.from_estimate(lead, f"{role} role", seed))
     stand_in = [f"{r} at seed {m['seed']} ({', '.join(m['roles'][r]['heads'])})" for r in roles
                 for _, m in _models(record) if not m["roles"][r]["by_definition"]]
-    note = [f"refused baselines (the rule that made the ground truth): {', '.join(sorted(set(refused)))}"]
+    note = [f"refused as answer keys (the rule that made the ground truth, or right on every prompt): "
+            f"{', '.join(sorted(refused))}"]
     absent = [r for r in ROLES if r not in roles]
     if absent:
         note.append(f"found on no seed, so not tested: {', '.join(absent)}")
