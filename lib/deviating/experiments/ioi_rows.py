@@ -156,6 +156,9 @@ def pruning_gap(text_loss, task_right, counts, tolerance: float, *, n_resamples:
     prompts resampled; the interval at the counts' resolution, as
     :func:`deviating.analysis.failure.failure_gap`."""
     loss, right = np.asarray(text_loss, float), np.asarray(task_right, float)
+    if loss.ndim != 2 or right.ndim != 2 or not loss.shape[0] == right.shape[0] == len(counts):
+        raise ValueError(f"text_loss {loss.shape} and task_right {right.shape} need one row per count "
+                         f"({len(counts)} counts)")
     fail = lambda m, better: first_failures(m, counts, tolerance, better)  # noqa: E731
     value = int(fail(loss.mean(1), False)) - int(fail(right.mean(1), True))
     rng = np.random.default_rng(seed)

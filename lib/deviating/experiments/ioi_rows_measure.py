@@ -170,7 +170,12 @@ def run(models: Sequence[str] | None = None, n_prompts: int = 128, n_windows: in
     from deviating.training.recipes import RECIPES
 
     circuit = circuit if circuit is not None else load_results()
+    if models is not None and set(models) - set(installed(models)):
+        raise ValueError(f"not installed: {', '.join(sorted(set(models) - set(installed(models))))}; installed "
+                         f"seeds: {', '.join(installed()) or 'none'}")
     models = installed(models if models is not None else IOI_MODELS)
+    if not models:
+        raise ValueError(f"no ioi-gpt checkpoint is installed (looked for {', '.join(IOI_MODELS)})")
     missing = [m for m in models if m not in circuit["models"]]
     if missing:
         raise ValueError(f"the stored circuit has no roles for {', '.join(missing)}: regenerate it with "
