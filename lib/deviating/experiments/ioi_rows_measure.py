@@ -181,8 +181,9 @@ def run(models: Sequence[str] | None = None, n_prompts: int = 128, n_windows: in
         raise ValueError(f"the stored circuit has no roles for {', '.join(missing)}: regenerate it with "
                          f"`{circuit.get('command', 'python -m deviating.experiments.ioi_circuit')}`")
     start = resource.getrusage(resource.RUSAGE_SELF)
-    record: dict[str, Any] = {"command": COMMAND, "n_prompts": n_prompts, "n_windows": n_windows,
-                              "task_seed": TASK_SEED, "ablation": "mean", "models": {}}
+    record: dict[str, Any] = {"command": COMMAND, "roles_from": circuit.get("command", "not recorded"),
+                              "n_prompts": n_prompts, "n_windows": n_windows, "task_seed": TASK_SEED,
+                              "ablation": "mean", "models": {}}
     for name in models:
         hm = headlab.load(name, device="cpu")
         prompts = task_prompts(hm, n_prompts)
