@@ -234,7 +234,9 @@ def c14_cells(record: dict) -> tuple[dict, dict[str, str], list[str], list[str]]
 def c14_row(record: dict) -> ClaimRow:
     """C14: per role and seed, the lead of the seed's own role heads (their attention summed; the
     first token excluded) in picking the role's ground-truth token, over the strongest baseline
-    that is not the answer key. Required: the roles found on every seed; the first is primary."""
+    that is not the answer key. Required: the roles found on every seed; the first is primary. A
+    role the definition finds on some seeds only is judged, not required; on a seed without it, the
+    head with the most of the role's attention stands in (the note names it)."""
     cells, refused, roles, required = c14_cells(record)
     ms = []
     for (role, seed), by in cells.items():
