@@ -282,7 +282,7 @@ def badge(verdict: str, typed: bool = False) -> str:
 
 
 # The models the book measures, most specific first: what a row's free-text "model" is about.
-_MODEL_NAMES = ("organism-small", "attn-only-1l", "attn-only-2l", "tiny-attn-2l", "two-relations", "heads-",
+_MODEL_NAMES = ("organism-small", "ioi-gpt", "attn-only-1l", "attn-only-2l", "tiny-attn-2l", "two-relations", "heads-",
                 "brown-attn-2l", "brown-gpt", "organism", "minilm", "gpt-2", "gpt2", "pythia", "bert", "llama")
 
 
