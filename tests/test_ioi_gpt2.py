@@ -130,6 +130,7 @@ def test_gpt2_is_used_when_the_hub_answers_and_the_stand_in_when_it_does_not(sta
 
     got = ioi_gpt2_model(True, "cpu", loader=answered)
     assert got.is_gpt2 and got.hm is stand_in.hm and set(STAND_IN_NAMES) <= set(got.names)
+    assert "choose Runtime > Change runtime type > a GPU" in got.note  # it sits on the CPU
     fell = ioi_gpt2_model(True, "cpu", loader=silent)
     assert not fell.is_gpt2 and "did not answer" in fell.note and "mean nothing" in fell.note
     with pytest.raises(TypeError, match="use_gpt2 must be True or False"):
