@@ -167,3 +167,10 @@ def test_the_colab_edition_keeps_the_opt_in_cell_runnable():
     cell = _opt_in_cell(nbformat.from_dict(edition))
     assert cell.source == _opt_in_cell(original).source
     assert "cellView" not in cell.metadata and not cell.metadata.get("jupyter", {}).get("source_hidden")
+
+
+def test_the_stored_output_is_the_stand_ins_and_says_so():
+    """The site shows the stored output under prose that calls it the stand-in's: it must be."""
+    cell = _opt_in_cell(nbformat.read(CHAPTER, as_version=4))
+    text = "".join(o.get("text", "") for o in cell.outputs)
+    assert "The stand-in:" in text and "mean nothing" in text and "in both:" not in text

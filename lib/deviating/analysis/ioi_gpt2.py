@@ -45,7 +45,7 @@ N_PROMPTS = 32  # prompts per run: path patching over GPT-2's 144 heads is the s
 STAND_IN_NAMES: tuple[str, ...] = CANDIDATE_NAMES[:12]  # the names the stand-in's tokenizer keeps whole
 _STAND_IN_NOTE = ("a tiny GPT-2 ({layers} layers of {heads} heads) with random weights, never trained, and "
                   "its own small tokenizer. Its numbers mean nothing: it is here so that the same code runs "
-                  "where GPT-2 small cannot be loaded. Set USE_GPT2 = True in Colab to run GPT-2 small.")
+                  "where GPT-2 small cannot be loaded. In Colab, set the flag USE_GPT2 to True to run GPT-2 small.")
 
 # One path patch on GPT-2 small's shape, 32 prompts, took 7.8 CPU-s on one thread of the book's machine, and
 # find_roles runs one per earlier head for each name mover, three per earlier head for each S-inhibition head.
