@@ -174,3 +174,32 @@ def test_the_stored_output_is_the_stand_ins_and_says_so():
     cell = _opt_in_cell(nbformat.read(CHAPTER, as_version=4))
     text = "".join(o.get("text", "") for o in cell.outputs)
     assert "The stand-in:" in text and "mean nothing" in text and "in both:" not in text
+
+
+def test_prompts_start_with_the_tokenizers_own_end_of_text_as_in_gpt2(stand_in):
+    """GPT-2's <|endoftext|> is its last id (50256), not 0, and its offsets keep a name's leading
+    space: the stand-in's tokenizer rebuilt that way gives the same prompts, with its own EOT first."""
+    import json
+
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    from deviating.data.ioi.prompts import make_prompts
+
+    spec = json.loads(stand_in.hm.tokenizer.backend_tokenizer.to_str())
+    vocab = spec["model"]["vocab"]
+    last = max(vocab, key=vocab.get)
+    vocab["<|endoftext|>"], vocab[last] = vocab[last], vocab["<|endoftext|>"]
+    for added in spec["added_tokens"]:
+        added["id"] = vocab[added["content"]]
+    spec["post_processor"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                              "use_regex": True}
+    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(spec)), eos_token="<|endoftext|>")
+    eot = eot_id(tok)
+    assert eot == len(vocab) - 1 != 0
+    clean = make_prompts(tok, STAND_IN_NAMES, range(8), 8, 0)
+    rows = torch.arange(len(clean))
+    assert (clean.tokens[:, 0] == eot).all() and not (clean.tokens[:, 1:] == 0).any()
+    assert torch.equal(clean.tokens[rows, clean.pos["IO"]], clean.io_id)
+    assert torch.equal(clean.tokens[rows, clean.pos["S2"]], clean.s_id)
+    assert tok.decode([int(clean.io_id[0])]) == " " + clean.sentences[0].io
