@@ -203,3 +203,16 @@ def test_prompts_start_with_the_tokenizers_own_end_of_text_as_in_gpt2(stand_in):
     assert torch.equal(clean.tokens[rows, clean.pos["IO"]], clean.io_id)
     assert torch.equal(clean.tokens[rows, clean.pos["S2"]], clean.s_id)
     assert tok.decode([int(clean.io_id[0])]) == " " + clean.sentences[0].io
+
+
+def test_path_patching_and_the_backup_test_run_on_a_hugging_face_gpt2(stand_in, prompts):
+    """The steps find_roles reaches only when it finds name movers (none in a random model), run
+    directly on the stand-in: GPT-2's attention, right-padded prompts, its own unembedding."""
+    from deviating.analysis.ioi import path_patch_senders
+    from deviating.analysis.ioi_circuit import backup_test
+
+    got = path_patch_senders(stand_in.hm, *prompts, (1, 0))
+    assert got.shape == (3, 2, 2) and torch.isfinite(got).all()
+    assert (got[:, 1] == 0).all() and (got[:, 0] != 0).all()  # only layer 0 can send to layer 1
+    result = backup_test(stand_in.hm, prompts[0], [(1, 1)])
+    assert set(result.change) == {(0, 0), (0, 1), (1, 0)}
