@@ -38,11 +38,11 @@ from headlab.heads.ablation import Ablation
 from headlab.heads.head import Head
 from headlab.heads.model import HeadModel
 from headlab.metrics import Metric
+from deviating.experiments.ioi_circuit import IOI_MODELS  # the recipe's training seeds, named once
 
 __all__ = ["IOI_MODELS", "TASK_SEED", "task_prompts", "task_importance", "text_importance", "text_order", "prune_by_text", "seed_record", "run",
            "main"]
 
-IOI_MODELS = ("ioi-gpt", "ioi-gpt-s1")
 TASK_SEED = 7  # the prompts' draw (held-out names, training templates), the same for every model
 
 
