@@ -171,7 +171,7 @@ def test_csv_gradebook_and_gradescope_results(graded, tmp_path) -> None:
     assert json.loads(json.dumps(results)) == results  # plain JSON
 
 
-def test_the_cli_handles_a_file_that_is_not_a_notebook(graded, tmp_path) -> None:
+def test_the_cli_handles_a_file_that_is_not_a_notebook(graded, tmp_path, capsys) -> None:
     bad = tmp_path / "bad.ipynb"
     bad.write_text("this is not json")
     out = tmp_path / "results.json"
@@ -184,12 +184,13 @@ def test_the_cli_handles_a_file_that_is_not_a_notebook(graded, tmp_path) -> None
     assert "graded WITHOUT operating-system isolation" in results["output"]  # the gradebook records it
     assert "graded WITHOUT operating-system isolation" in (tmp_path / "g.csv").read_text()
     assert len(results["tests"]) == 4
-    proc = subprocess.run([sys.executable, "-m", "deviating", "grade", str(bad), str(bad), "--gradescope", str(out)],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 2 and "exactly one submission" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "deviating", "grade", str(tmp_path / "missing.ipynb")],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 2 and "missing.ipynb: no such file" in proc.stderr, proc.stderr
+    from deviating.__main__ import main  # the argument errors in-process: the same entry point, no grading run
+
+    assert main(["grade", str(bad), str(bad), "--gradescope", str(out)]) == 2
+    assert "exactly one submission" in capsys.readouterr().err
+    assert main(["grade", str(tmp_path / "missing.ipynb")]) == 2
+    said = capsys.readouterr().err
+    assert "missing.ipynb: no such file" in said and "Traceback" not in said, said
 
 
 def test_importing_a_forbidden_module_inside_the_stub_is_no_forbidden_call() -> None:

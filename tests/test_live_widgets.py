@@ -27,8 +27,8 @@ import headlab
 from conftest import in_ci
 from headlab.metrics import next_token_loss
 from deviating.figures.widgets import JS, HeadCountPatterns, heads_widget, temperature_widget
-from headlab.viz.live import (JS_DIR, AblationWidget, ablation_widget, encode, packed, shipped_checkpoint,
-                              tokenizer_spec, unpack, widget_module)
+from headlab.viz.live import (JS_DIR, AblationWidget, ablation_widget, candidate_token, encode, packed,
+                              parse_line, shipped_checkpoint, tokenizer_spec, unpack, widget_module)
 from headlab.viz.widgets import LiveAblation
 
 SENTENCE = "the loud hunter that the prince taught is small . he sleeps ."
@@ -47,6 +47,26 @@ def family():
 @pytest.fixture(scope="module")
 def brown():
     return headlab.load("brown-attn-2l")
+
+
+@pytest.fixture(scope="module")
+def ioi():
+    return headlab.load("ioi-gpt")
+
+
+def ioi_prompts(hm, n: int = 2, seed: int = 3):
+    """``n`` indirect-object prompts of held-out names (the chapters' generator) and their typed
+    lines ``text | IO | S``."""
+    from deviating.analysis.ioi import evaluation_prompts
+
+    prompts, _ = evaluation_prompts(hm, n, seed)
+    return prompts, [f"{x.text} | {x.io} | {x.s}" for x in prompts.sentences]
+
+
+# typed lines, good and bad (the JavaScript must read each as Python does)
+LINES = ["Then Mary and John went out. John gave a drink to | Mary | John", "to | Mary", "a b | Mary | ",
+         "| Mary | John", "x | a | b | c", "no bar at all  ", "trailing spaces   |  Mary|John  ", "it's | 'a' | b"]
+CANDIDATES = ["Mary", "John", "Elizabeth", '"Mary"', "Zorblax", "Mary-Ann", "the", '"."', '""', '" "']
 
 
 # what a reader may type: accents, curly quotes, digits, contractions, runs of spaces, emoji, the special token
@@ -155,6 +175,64 @@ def test_ablation_widget_refuses_what_it_cannot_show(aom):
         ablation_widget(aom, aom_texts(aom), preset=[(7, 0)])
     with pytest.raises(ValueError, match="not in the vocabulary: 'hello'"):
         ablation_widget(aom, ["hello t1 t2"])
+
+
+def test_the_logit_difference_is_the_tasks_metric(ioi):
+    """A line ``text | IO | S`` shows logit(IO) - logit(S) at the text's end: the indirect-object
+    chapter's metric (deviating.analysis.ioi.logit_diffs on its own prompt batch), clean and with
+    heads zero-ablated, in contrast= form and typed."""
+    from deviating.analysis.ioi import logit_diffs
+
+    prompts, lines = ioi_prompts(ioi)
+    texts = [x.text for x in prompts.sentences]
+    w = ablation_widget(ioi, [*texts, "The jury said that"], contrast=[(x.io, x.s) for x in prompts.sentences] + [None])
+    assert w.texts == [*lines, "The jury said that"] and w.view["candidates"][2] == [] and w.view["contrast"][2] is None
+    assert w.view["texts"] == [*texts, "The jury said that"]
+    np.testing.assert_allclose(w.view["contrast_clean"][:2], logit_diffs(ioi, prompts).numpy(), rtol=0, atol=1e-5)
+    for heads in ([(3, 0), (3, 3)], [(2, 2), (1, 1)]):
+        w.ablated = [list(h) for h in heads]
+        np.testing.assert_allclose(w.view["contrast"][:2], logit_diffs(ioi, prompts, heads).numpy(), rtol=0, atol=1e-5)
+        assert all(abs(a - b) > 1e-3 for a, b in zip(w.view["contrast"][:2], w.view["contrast_clean"]))
+    typed = ablation_widget(ioi, lines, preset=[(2, 2), (1, 1)])
+    assert typed.view["contrast"] == w.view["contrast"][:2] and typed.view["candidates"] == [[x.io, x.s] for x in
+                                                                                           prompts.sentences]
+    # the candidate after a space, unless quoted; the browser's tokenizer and the model's agree
+    spec = w.tokenizer
+    assert candidate_token("Mary", ioi.tokenizer, spec) == candidate_token("Mary", ioi.tokenizer) == \
+        ioi.tokenizer(" Mary", add_special_tokens=False)["input_ids"][0]
+    assert candidate_token('"Mary"', ioi.tokenizer, spec) == ioi.tokenizer("Mary", add_special_tokens=False)["input_ids"][0]
+    assert candidate_token('"Mary"', ioi.tokenizer, spec) != candidate_token("Mary", ioi.tokenizer, spec)
+
+
+def test_a_bad_line_or_candidate_is_named(ioi, family):
+    with pytest.raises(ValueError, match=r"^'to \| Mary': 1 candidates \['Mary'\], not 2; write the text, then two"):
+        parse_line("to | Mary")
+    with pytest.raises(ValueError, match=r"'\| Mary \| John': no text before '\|'"):
+        parse_line("| Mary | John")
+    with pytest.raises(ValueError, match=r"3 candidates \['a', 'b', 'c'\], not 2"):
+        parse_line("x | a | b | c")
+    assert parse_line("no bar  ") == ("no bar  ", []) and parse_line("to  |Mary |  John") == ("to", ["Mary", "John"])
+    spec = tokenizer_spec(ioi.tokenizer)
+    for s in (spec, None):  # the browser's tokenizer, and the model's own
+        with pytest.raises(ValueError, match=r"candidate 'Mary-Ann' is 3 tokens for this model \(' Mary' \+ '-' \+ "
+                                             r"'Ann'\), not one: .* choose a word the tokenizer keeps whole"):
+            candidate_token("Mary-Ann", ioi.tokenizer, s)
+    with pytest.raises(ValueError, match="not in the vocabulary: 'xylophones'"):
+        candidate_token("xylophones", family[1].tokenizer, tokenizer_spec(family[1].tokenizer))
+    _, lines = ioi_prompts(ioi)
+    w = ablation_widget(ioi, lines)
+    w.texts = [lines[0], "and gave a drink to | Mary"]  # as the reader types it
+    assert w.view["error"].startswith("'and gave a drink to | Mary': 1 candidates ['Mary'], not 2")
+    w.texts = [lines[0].rsplit("|", 2)[0] + "| Zorblax | Mary"]
+    assert w.view["error"].startswith("candidate 'Zorblax' is ") and len(w.view["contrast"]) == 2  # the last good view
+    w.texts = lines[:1]
+    assert w.view["error"] is None and len(w.view["contrast"]) == 1
+    with pytest.raises(ValueError, match="contrast: give one pair"):
+        ablation_widget(ioi, ["a", "b"], contrast=[("Mary", "John")])
+    with pytest.raises(ValueError, match="contrast: give one pair"):
+        ablation_widget(ioi, ["a"], contrast=["Mary"])
+    with pytest.raises(ValueError, match="candidate 'Zorblax' is 6 tokens"):
+        ablation_widget(ioi, ["Then Mary gave a drink to"], contrast=[("Mary", "Zorblax")])
 
 
 def test_only_shipped_weights_get_an_export(aom):
@@ -275,6 +353,33 @@ def test_js_bpe_equals_python(tmp_path, brown):
     for row, words in zip(ids[-len(TYPED):], out["words"]):
         assert words[1:] == [brown.tokenizer.decode([i]) for i in row[1:]]
         assert words[0] == "<|endoftext|>"
+
+
+def test_js_typed_lines_equal_python(tmp_path, ioi, family):
+    """core.js parseLine and candidateToken read what parse_line and candidate_token read, with the
+    same messages, on the model of English with whole names and on a word-level vocabulary."""
+    spec, words = tokenizer_spec(ioi.tokenizer, n_ctx=64), tokenizer_spec(family[1].tokenizer)
+    word_candidates = ["lions", "xylophones", '"."']
+    out = run_js(tmp_path, """
+        const tryIt = (f) => { try { return f(); } catch (e) {
+            return (e instanceof core.VocabError ? "ValueError: " : "Error: ") + e.message; } };
+        return {lines: data.lines.map((l) => tryIt(() => { const p = core.parseLine(l); return [p.text, p.candidates]; })),
+                ids: data.candidates.map((w) => tryIt(() => core.candidateToken(w, data.spec))),
+                words: data.word_candidates.map((w) => tryIt(() => core.candidateToken(w, data.words))),
+                diff: core.logitDiff([0, 1, 2, 3, 4, 7], 1, 3, 2, 0)};
+    """, {"lines": LINES, "candidates": CANDIDATES, "word_candidates": word_candidates, "spec": spec, "words": words})
+
+    def py(f, *args):
+        try:
+            result = f(*args)
+        except ValueError as err:
+            return f"ValueError: {err}"
+        return list(result) if isinstance(result, tuple) else result
+
+    assert out["lines"] == [py(parse_line, line) for line in LINES]
+    assert out["ids"] == [py(candidate_token, w, ioi.tokenizer, spec) for w in CANDIDATES]
+    assert out["words"] == [py(candidate_token, w, family[1].tokenizer, words) for w in word_candidates]
+    assert sum(isinstance(x, int) for x in out["ids"]) == 6 and out["diff"] == 4  # 7 - 3: row 1 is [3, 4, 7]
 
 
 @pytest.mark.parametrize("name", ["temperature", "heads", "ablation"])

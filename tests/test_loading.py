@@ -71,9 +71,11 @@ def test_cli_errors_are_messages_not_tracebacks(tmp_path):
                          capture_output=True, text=True, env=env_offline)
     assert res.returncode == 2 and res.stderr.startswith("error: cannot load 'gpt2'")
     assert "Traceback" not in res.stderr
-    res = subprocess.run([sys.executable, "-m", "headlab", "sweep", "--texts", str(tmp_path / "none.txt"),
-                          "--json", str(tmp_path / "x.json")], capture_output=True, text=True)
-    assert res.returncode != 0 and "no such file" in res.stderr
+    from headlab.__main__ import main  # the same entry point in-process: the model is never loaded
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sweep", "--texts", str(tmp_path / "none.txt"), "--json", str(tmp_path / "x.json")])
+    assert "no such file" in str(exit_info.value.code)
 
 
 # ------------------------------------------------- offline, checkpoint folders, CLI errors

@@ -329,8 +329,12 @@ def test_the_library_command_runs_without_the_books_data_and_with_it(tmp_path, c
     book = json.loads((tmp_path / "book" / "report.json").read_text())
     assert book["circuits"]["inputs"]["own text"].startswith("the 256 evaluation sequences of the model's training")
     assert book["inputs"] == plain["inputs"] and book["ablation"] == plain["ablation"]  # the texts were given
-    assert entry.main(common + ["--out", str(tmp_path / "deviating")]) == 0
-    assert json.loads((tmp_path / "deviating" / "report.json").read_text())["circuits"] == book["circuits"]
+    # `python -m deviating report` is the same command with that --data as its default (its full run is
+    # test_cli_writes_the_report's): the parsed arguments name the same function and the book's data
+    book_args = entry.parser().parse_args(common + ["--out", str(tmp_path / "deviating")])
+    library_args = library_entry.build_parser("p", library_entry.COMMAND_MODULES, "").parse_args(
+        common + ["--out", str(tmp_path / "deviating"), "--data", "deviating.report:book_data"])
+    assert vars(book_args) == vars(library_args)
     capsys.readouterr()
     assert library_entry.main(common + ["--out", str(tmp_path / "x"), "--data", "deviating.report"]) == 2
     assert "--data 'deviating.report': give MODULE:FUNCTION, e.g. deviating.report:book_data" in capsys.readouterr().err

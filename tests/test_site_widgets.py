@@ -6,7 +6,10 @@ widget. After every move the test waits until the widget has drawn its new state
 compares what the page shows with headlab's PyTorch values for the same settings:
 the temperature row and its entropy with numpy; every head's pattern with
 HeadCountPatterns; the loss per text (to 1e-4) and the top-5 next tokens before and
-after with LiveAblation. It asserts that every move changes what is shown, that no
+after with LiveAblation. On chapter 6's second widget (``ioi-gpt``) the reader's typed lines
+``text | IO | S`` show logit(IO) - logit(S), compared to 1e-4 with LiveAblation and, under zero
+ablation, with the indirect-object chapter's own metric (deviating.analysis.ioi.logit_diffs); a
+bad line and a candidate that is not one token show Python's message. It asserts that every move changes what is shown, that no
 console error, failed request or request to another host happened, and reports the
 browser's latency per move (``performance.now()`` from the click to the drawn state;
 p50/p95 per widget, never asserted). Screenshots of each widget at 1280 and 390 px go
@@ -68,6 +71,9 @@ VIEW_JS = """(index) => {
   return {view: v, text: root.innerText,
     bars: cells('.hl-bar'), entropy: Number((root.querySelector('.hl-title') || {dataset: {}}).dataset.entropy),
     clean: cells('.hl-losses tr[data-text] td:nth-child(2)'), ablated: cells('.hl-losses tr[data-text] td:nth-child(3)'),
+    contrast_clean: cells('.hl-contrast tr[data-text] td:nth-child(3)'),
+    contrast: cells('.hl-contrast tr[data-text] td:nth-child(4)'),
+    error: (root.querySelector('.hl-error') || {}).textContent || null,
     top: Array.from(root.querySelectorAll('table[data-top="clean"] tr[data-token]')).map((r) => r.dataset.token),
     top_ablated: Array.from(root.querySelectorAll('table[data-top="ablated"] tr[data-token]')).map((r) => r.dataset.token),
     canvases: root.querySelectorAll('canvas.hl-pattern').length};
@@ -163,9 +169,9 @@ def shoot(page, name: str, index: int = 0) -> None:
 
 
 def check_narrow(browser_page, site_dir: Path, path: str, name: str) -> None:
-    """At 390 px the widget fits the page: nothing wider than the viewport."""
+    """At 390 px the widget fits the page: nothing wider than the viewport, its tables included."""
     page, problems = browser_page(site_dir, path, width=390)
-    widest = page.evaluate("""() => Math.max(...Array.from(document.querySelectorAll('.hl-widget'))
+    widest = page.evaluate("""() => Math.max(...Array.from(document.querySelectorAll('.hl-widget, .hl-widget table'))
         .map((el) => el.getBoundingClientRect().right))""")
     shoot(page, f"{name}-390px")
     page.context.close()
@@ -173,16 +179,27 @@ def check_narrow(browser_page, site_dir: Path, path: str, name: str) -> None:
     assert widest <= 390, f"{name}: the widget reaches {widest:.0f} px on a 390 px screen"
 
 
-def pytorch_ablation(hm, texts, ablated, mode, selected):
+def pytorch_ablation(hm, texts, ablated, mode, selected, candidates=None):
+    from headlab.viz.live import candidate_token
     from headlab.viz.widgets import LiveAblation
 
-    return LiveAblation(hm, texts).view([tuple(h) for h in ablated], mode, tuple(selected))
+    pairs = [tuple(candidate_token(w, hm.tokenizer) for w in c) if c else None for c in candidates or [[]] * len(texts)]
+    return LiveAblation(hm, texts, contrast=pairs).view([tuple(h) for h in ablated], mode, tuple(selected))
 
 
-def compare_ablation(name, shown, hm, texts, ablated, mode, selected) -> None:
-    want = pytorch_ablation(hm, texts, ablated, mode, selected)
+def compare_ablation(name, shown, hm, texts, ablated, mode, selected, candidates=None) -> None:
+    """The page shows PyTorch's view of ``texts`` (lines ``text | A | B`` when ``candidates``)."""
+    want = pytorch_ablation(hm, texts, ablated, mode, selected, candidates)
     what = f"{name}: ablated {ablated} ({mode})"
     assert shown["view"]["ablated"] == ablated and shown["view"]["mode"] == mode, what
+    assert shown["view"]["texts"] == texts and shown["view"].get("candidates", [[]] * len(texts)) == (
+        candidates or [[]] * len(texts)), what
+    named = [i for i, c in enumerate(candidates or []) if c]
+    assert len(shown["contrast"]) == len(shown["contrast_clean"]) == len(named), what
+    if named:
+        np.testing.assert_allclose(shown["contrast_clean"], [want.contrast_clean[i] for i in named], atol=1e-4, rtol=0,
+                                   err_msg=what)
+        np.testing.assert_allclose(shown["contrast"], [want.contrast[i] for i in named], atol=1e-4, rtol=0, err_msg=what)
     np.testing.assert_allclose(shown["clean"], want.clean.numpy(), atol=1e-4, rtol=0, err_msg=what)
     np.testing.assert_allclose(shown["ablated"], want.metric.numpy(), atol=1e-4, rtol=0, err_msg=what)
     assert shown["top"] == [t for t, *_ in want.top], what
@@ -247,7 +264,9 @@ def test_heads_widget(site, browser_page):
 
 
 def test_ablation_widget(site, browser_page):
-    (state,) = widget_states((site / PAGES["ablation"]).read_text(encoding="utf8"))
+    """Chapter 6's two live-ablation widgets, brown-gpt's and then ioi-gpt's (:func:`check_ioi_widget`)."""
+    state, ioi_state = widget_states((site / PAGES["ablation"]).read_text(encoding="utf8"))
+    assert state["onnx"].startswith("brown-gpt-"), "chapter 6's first live widget runs brown-gpt"
     name = re.match(r"(.+)-[0-9a-f]{12}-v\d+\.onnx$", state["onnx"]).group(1)
     hm = headlab.load(name)
     page, problems = browser_page(site, PAGES["ablation"])
@@ -287,9 +306,75 @@ def test_ablation_widget(site, browser_page):
             ablated = sorted([h for h in ablated if h != arg] + ([] if arg in ablated else [arg]))
         compare_ablation("ablation, typed English", page.evaluate(VIEW_JS, 0), hm, texts, ablated, mode, selected)
         shoot(page, "ablation-english-1280px")
+    check_ioi_widget(page, ioi_state)
     page.context.close()
     assert not problems, "\n".join(problems)
     check_narrow(browser_page, site, PAGES["ablation"], "ablation")
+
+
+def check_ioi_widget(page, state: dict) -> None:
+    """Chapter 6's second widget (on the page test_ablation_widget opened): ioi-gpt on indirect-object
+    sentences, each line ``text | IO | S``. The reader toggles heads, switches the mode, types new
+    sentences and two bad lines."""
+    from deviating.analysis.ioi import evaluation_prompts, logit_diffs
+    from deviating.experiments.ioi_circuit import load_results
+
+    from headlab.viz.live import parse_line
+
+    hm = headlab.load(re.match(r"(.+)-[0-9a-f]{12}-v\d+\.onnx$", state["onnx"]).group(1))
+    assert hm.name == "ioi-gpt" and hm.provenance["seed"] == 0
+    movers = load_results()["models"]["ioi-gpt"]["roles"]["name mover"]
+    assert [f"{l}.{h}" for l, h in state["ablated"]] == sorted(movers) and movers, "preset: seed 0's name movers"
+
+    def lines_of(typed):
+        parsed = [parse_line(x) for x in typed]
+        return [t for t, _ in parsed], [c for _, c in parsed]
+
+    texts, candidates = lines_of(state["texts"])
+    assert len(texts) == 2 and all(len(c) == 2 for c in candidates)
+    ablated, mode, selected = state["ablated"], state["mode"], state["selected"]
+    shown = page.evaluate(VIEW_JS, 1)
+    compare_ablation("ioi (saved state)", shown, hm, texts, ablated, mode, selected, candidates)
+    # the saved first view is the chapter's metric on the generator's prompts (zero ablation)
+    held, _ = evaluation_prompts(hm, 2)
+    assert [x.text for x in held.sentences] == texts and [[x.io, x.s] for x in held.sentences] == candidates
+    np.testing.assert_allclose(shown["contrast"], logit_diffs(hm, held, [tuple(h) for h in ablated]).numpy(), atol=1e-4)
+    np.testing.assert_allclose(shown["contrast_clean"], logit_diffs(hm, held).numpy(), atol=1e-4)
+    last = hm.n_layers - 1
+    moves = [("toggle", ablated[0]), ("toggle", [last - 1, 2]), ("mode", "mean"), ("select", [last - 1, 2]),
+             ("type", None), ("toggle", [0, 1]), ("mode", "zero"), ("toggle", [last, 1])]
+    typed_prompts, _ = evaluation_prompts(hm, 2, seed=7)
+    typed = [f"{x.text} | {x.io} | {x.s}" for x in typed_prompts.sentences] + [
+        "When Mary and John went to the store, John gave a drink to | Mary | John", "The jury said that the"]
+    for kind, arg in moves:
+        before = page.evaluate(VIEW_JS, 1)
+        if kind == "toggle":
+            click(page, "ioi", f'button[data-head="{arg[0]}.{arg[1]}"]', index=1)
+            ablated = sorted([h for h in ablated if h != arg] + ([] if arg in ablated else [arg]))
+        elif kind == "mode":
+            click(page, "ioi", f'button[data-mode="{arg}"]', index=1)
+            mode = arg
+        elif kind == "select":
+            click(page, "ioi", "select", f"{arg[0]}.{arg[1]}", index=1)
+            selected = arg
+        else:
+            click(page, "ioi", "textarea", "\n".join(typed), index=1)
+            texts, candidates = lines_of(typed)
+        shown = page.evaluate(VIEW_JS, 1)
+        assert shown["error"] is None, shown["error"]
+        compare_ablation(f"ioi, {kind} {arg}", shown, hm, texts, ablated, mode, selected, candidates)
+        if kind == "toggle":
+            assert shown["contrast"] != before["contrast"], f"toggling {arg} did not move the logit difference"
+    # zero ablation: the chapter's metric on the typed prompts, computed by deviating.analysis.ioi
+    np.testing.assert_allclose(page.evaluate(VIEW_JS, 1)["contrast"][:2],
+                               logit_diffs(hm, typed_prompts, [tuple(h) for h in ablated]).numpy(), atol=1e-4)
+    shoot(page, "ioi-1280px", index=1)
+    for bad in ("The jury gave a drink to | Mary", "Then Mary gave a drink to | Zorblax | Mary"):
+        click(page, "ioi", "textarea", bad, index=1)
+        with pytest.raises(ValueError) as err:  # what the widget says with a kernel
+            bad_texts, bad_candidates = lines_of([bad])
+            pytorch_ablation(hm, bad_texts, ablated, mode, selected, bad_candidates)
+        assert page.evaluate(VIEW_JS, 1)["error"] == str(err.value), bad
 
 
 def test_organism_ablation(site, browser_page, tmp_path):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from headlab.metrics import Metric
-from headlab.viz.widgets import LiveAblation, ablation_widget
+from headlab.viz.live import ablation_widget
+from headlab.viz.widgets import LiveAblation
 from tiny_models import make_model
 
 
@@ -61,14 +63,27 @@ def test_encoder_view_reports_embedding_change():
 
 
 def test_widget_toggles_recompute(causal):
-    box = ablation_widget(causal, ["5 9 3 7 2", "4 4 8"], preset=[(1, 1)])
-    grid, readout = box.children[1], box.children[4].children[0]
-    assert "ablated:</b> 1.1" in readout.value
-    toggle = grid.children[2]  # head 0.2
-    toggle.value = True
-    assert "ablated:</b> 0.2, 1.1" in readout.value
+    w = ablation_widget(causal, ["5 9 3 7 2", "4 4 8"], preset=[(1, 1)])
+    assert w.view["ablated"] == [[1, 1]] and w.onnx == "" and w.tokenizer is None  # a kernel computes it
+    w.ablated = [[0, 2], [1, 1]]  # as the front-end sets it on a click
+    assert w.view["ablated"] == [[0, 2], [1, 1]]
+    np.testing.assert_allclose(w.view["metric"], LiveAblation(causal, ["5 9 3 7 2", "4 4 8"]).view(
+        [(0, 2), (1, 1)]).metric.numpy(), atol=1e-6)
     with pytest.raises(ValueError, match="out of range"):
         ablation_widget(causal, ["1 2 3"], preset=[(7, 0)])
+
+
+def test_the_widget_shows_an_encoder_too():
+    """One live-ablation widget for every model: an encoder's view is 1 - cos of its pooled
+    embedding to the clean one, with no next tokens."""
+    hm = make_model("bert")
+    hm.tokenizer = IdTokenizer()
+    w = ablation_widget(hm, ["5 9 3 7", "4 4 8 1"])
+    assert w.view["what"].startswith("1 - cos") and w.view["top"] == [] and max(w.view["metric"]) < 1e-5
+    w.ablated = [[1, 2]]
+    assert min(w.view["metric"]) > 0
+    w.texts = ["5 9 3 7 | 4 | 8"]
+    assert "is an encoder: it predicts no next token" in w.view["error"]
 
 
 def test_bad_calls_get_an_error_that_names_the_value(causal):

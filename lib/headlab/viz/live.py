@@ -1,13 +1,13 @@
 """Widgets that compute wherever the reader is: in a notebook and on the static website.
 
-The live-ablation `anywidget <https://anywidget.dev>`_ widget (:func:`ablation_widget`), its
-front-end in ``headlab/viz/js/``, and what any such widget shares: the tokenizer in the browser
-(:func:`tokenizer_spec`, :func:`encode`), packed arrays (:func:`packed`), the front-end's module
-(:func:`widget_module`). The book's teaching widgets (the temperature of one row, models that
-differ only in their number of heads) are built on these in ``deviating.figures.widgets``. In a
-notebook the kernel computes each view with PyTorch; on the static site the front-end runs
-the models' ONNX exports (:mod:`headlab.heads.onnx`) with onnxruntime-web. The first view
-is computed here and saved with the notebook.
+The live-ablation `anywidget <https://anywidget.dev>`_ widget (:func:`ablation_widget`) with its
+typed lines ``text | A | B`` (:func:`parse_line`, :func:`candidate_token`), its front-end in
+``headlab/viz/js/``, and what any such widget shares: the tokenizer in the browser (:func:`tokenizer_spec`,
+:func:`encode`), packed arrays (:func:`packed`), the front-end's module (:func:`widget_module`). The
+book's teaching widgets (the temperature of one row, models that differ only in their number of heads)
+are built on these in ``deviating.figures.widgets``. In a notebook the kernel computes each view with
+PyTorch; on the static site the front-end runs the models' ONNX exports (:mod:`headlab.heads.onnx`)
+with onnxruntime-web. The first view is computed here and saved with the notebook.
 """
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ import torch
 import traitlets as t
 
 from headlab.heads.model import HeadModel
-from headlab.viz.widgets import LiveAblation, check_texts, check_top_k
+from headlab.viz.widgets import LiveAblation, check_mode, check_texts, check_top_k
 from headlab.models.checkpoints import CHECKPOINT_DIR, available_organisms
 from headlab.models.gpt import GPT
 from headlab.heads.onnx import onnx_file_name
 
 __all__ = ["AblationWidget", "ablation_widget", "tokenizer_spec", "encode", "byte_chars", "BPE_SPLIT",
-           "shipped_checkpoint", "onnx_file", "spec_or_none", "packed", "unpack", "widget_module", "JS_DIR"]
+           "shipped_checkpoint", "onnx_file", "spec_or_none", "packed", "unpack", "widget_module", "JS_DIR",
+           "parse_line", "candidate_token"]
 
 JS_DIR = Path(__file__).resolve().parent / "js"
 ABLATION_MODES = ("zero", "mean")
@@ -140,6 +141,38 @@ def _bpe_encode(text: str, spec: dict, index: dict[str, int]) -> list[int]:
     return ids
 
 
+def parse_line(line: str) -> tuple[str, list[str]]:
+    """A typed line as ``(text, candidates)``: ``"text | A | B"`` gives ``(text, [A, B])`` (the text's
+    trailing spaces dropped), a line without ``|`` gives ``(line, [])``. ``A`` and ``B`` are two candidate
+    next tokens (:func:`candidate_token`); core.js ``parseLine`` is the same rule. Raises ``ValueError``
+    naming the line unless exactly two non-empty candidates follow the text."""
+    text, *candidates = line.split("|")
+    candidates = [c.strip() for c in candidates]
+    if candidates and (len(candidates) != 2 or not all(candidates) or not text.strip()):
+        found = [c for c in candidates if c]
+        problem = "no text before '|'" if not text.strip() else f"{len(found)} candidates {found}, not 2"
+        raise ValueError(f"{line.strip()!r}: {problem}; write the text, then two candidate next tokens "
+                         "after '|', e.g. 'When Mary and John went out, John gave a drink to | Mary | John'")
+    return (text.rstrip(), candidates) if candidates else (line, [])
+
+
+def candidate_token(word: str, tokenizer, spec: dict | None = None) -> int:
+    """The token id of candidate ``word``: the one token of ``" " + word`` (the word after a space), or of
+    the characters between the quotes when ``word`` is written in double quotes (``"."``: a full stop
+    with no space), tokenized by ``spec`` (as the browser does) or else by ``tokenizer``. Raises
+    ``ValueError`` naming a candidate that is not one token, with its tokens and what to do."""
+    piece = word[1:-1] if len(word) > 1 and word[0] == word[-1] == '"' else " " + word
+    bare = {**spec, "prefix": [], "suffix": [], "add_bos": False, "n_ctx": None} if spec is not None else None
+    ids = [] if not piece.strip() else encode(piece, bare) if bare else tokenizer(piece, add_special_tokens=False)[
+        "input_ids"]
+    if len(ids) != 1:
+        parts = [tokenizer.decode([i]) for i in ids]
+        raise ValueError(f"candidate {word!r} is {len(ids)} tokens for this model ({' + '.join(map(repr, parts))}), "
+                         "not one: the logit difference compares two single next tokens; choose a word the "
+                         "tokenizer keeps whole (a more frequent one)")
+    return ids[0]
+
+
 # ---------------------------------------------------------------------------- models
 
 
@@ -220,18 +253,25 @@ class AblationWidget(anywidget.AnyWidget):
 
     def compute(self) -> dict:
         """The view for the current controls, with PyTorch (raises ``ValueError`` on bad input)."""
-        if self.mode not in ABLATION_MODES:
-            raise ValueError(f"unknown ablation mode {self.mode!r}: choose from {', '.join(ABLATION_MODES)}")
-        texts = [x for x in self.texts if x.strip()]
+        check_mode(self.mode, ABLATION_MODES)
+        lines = [parse_line(x) for x in self.texts if x.strip()]
+        texts, candidates = [x for x, _ in lines], [c for _, c in lines]
+        if any(candidates) and not self._hm.causal:
+            raise ValueError(f"{self._hm.name} is an encoder: it predicts no next token, so no line can end in "
+                             "'| A | B'")
         if self.tokenizer is not None:
             for text in texts:
                 encode(text, self.tokenizer)
-        if self._live is None or self._live.texts != texts:
-            self._live = LiveAblation(self._hm, texts, top_k=self.top_k)
+        pairs = [tuple(candidate_token(w, self._hm.tokenizer, self.tokenizer) for w in c) if c else None
+                 for c in candidates]
+        if self._live is None or self._live.texts != texts or self._live.contrast != pairs:
+            self._live = LiveAblation(self._hm, texts, top_k=self.top_k, contrast=pairs)
         heads = self._hm.check_heads(self.ablated) if self.ablated else []
         selected = self._hm.check_heads([self.selected])[0]
         view = self._live.view(heads, self.mode, selected)
-        return {"texts": texts, "clean": view.clean.tolist(), "metric": view.metric.tolist(),
+        return {"texts": texts, "clean": view.clean.tolist(), "metric": view.metric.tolist(), "what":
+                "next-token loss (nats)" if self._hm.causal else "1 - cos of the pooled embedding to the clean one",
+                "candidates": candidates, "contrast": view.contrast, "contrast_clean": view.contrast_clean,
                 "ablated": [list(x) for x in heads], "mode": self.mode, "selected": list(selected),
                 "top": [list(x) for x in view.top], "top_ablated": [list(x) for x in view.top_ablated],
                 "tokens": list(view.tokens), "pattern": packed(view.pattern), "error": None}
@@ -244,15 +284,22 @@ class AblationWidget(anywidget.AnyWidget):
 
 
 def ablation_widget(hm: HeadModel, texts: Sequence[str], preset: Sequence = (), mode: str = "zero",
-                    selected=None, top_k: int = 5) -> AblationWidget:
+                    selected=None, top_k: int = 5, contrast: Sequence | None = None) -> AblationWidget:
     """A layers x heads grid of toggles (on = ablated) with the loss per text, the top-``top_k``
-    next tokens and the ``selected`` head's pattern, clean and ablated. Causal LMs only."""
-    if not hm.causal:
-        raise ValueError(f"{hm.name} is an encoder; the live ablation widget reads next-token "
-                         "predictions (use headlab.viz.widgets.ablation_widget for encoders)")
-    if mode not in ABLATION_MODES:
-        raise ValueError(f"unknown ablation mode {mode!r}: choose from {', '.join(ABLATION_MODES)}")
+    next tokens and the ``selected`` head's pattern, clean and ablated. For an encoder, 1 - cos of
+    each text's pooled embedding to the clean one instead of the loss, and no next tokens.
+
+    ``contrast``: per text ``None`` or two candidate next tokens ``(A, B)`` (:func:`candidate_token`),
+    e.g. ``("Mary", "John")``; the widget then also shows logit(A) - logit(B) at the text's end. The
+    reader writes the same as a typed line, ``text | A | B`` (:func:`parse_line`)."""
+    check_mode(mode, ABLATION_MODES)
     texts = check_texts(texts)
+    if contrast is not None:
+        if len(contrast) != len(texts) or any(c is not None and (isinstance(c, str) or len(c) != 2)
+                                              for c in contrast):
+            raise ValueError(f"contrast: give one pair (A, B) or None per text, got {contrast!r} for {len(texts)} "
+                             "texts")
+        texts = [t if c is None else " | ".join([t.rstrip(), *map(str, c)]) for t, c in zip(texts, contrast)]
     check_top_k(top_k, getattr(hm.model.config, "d_vocab", None))
     preset = hm.check_heads(preset) if preset else []
     selected = hm.check_heads([selected])[0] if selected is not None else (preset[0] if preset else (0, 0))

@@ -1,9 +1,7 @@
-"""Interactive widgets (ipywidgets): live ablation.
+"""The computation behind the live-ablation widget (``headlab.viz.live.ablation_widget``).
 
-The computation lives in plain classes (:class:`LiveAblation`) that tests and
-benchmarks call directly; the widget functions only lay out controls and call
-them. Each widget renders its initial state before it is returned, so the
-static site (which embeds widget state) shows a meaningful picture.
+:class:`LiveAblation` recomputes what the widget shows for a set of ablated heads; tests and
+benchmarks call it directly. The checks here (texts, ``top_k``, the mode) are the widget's too.
 """
 
 from __future__ import annotations
@@ -14,12 +12,11 @@ from typing import Sequence
 import torch
 
 from headlab.heads.ablation import Ablation
-from headlab.heads.head import Head, format_head, format_heads
+from headlab.heads.head import Head
 from headlab.heads.model import ABLATION_MODES, HeadModel
 from headlab.metrics import mean_pool, next_token_loss
-from headlab.viz.patterns import plot_pattern
 
-__all__ = ["LiveAblation", "AblationView", "ablation_widget", "check_texts", "check_top_k", "check_mode"]
+__all__ = ["LiveAblation", "AblationView", "check_texts", "check_top_k", "check_mode"]
 
 
 def check_texts(texts) -> list[str]:  # noqa: ANN001
@@ -49,10 +46,10 @@ def check_top_k(top_k, vocab: int | None = None) -> int:  # noqa: ANN001
     return top_k
 
 
-def check_mode(mode) -> str:  # noqa: ANN001
-    """``mode`` if it is an ablation mode; ValueError naming it and the choices otherwise."""
-    if mode not in ABLATION_MODES:
-        raise ValueError(f"unknown ablation mode {mode!r}: choose from {', '.join(ABLATION_MODES)}")
+def check_mode(mode, modes: Sequence[str] = ABLATION_MODES) -> str:  # noqa: ANN001
+    """``mode`` if it is one of ``modes``; ValueError naming it and the choices otherwise."""
+    if mode not in modes:
+        raise ValueError(f"unknown ablation mode {mode!r}: choose from {', '.join(modes)}")
     return mode
 
 
@@ -72,6 +69,8 @@ class AblationView:
             to the heads below it), and ``tokens`` its labels.
         top_ablated: for causal LMs, the ablated model's own top next-token predictions at the
             same position, ``[(token, prob_clean, prob_ablated)]`` (ablated ranking).
+        contrast, contrast_clean: per text with a pair ``(a, b)`` (:class:`LiveAblation`'s
+            ``contrast``), logit(a) - logit(b) at its last token, ablated and clean; else ``None``.
     """
 
     metric: torch.Tensor
@@ -81,22 +80,31 @@ class AblationView:
     pattern: torch.Tensor | None
     tokens: list[str]
     top_ablated: list[tuple[str, float, float]] = field(default_factory=list)
+    contrast: list[float | None] = field(default_factory=list)
+    contrast_clean: list[float | None] = field(default_factory=list)
 
 
 class LiveAblation:
-    """Recompute the model's behaviour for a set of ablated heads (one forward pass)."""
+    """Recompute the model's behaviour for a set of ablated heads (one forward pass).
+
+    ``contrast`` (causal LMs): per text ``None`` or a pair of token ids ``(a, b)`` whose logit
+    difference at the text's last token each view reports (:class:`AblationView`)."""
 
     def __init__(self, hm: HeadModel, texts: Sequence[str], reference: Sequence[str] | None = None,
-                 top_k: int = 5):
+                 top_k: int = 5, contrast: Sequence[tuple[int, int] | None] | None = None):
         self.hm = hm
         self.top_k = check_top_k(top_k)
         self.reference = check_texts(reference) if reference is not None else None
-        self.set_texts(texts)
+        self.set_texts(texts, contrast)
         if hm.causal:
             check_top_k(top_k, int(self._clean_out.shape[-1]))
 
-    def set_texts(self, texts: Sequence[str]) -> None:
+    def set_texts(self, texts: Sequence[str], contrast: Sequence[tuple[int, int] | None] | None = None) -> None:
         texts = check_texts(texts)
+        self.contrast = list(contrast) if contrast is not None else [None] * len(texts)
+        if len(self.contrast) != len(texts) or (not self.hm.causal and any(self.contrast)):
+            raise ValueError(f"contrast: give one token pair (a, b) or None per non-empty text of a causal LM, "
+                             f"got {len(self.contrast)} for {len(texts)} texts of {self.hm.name}")
         self.texts = texts
         self.batch = self.hm.tokenize(texts)
         with torch.no_grad():
@@ -105,6 +113,7 @@ class LiveAblation:
             self._clean_out = out
             self._pooled = None
             self.clean = next_token_loss(out, self.batch["input_ids"], self.batch["attention_mask"])
+            self.contrast_clean = self._contrast(out)
         else:
             self._pooled = mean_pool(out, self.batch["attention_mask"])
             self.clean = torch.zeros(len(texts))
@@ -138,97 +147,23 @@ class LiveAblation:
             last = n - 1
             p_clean = torch.softmax(self._clean_out[0, last].float(), -1)
             p_abl = torch.softmax(out[0, last].float(), -1)
-            ids = torch.topk(p_clean, self.top_k).indices.tolist()
             tok = hm.tokenizer
-            names_ = tok.convert_ids_to_tokens(ids) if tok is not None else [str(i) for i in ids]
-            top = [(name, float(p_clean[i]), float(p_abl[i])) for name, i in zip(names_, ids)]
-            ids_abl = torch.topk(p_abl, self.top_k).indices.tolist()
-            names_abl = tok.convert_ids_to_tokens(ids_abl) if tok is not None else [str(i) for i in ids_abl]
-            top_abl = [(name, float(p_clean[i]), float(p_abl[i])) for name, i in zip(names_abl, ids_abl)]
-            return AblationView(metric, self.clean, top, None, pattern, self.tokens, top_abl)
+
+            def top(p: torch.Tensor) -> list[tuple[str, float, float]]:  # the top_k of p, with both probabilities
+                ids = torch.topk(p, self.top_k).indices.tolist()
+                names_ = tok.convert_ids_to_tokens(ids) if tok is not None else [str(i) for i in ids]
+                return [(name, float(p_clean[i]), float(p_abl[i])) for name, i in zip(names_, ids)]
+
+            return AblationView(metric, self.clean, top(p_clean), None, pattern, self.tokens, top(p_abl),
+                                self._contrast(out), self.contrast_clean)
         pooled = mean_pool(out, batch["attention_mask"])
         metric = 1 - torch.nn.functional.cosine_similarity(pooled, self._pooled, dim=-1)
         e = torch.nn.functional.normalize(pooled, dim=-1)
         return AblationView(metric, self.clean, [], e @ e.T, pattern, self.tokens)
 
 
-def ablation_widget(hm: HeadModel, texts: Sequence[str], preset: Sequence[Head] = (), mode: str = "zero",
-                    selected: Head | None = None, reference: Sequence[str] | None = None):
-    """A layers x heads grid of toggles (on = ablated), a mode choice, a text box, and a live
-    read-out: the metric per text and, for causal LMs, the top next-token predictions of the first
-    text; plus the selected head's pattern. ``preset``: heads ablated at start."""
-    import ipywidgets as w
-    import matplotlib.pyplot as plt
-    from IPython.display import display
-
-
-    check_mode(mode)
-    live = LiveAblation(hm, texts, reference=reference)
-    preset = set(hm.check_heads(preset)) if preset else set()
-    selected = hm.check_heads([selected])[0] if selected is not None else (sorted(preset)[0] if preset else (0, 0))
-    toggles = {}
-    for layer, head in hm.heads():
-        toggles[(layer, head)] = w.ToggleButton(
-            value=(layer, head) in preset, description=format_head((layer, head)),
-            tooltip=f"ablate head {format_head((layer, head))}",
-            layout=w.Layout(width="46px", height="26px", padding="0px"))
-    grid = w.GridBox(list(toggles.values()),
-                     layout=w.Layout(grid_template_columns=f"repeat({hm.n_heads}, 48px)", grid_gap="2px"))
-    mode_box = w.Dropdown(options=list(ABLATION_MODES), value=mode, description="mode")
-    head_box = w.Dropdown(options=[(format_head((l, h)), (l, h)) for l, h in hm.heads()], value=selected,
-                          description="show head")
-    text_box = w.Textarea(value="\n".join(texts), description="texts", rows=min(6, len(texts) + 1),
-                          layout=w.Layout(width="95%"))
-    readout = w.HTML()
-    figure = w.Output()
-
-    def render(*_):
-        try:
-            lines = [t for t in text_box.value.splitlines() if t.strip()]
-            if lines != live.texts:
-                live.set_texts(lines)
-            ablated = [h for h, t in toggles.items() if t.value]
-            view = live.view(ablated, mode_box.value, head_box.value)
-        except ValueError as err:
-            readout.value = f"<b>error:</b> {err}"
-            return
-        readout.value = _readout_html(hm, live.texts, ablated, view)
-        figure.clear_output(wait=True)
-        fig, ax = plt.subplots(figsize=(3.6, 3.4), constrained_layout=True)
-        layer, head = head_box.value
-        plot_pattern(ax, view.pattern, view.tokens, title=f"head {format_head((layer, head))} on the first text")
-        plt.close(fig)
-        with figure:
-            display(fig)
-
-    for t in toggles.values():
-        t.observe(render, names="value")
-    mode_box.observe(render, names="value")
-    head_box.observe(render, names="value")
-    text_box.observe(render, names="value")
-    render()
-    return w.VBox([w.HTML("<b>Click heads to ablate them</b> (rows: layers, columns: heads)"), grid,
-                   w.HBox([mode_box, head_box]), text_box, w.HBox([readout, figure])])
-
-
-def _readout_html(hm: HeadModel, texts, ablated, view: AblationView) -> str:
-    names = format_heads(ablated, empty="none")
-    rows = []
-    what = "next-token loss" if hm.causal else "1 - cos to clean embedding"
-    for text, clean, value in zip(texts, view.clean.tolist(), view.metric.tolist()):
-        short = (text[:48] + "…") if len(text) > 49 else text
-        if hm.causal:
-            rows.append(f"<tr><td>{_esc(short)}</td><td>{clean:.3f}</td><td>{value:.3f}</td></tr>")
-        else:
-            rows.append(f"<tr><td>{_esc(short)}</td><td></td><td>{value:.4f}</td></tr>")
-    html = (f"<div style='font-size:12px'><b>ablated:</b> {names}<br><b>{what}</b>"
-            "<table><tr><th>text</th><th>clean</th><th>ablated</th></tr>" + "".join(rows) + "</table>")
-    if view.top:
-        html += "<b>top predictions after the first text</b><table><tr><th>token</th><th>clean</th><th>ablated</th></tr>"
-        html += "".join(f"<tr><td>{_esc(t)}</td><td>{a:.3f}</td><td>{b:.3f}</td></tr>" for t, a, b in view.top)
-        html += "</table>"
-    return html + "</div>"
-
-
-def _esc(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    def _contrast(self, logits: torch.Tensor) -> list[float | None]:
+        mask = self.batch["attention_mask"]
+        last = (mask * torch.arange(mask.shape[1], device=mask.device)).argmax(1).tolist()  # right or left padding
+        rows = logits[list(range(len(last))), last].float()  # (texts, vocab): each text's last token
+        return [None if p is None else float(rows[i, p[0]] - rows[i, p[1]]) for i, p in enumerate(self.contrast)]

@@ -1,6 +1,7 @@
 // headlab live widget (c): live ablation. Toggle any set of heads, zero or mean ablation;
 // see the next-token loss per text, the top next-token predictions after the first text
-// before and after, and the pattern of a chosen head, recomputed on each click.
+// before and after, and the pattern of a chosen head, recomputed on each click. A line typed
+// "text | A | B" also shows logit(A) - logit(B) after the text (core.js parseLine).
 // Traits (see headlab.viz.live.AblationWidget): n_layers, n_heads, d_head, ablated, mode,
 // selected, texts, top_k, tokenizer, onnx, view. With a kernel, headlab (PyTorch) computes
 // `view`; on the book's website, onnxruntime-web runs the exported model in the browser.
@@ -9,9 +10,13 @@ const probsOf = (out, row, vocab) => Array.from(logSoftmaxRow(out.logits, row, v
 
 async function computeAblation(model, assets, memo) {
   const spec = model.get("tokenizer");
-  const texts = model.get("texts").filter((t) => t.trim());
-  if (!texts.length) throw new VocabError("give at least one non-empty text");
+  const lines = model.get("texts").filter((t) => t.trim()).map(parseLine);
+  if (!lines.length) throw new VocabError("give at least one non-empty text");
+  const texts = lines.map((x) => x.text), candidates = lines.map((x) => x.candidates);
   const rows = texts.map((t) => encode(t, spec).ids);
+  const pairs = candidates.map((c) => (c.length ? c.map((w) => candidateToken(w, spec)) : null));
+  const contrastOf = (out) => pairs.map((p, i) => p && logitDiff(out.logits, i * out.pos + rows[i].length - 1,
+    out.vocab, p[0], p[1]));
   const layers = model.get("n_layers"), heads = model.get("n_heads"), dHead = model.get("d_head");
   const shape = { layers, heads, dHead };
   const session = await loadSession(assets, model.get("onnx"));
@@ -38,7 +43,8 @@ async function computeAblation(model, assets, memo) {
   const entry = (i) => [vocabOf(spec)[i], memo.probs[i], probs[i]];
   const n = rows[0].length;
   return {
-    texts, clean: memo.losses, metric: losses, ablated, mode, selected,
+    texts, clean: memo.losses, metric: losses, ablated, mode, selected, what: "next-token loss (nats)",
+    candidates, contrast: contrastOf(out), contrast_clean: contrastOf(memo.clean),
     top: topK(memo.probs, k).map(entry), top_ablated: topK(probs, k).map(entry),
     tokens: rows[0].map((i) => vocabOf(spec)[i]),
     pattern: patternOf(out.patterns, selected[0], 0, selected[1], n, { batch: out.batch, heads, pos: out.pos }),
@@ -54,6 +60,20 @@ function lossTable(view) {
     view.texts.map((t, i) => h("tr", { "data-text": i },
       h("td", { title: t, class: "hl-text" }, t),
       fmt(view.clean[i]), fmt(view.metric[i]), fmt(view.metric[i] - view.clean[i]))));
+}
+
+/** logit(A) - logit(B) after each text that names two candidates; null when none does. */
+function contrastTable(view) {
+  const named = view.texts.map((t, i) => i).filter((i) => view.candidates?.[i]?.length);
+  if (!named.length) return null;
+  return h("table", { class: "hl-contrast" },
+    h("tr", {}, h("th", {}, "text"), h("th", {}, "A − B"), h("th", {}, "clean"), h("th", {}, "ablated"),
+      h("th", {}, "change")),
+    named.map((i) => h("tr", { "data-text": i },
+      h("td", { title: view.texts[i], class: "hl-text" }, view.texts[i]),
+      h("td", { class: "hl-pair" }, ...view.candidates[i].map((c, k) => h("span", { style: { whiteSpace: "nowrap" } },
+        k ? ` − ${c}` : c))),
+      fmt(view.contrast_clean[i]), fmt(view.contrast[i]), fmt(view.contrast[i] - view.contrast_clean[i]))));
 }
 
 function topTable(rows, which, caption, spec) {
@@ -72,7 +92,7 @@ function render({ model, el }) {
   const modeRow = h("div", { class: "hl-row", role: "group", "aria-label": "ablation mode" });
   const select = h("select", { "aria-label": "head whose pattern is shown" });
   const textarea = h("textarea", { rows: Math.min(6, model.get("texts").length + 1), "aria-label": "texts, one per line",
-    spellcheck: "false" });
+    spellcheck: "false", style: { fontSize: "13px" } });
   textarea.value = model.get("texts").join("\n");
   const status = h("div", { class: "hl-status", "aria-live": "polite" });
   const summary = h("div", { class: "hl-summary" });
@@ -80,7 +100,8 @@ function render({ model, el }) {
   const patternBox = h("div", { class: "hl-pattern-box" });
   root.append(h("div", {}, h("b", {}, "Click heads to ablate them"), " (rows: layers, columns: heads)"), grid,
     modeRow, h("div", { class: "hl-row" }, h("label", {}, "show the pattern of head ", select)),
-    h("label", { style: { display: "block" } }, "texts, one per line (click outside to run them)", textarea),
+    h("label", { style: { display: "block" } }, "texts, one per line (click outside to run them); end a line with ",
+      h("code", { style: { whiteSpace: "nowrap" } }, "| A | B"), " to compare two next tokens", textarea),
     status, summary, tables, patternBox);
   el.append(root);
   const memo = {};
@@ -115,12 +136,16 @@ function render({ model, el }) {
     status.textContent = "";
     if (!view.metric) return;
     const names = view.ablated.map((x) => x.join(".")).join(", ") || "none";
-    summary.replaceChildren(h("b", {}, "ablated: "), names, view.ablated.length ? ` (${view.mode} ablation)` : "",
-      h("br"), h("b", {}, "next-token loss (nats)"));
+    summary.replaceChildren(h("b", {}, "ablated: "), names, view.ablated.length ? ` (${view.mode} ablation)` : "");
     summary.dataset.ablated = names;
-    tables.replaceChildren(lossTable(view), h("div", { class: "hl-row", style: { alignItems: "flex-start", gap: "6px 28px" } },
-      topTable(view.top, "clean", "top next tokens after text 1, clean model", spec),
-      topTable(view.top_ablated, "ablated", "… and after the ablation", spec)));
+    const contrast = contrastTable(view);
+    tables.replaceChildren(...[
+      contrast && h("div", {}, h("b", {}, "logit difference"), " logit(A) − logit(B) of the next token " +
+        "after the text (above 0: the model prefers A)"), contrast,
+      h("div", {}, h("b", {}, view.what || "next-token loss (nats)")), lossTable(view),
+      view.top?.length && h("div", { class: "hl-row", style: { alignItems: "flex-start", gap: "6px 28px" } },
+        topTable(view.top, "clean", "top next tokens after text 1, clean model", spec),
+        topTable(view.top_ablated, "ablated", "… and after the ablation", spec))].filter(Boolean));
     const name = `head ${view.selected.join(".")}`;
     patternBox.replaceChildren(h("div", { class: "hl-status" }, `${name} on text 1` +
       (view.ablated.length ? " (with the ablation applied)" : "")), colorBar(),

@@ -162,6 +162,56 @@ function bpeEncode(text, spec) {
   return ids;
 }
 
+// ------------------------------------------------------------------ typed lines: "text | A | B"
+
+/** A string as Python's repr writes it (the messages here equal headlab's, word for word). */
+export function pyRepr(s) {
+  if (s.includes("'") && !s.includes('"')) return `"${s}"`;
+  return `'${s.replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`;
+}
+
+/**
+ * A typed line as {text, candidates}, as headlab.viz.live.parse_line: "text | A | B" gives the
+ * text (its trailing spaces dropped) and [A, B], the two candidate next tokens whose logit
+ * difference the widget shows; a line without "|" gives {text: line, candidates: []}.
+ * Throws VocabError naming the line unless exactly two non-empty candidates follow a text.
+ */
+export function parseLine(line) {
+  const [text, ...rest] = line.split("|");
+  const candidates = rest.map((c) => c.trim());
+  if (!candidates.length) return { text: line, candidates };
+  if (candidates.length !== 2 || !candidates.every(Boolean) || !text.trim()) {
+    const found = candidates.filter(Boolean);
+    const problem = !text.trim() ? "no text before '|'" : `${found.length} candidates [${found.map(pyRepr).join(", ")}], not 2`;
+    throw new VocabError(`${pyRepr(line.trim())}: ${problem}; write the text, then two candidate next tokens ` +
+      "after '|', e.g. 'When Mary and John went out, John gave a drink to | Mary | John'");
+  }
+  return { text: text.trimEnd(), candidates };
+}
+
+/**
+ * The token id of a candidate, as headlab.viz.live.candidate_token: the one token of " " + word
+ * (the word after a space), or of the characters between the quotes of a word written in double
+ * quotes ('"."': a full stop with no space). Throws VocabError unless it is exactly one token.
+ */
+export function candidateToken(word, spec) {
+  const quoted = word.length > 1 && word[0] === '"' && word[word.length - 1] === '"';
+  if (!spec._bare) spec._bare = { ...spec, prefix: [], suffix: [], add_bos: false, n_ctx: null };
+  const piece = quoted ? word.slice(1, -1) : " " + word;
+  const ids = piece.trim() ? encode(piece, spec._bare).ids : []; // a quoted "" or " " is no token: named below
+  if (ids.length !== 1) {
+    const parts = ids.map((i) => pyRepr(tokenText(vocabOf(spec)[i], spec))).join(" + ");
+    throw new VocabError(`candidate ${pyRepr(word)} is ${ids.length} tokens for this model (${parts}), not one: ` +
+      "the logit difference compares two single next tokens; choose a word the tokenizer keeps whole (a more frequent one)");
+  }
+  return ids[0];
+}
+
+/** logit(a) - logit(b) in row `row` of flat (rows, vocab) logits. */
+export function logitDiff(logits, row, vocab, a, b) {
+  return logits[row * vocab + a] - logits[row * vocab + b];
+}
+
 /** A token as the reader should see it: a byte-level BPE token decoded to its text ("Ġsaid" -> " said"). */
 export function tokenText(token, spec) {
   if (!spec || spec.kind !== "bpe" || Object.hasOwn(spec.special || {}, token)) return token;
@@ -430,6 +480,8 @@ export const CSS = `
 .hl-widget td.hl-text { max-width: min(24em, 40vw); overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .hl-widget table caption { caption-side: top; text-align: left; font-weight: 600; max-width: 16em; }
 .hl-widget .hl-tables { margin: 4px 0 8px; }
+.hl-widget .hl-tables > * { margin-bottom: 6px !important; }
+.hl-widget .hl-contrast td.hl-text { max-width: min(24em, 20vw); }
 .hl-widget input[type="text"], .hl-widget textarea { width: 100%; box-sizing: border-box; font: inherit; }
 `;
 
