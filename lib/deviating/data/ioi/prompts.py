@@ -3,7 +3,8 @@ their corrupted twins.
 
 :func:`make_prompts` draws ``n`` prompts (half ABBA, half BABA; names, templates, places and objects
 drawn with ``seed``) and tokenizes them: every prompt starts with ``<|endoftext|>`` as the model's
-training windows do, and is right-padded with it. Because every name is one token, each of ``S1``,
+training windows do, and is right-padded with it (id 0 in the book's tokenizers; GPT-2's own id
+in GPT-2's, :func:`eot_id`). Because every name is one token, each of ``S1``,
 ``S2`` and ``IO`` is one position, found from the tokenizer's character offsets;
 ``END`` is the prompt's last token, where the next-token prediction should be the IO.
 
@@ -22,7 +23,7 @@ import torch
 
 from deviating.data.ioi.sentences import IOI_TEMPLATES, OBJECTS, ORDERS, PLACES, IoiSentence, ioi_sentence
 
-__all__ = ["EOT_ID", "POSITIONS", "IoiPrompts", "encode_with_offsets", "make_prompts", "corrupt_abc",
+__all__ = ["EOT_ID", "POSITIONS", "IoiPrompts", "eot_id", "encode_with_offsets", "make_prompts", "corrupt_abc",
            "logit_diff"]
 
 EOT_ID = 0
@@ -58,14 +59,26 @@ class IoiPrompts:
                           self.s_id[idx], [self.sentences[i] for i in idx.tolist()])
 
 
+def eot_id(tokenizer) -> int:
+    """The id of ``<|endoftext|>`` in ``tokenizer`` (a ``tokenizers.Tokenizer`` or a Hugging Face
+    fast tokenizer): :data:`EOT_ID` in the book's tokenizers, 50256 in GPT-2's. ``ValueError`` if
+    it has none."""
+    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    found = backend.token_to_id("<|endoftext|>")
+    if found is None:
+        raise ValueError("the tokenizer has no <|endoftext|> token to start each prompt with; use a GPT-2-style "
+                         "tokenizer (the book's or GPT-2's)")
+    return int(found)
+
+
 def encode_with_offsets(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]]:
     """Token ids and character offsets of ``text``, ``<|endoftext|>`` first (added if ``tokenizer``,
     a ``tokenizers.Tokenizer`` or a Hugging Face fast tokenizer, does not add it)."""
     backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
-    enc = backend.encode(text)
+    enc, eot = backend.encode(text), eot_id(tokenizer)
     ids, offsets = list(enc.ids), [tuple(o) for o in enc.offsets]
-    if not ids or ids[0] != EOT_ID:
-        ids, offsets = [EOT_ID] + ids, [(0, 0)] + offsets
+    if not ids or ids[0] != eot:
+        ids, offsets = [eot] + ids, [(0, 0)] + offsets
     return ids, offsets
 
 
@@ -85,7 +98,7 @@ def _batch(tokenizer, sentences: list[IoiSentence]) -> IoiPrompts:
         for name in ("S1", "IO", "S2"):
             pos[name].append(_token_at(offsets, x.spans[name], name, x.text))
         pos["END"].append(len(ids) - 1)
-    tokens = torch.full((len(rows), max(map(len, rows))), EOT_ID, dtype=torch.long)
+    tokens = torch.full((len(rows), max(map(len, rows))), eot_id(tokenizer), dtype=torch.long)
     for i, r in enumerate(rows):
         tokens[i, :len(r)] = torch.tensor(r)
     answer = {}
