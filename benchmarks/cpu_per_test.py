@@ -8,7 +8,8 @@ line run, the browser), one JSON line each, into one file per process::
     CPU_PER_TEST=/tmp/cpu nice -n 10 python -m pytest -p benchmarks.cpu_per_test tests/test_foo.py
 
 Then ``python benchmarks/cpu_per_test.py /tmp/cpu`` prints the files by CPU time, and
-``python benchmarks/cpu_per_test.py /tmp/cpu 30`` also the 30 costliest setups, calls and teardowns.
+``python benchmarks/cpu_per_test.py /tmp/cpu 30`` also the 30 costliest setups, calls and teardowns,
+and ``python benchmarks/cpu_per_test.py /tmp/cpu --timeline`` each worker's files in the order it ran them.
 Collecting the tests is one line per process (``<collection>``): each xdist worker collects them all.
 A subprocess's time counts only once it has been waited for (a kernel's, at its shutdown).
 """
@@ -42,7 +43,8 @@ def _write(nodeid: str, phase: str, before: tuple[float, float], start: float) -
         os.makedirs(folder, exist_ok=True)
         _out = open(os.path.join(folder, f"{os.getpid()}.jsonl"), "a")  # noqa: SIM115 - open for the session
     _out.write(json.dumps({"id": nodeid, "phase": phase, "own": after[0] - before[0],
-                           "children": after[1] - before[1], "wall": time.time() - start}) + "\n")
+                           "children": after[1] - before[1], "wall": time.time() - start,
+                           "start": start, "pid": os.getpid()}) + "\n")
     _out.flush()
 
 
@@ -74,6 +76,28 @@ def pytest_runtest_teardown(item):  # noqa: ANN001
     _write(item.nodeid, "teardown", before, start)
 
 
+def timeline(folder: str) -> str:
+    """Each worker's files in the order it ran them, with when each started and ended (seconds
+    after the first test began) and its wall seconds: where the run's last minutes went."""
+    records = [json.loads(line) for path in glob.glob(os.path.join(folder, "*.jsonl")) for line in open(path)]
+    records = [r for r in records if "start" in r and r["phase"] != "collect"]
+    if not records:
+        raise SystemExit(f"error: {folder} holds no timed records (written by this version of the plug-in)")
+    t0 = min(r["start"] for r in records)
+    spans: dict[tuple[int, str], list[float]] = {}
+    for r in records:
+        key = (r["pid"], r["id"].split("::")[0])
+        a, b = r["start"] - t0, r["start"] - t0 + r["wall"]
+        old = spans.get(key)
+        spans[key] = [min(old[0], a), max(old[1], b)] if old else [a, b]
+    lines = []
+    for pid in sorted({k[0] for k in spans}):
+        lines.append(f"worker {pid}:")
+        for (_, name), (a, b) in sorted(((k, v) for k, v in spans.items() if k[0] == pid), key=lambda kv: kv[1][0]):
+            lines.append(f"  {a:6.0f} {b:6.0f} {b - a:6.0f}  {name}")
+    return "\n".join(lines)
+
+
 def summary(folder: str, top: int = 0) -> str:
     """The files of a run written into ``folder``, costliest first, and its ``top`` costliest phases."""
     records = [json.loads(line) for path in glob.glob(os.path.join(folder, "*.jsonl")) for line in open(path)]
@@ -95,6 +119,9 @@ def summary(folder: str, top: int = 0) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (2, 3):
-        raise SystemExit("usage: python benchmarks/cpu_per_test.py FOLDER [TOP]")
-    print(summary(sys.argv[1], int(sys.argv[2]) if len(sys.argv) == 3 else 0))
+    if len(sys.argv) == 3 and sys.argv[2] == "--timeline":
+        print(timeline(sys.argv[1]))
+    elif len(sys.argv) in (2, 3):
+        print(summary(sys.argv[1], int(sys.argv[2]) if len(sys.argv) == 3 else 0))
+    else:
+        raise SystemExit("usage: python benchmarks/cpu_per_test.py FOLDER [TOP | --timeline]")

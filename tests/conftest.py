@@ -64,14 +64,21 @@ def brown_or_skip():
         pytest.skip("the Brown Corpus is not cached (python -m deviating fetch-brown)")
 
 
-# The files that take longest (``pytest --durations``), longest first. ``--dist loadfile`` hands
-# whole files to the workers in collection order, so starting with these keeps one worker
-# from running a long file alone at the end (longest first: the usual greedy schedule).
-SLOW_FIRST = ("tests/test_site.py", "chapters/03_positional_heads", "chapters/04_syntactic_heads",
-              "tests/test_grading.py", "chapters/06_importance", "tests/test_experiments.py",
-              "tests/test_run_alone.py", "chapters/08_beyond_heads", "tests/test_student.py", "tests/test_atlas.py",
-              "tests/test_cheats.py", "tests/test_triton.py", "chapters/02_multi_head", "tests/test_train.py",
-              "chapters/05_induction", "tests/test_loading.py", "tests/test_site_widgets.py")
+# The files that take longest, longest first (wall seconds of each file in a quiet 4-worker run,
+# `python benchmarks/cpu_per_test.py FOLDER --timeline`, 2026-12-07). ``--dist loadfile`` hands
+# whole files to the workers in the order of this list (``--no-loadscope-reorder`` in
+# pyproject.toml: without it pytest-xdist >= 3.6 sorts the files by their number of tests
+# instead, and this list did nothing), so the long files start first and short ones fill the
+# end: the usual greedy schedule, which keeps one worker from running a long file alone at the end.
+SLOW_FIRST = ("tests/test_grading.py", "chapters/04_syntactic_heads", "chapters/06_importance",
+              "tests/test_experiments.py", "chapters/03_positional_heads", "tests/test_cheats.py",
+              "tests/test_site.py", "chapters/09_checklist", "tests/test_train.py",
+              "chapters/05_induction/05b", "tests/test_loading.py", "chapters/05_induction/05_",
+              "chapters/08_beyond_heads", "chapters/02_multi_head/02_", "tests/test_run_alone.py",
+              "tests/test_student.py", "tests/test_report.py", "chapters/07_what_breaks/07_",
+              "chapters/07_what_breaks/07b", "tests/test_score_registry.py", "tests/test_atlas.py",
+              "tests/test_site_widgets.py", "tests/test_install_cell_env.py", "tests/test_triton.py",
+              "tests/test_ioi_data.py", "tests/test_ledger.py", "chapters/01_one_operation")
 
 
 def slow_rank(nodeid: str) -> int:

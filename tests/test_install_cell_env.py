@@ -9,9 +9,10 @@ dependency closure from ``pyproject.toml`` (the extras the cell names) and the i
 distributions' metadata (their own requirements, markers evaluated), adds the kernel's own
 (``ipykernel``: Colab runs notebooks in one), and makes every other installed distribution's
 top-level modules unimportable with a ``sys.meta_path`` blocker, the first cell the kernel runs.
-It then executes, in a fresh kernel per notebook, each chapter's first cells (up to its first
-exercise, at most ``FIRST_CODE_CELLS`` code cells, the install cell skipped) and the cheapest
-chapter in full.
+It then executes, in one fresh kernel, each chapter's first cells (up to its first exercise, at
+most ``FIRST_CODE_CELLS`` code cells, the install cell skipped). The cheapest chapter, the ledger,
+runs in full behind the same blocker in ``tests/test_run_alone.py``, from the wheel: one run for
+both conditions. The requirement, its closure and the blocker live in ``tests/install_cell.py``.
 
 What it proves: no cell it runs imports, directly or through the library, a module of a
 distribution outside the install cell's closure, and those cells run. What it does not prove:
@@ -24,130 +25,18 @@ that later cells of the other chapters run, nor anything about Colab's own prein
 from __future__ import annotations
 
 import os
-import re
-import sys
 import time
-import tomllib
-from importlib import metadata
 from pathlib import Path
 
 import nbformat
 import pytest
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 
 from conftest import ROOT, chapter_notebooks
-
-FIRST_CODE_CELLS = 2          # a chapter's setup and the code cells right after it
-FULL = "10_ledger"            # the cheapest chapter, executed top to bottom
-KERNEL_DISTS = ("ipykernel",)  # the notebook's kernel (Colab's own)
-
-
-def install_requirement(nb) -> Requirement:
-    """The requirement the notebook's Colab install cell pip-installs."""
-    for cell in nb.cells:
-        if cell.cell_type == "code" and "google.colab" in cell.source and "pip" in cell.source:
-            found = re.findall(r"[\"']([^\"']+ @ git\+[^\"']+)[\"']", cell.source)
-            assert len(found) == 1, f"the install cell names {len(found)} git requirements: {found}"
-            return Requirement(found[0])
-    raise AssertionError("no Colab install cell (a code cell that pip-installs when google.colab is loaded)")
-
-
-def _requires(dist: str, extras: set[str]) -> list[Requirement]:
-    """``dist``'s requirements under ``extras``: headlab's from this commit's pyproject.toml, the
-    others' from their installed metadata."""
-    if canonicalize_name(dist) == "headlab":
-        project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-        texts = list(project["dependencies"])
-        unknown = extras - set(project.get("optional-dependencies", {}))
-        assert not unknown, f"the install cell names extras pyproject.toml lacks: {sorted(unknown)}"
-        for extra in extras:
-            texts += project["optional-dependencies"][extra]
-        reqs = [Requirement(t) for t in texts]
-    else:
-        reqs = [Requirement(t) for t in (metadata.requires(dist) or [])]
-    env = {"extra": ""}
-    keep = []
-    for req in reqs:
-        if req.marker is None or any(req.marker.evaluate({**env, "extra": e}) for e in (extras or {""})):
-            keep.append(req)
-    return keep
-
-
-def closure(roots: list[Requirement]) -> set[str]:
-    """The canonical names of the distributions ``roots`` install, transitively (installed ones only:
-    a requirement not installed here cannot have been imported by a test run here)."""
-    seen: set[str] = set()
-    todo = [(r.name, set(r.extras)) for r in roots]
-    while todo:
-        name, extras = todo.pop()
-        key = canonicalize_name(name)
-        if key in seen and not extras:
-            continue
-        try:
-            metadata.distribution(name)
-        except metadata.PackageNotFoundError:
-            if key != "headlab":
-                continue
-        seen.add(key)
-        todo += [(r.name, set(r.extras)) for r in _requires(name, extras)]
-    return seen
-
-
-def blocked_modules(allowed: set[str]) -> set[str]:
-    """Top-level modules installed here that only distributions outside ``allowed`` provide."""
-    out = set()
-    for module, dists in metadata.packages_distributions().items():
-        if module in sys.stdlib_module_names or module.startswith("_") and module[1:] in sys.stdlib_module_names:
-            continue
-        if not any(canonicalize_name(d) in allowed for d in dists):
-            out.add(module)
-    return out
-
-
-BLOCKER = '''\
-import sys
-from importlib.machinery import PathFinder
-
-class _InstallCellOnly(PathFinder):
-    """sys.path's finder, blind to the modules the Colab install cell does not install."""
-    blocked = frozenset({blocked!r})
-
-    @classmethod
-    def find_spec(cls, name, path=None, target=None):
-        if name.partition(".")[0] in cls.blocked:
-            return None  # as if not installed: import raises ModuleNotFoundError, find_spec says None
-        return super().find_spec(name, path, target)
-
-sys.meta_path[:] = [_InstallCellOnly if f is PathFinder else f for f in sys.meta_path]
-_cached = sorted(m for m in sys.modules if m.partition(".")[0] in _InstallCellOnly.blocked)
-assert not _cached, f"the kernel imported these before the blocker, so it cannot hide them: {{_cached}}"
-'''
-
-
-def first_cells(nb, limit: int | None) -> list:
-    """The cells to run: every one for ``limit=None``, else the cells before the first exercise with
-    at most ``limit`` code cells. The install cell is dropped (it only runs in Colab)."""
-    out, code = [], 0
-    for cell in nb.cells:
-        if limit is not None and cell.cell_type == "markdown" and "{exercise-start}" in cell.source:
-            break
-        if cell.cell_type == "code" and "google.colab" in cell.source and "pip" in cell.source:
-            continue
-        if cell.cell_type == "code":
-            if limit is not None and code == limit:
-                break
-            code += 1
-        out.append(cell)
-    return out
-
+from install_cell import FIRST_CODE_CELLS, first_cells, install_cell_blocker, install_requirement
 
 @pytest.fixture(scope="module")
 def blocker() -> tuple[str, set[str]]:
-    requirement = install_requirement(nbformat.read(ROOT / "chapters/01_one_operation/01_one_operation.ipynb", 4))
-    allowed = closure([requirement] + [Requirement(d) for d in KERNEL_DISTS])
-    blocked = blocked_modules(allowed)
-    return BLOCKER.format(blocked=sorted(blocked)), blocked
+    return install_cell_blocker()
 
 
 def test_the_closure_leaves_out_the_book_only_packages(blocker) -> None:
@@ -194,8 +83,8 @@ def test_every_chapter_starts_with_only_what_its_install_cell_installs(blocker, 
     them (a kernel start and torch's import are most of a chapter's first seconds)."""
     cells, ran = [], []
     for path in _notebooks_with_code():
-        if path.stem == FULL:
-            continue
+        if path.stem == "10_ledger":
+            continue  # in full, from the wheel: tests/test_run_alone.py
         own = first_cells(nbformat.read(path, 4), FIRST_CODE_CELLS)
         cells.append(nbformat.v4.new_code_cell(
             f"%reset -f\nimport os\nos.chdir({str(path.parent)!r})  # {path.name}"))
@@ -204,14 +93,6 @@ def test_every_chapter_starts_with_only_what_its_install_cell_installs(blocker, 
     seconds = _run(cells, blocker[0], ROOT)
     record_property("summary", f"first code cells run without the book-only packages ({seconds:.0f} s): "
                     + ", ".join(ran))
-
-
-def test_the_cheapest_chapter_runs_in_full_with_only_its_install_cell(blocker, record_property) -> None:
-    path = next(p for p in chapter_notebooks() if p.stem == FULL)
-    cells = first_cells(nbformat.read(path, 4), None)
-    seconds = _run(cells, blocker[0], path.parent)
-    record_property("summary", f"{path.stem} in full ({sum(c.cell_type == 'code' for c in cells)} code cells) "
-                    f"without the book-only packages: {seconds:.0f} s")
 
 
 def test_the_blocker_blocks(blocker, tmp_path) -> None:
