@@ -439,21 +439,29 @@ def test_the_gradebook_is_written_atomically(graded, tmp_path) -> None:
     assert fresh.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
-def test_the_cli_names_a_bad_reference_and_refuses_to_grade_without_bwrap(graded, tmp_path) -> None:
-    import os
-
+def test_the_cli_names_a_bad_reference_and_refuses_to_grade_without_bwrap(graded, tmp_path, capsys,
+                                                                          monkeypatch) -> None:
     bad = tmp_path / "handout.ipynb"
     bad.write_text("{not json")
     proc = subprocess.run([sys.executable, "-m", "deviating", "grade", str(graded["student"]), "--reference", str(bad),
                            "--unsafe-no-isolation"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and f"--reference {bad}: not a readable notebook" in proc.stderr, proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "deviating", "grade", str(graded["student"])], capture_output=True,
-                          text=True, cwd=ROOT, env={**os.environ, "PATH": str(tmp_path)})  # no bwrap on the PATH
-    assert proc.returncode == 2 and "refusing to grade: bubblewrap (bwrap) is not installed" in proc.stderr, proc.stderr
-    assert "--unsafe-no-isolation" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "deviating", "grade", str(graded["student"]), "--seed", "-3",
-                           "--unsafe-no-isolation"], capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 2 and "--seed must be a non-negative integer, got -3" in proc.stderr, proc.stderr
+    from deviating.__main__ import main  # the same entry point in-process: neither case starts a grading run
+
+    from deviating.exercises.sandbox import find_bwrap
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on the PATH
+    find_bwrap.cache_clear()  # it remembers the bwrap it found, once per process
+    try:
+        assert main(["grade", str(graded["student"])]) == 2
+    finally:
+        monkeypatch.undo()
+        find_bwrap.cache_clear()
+    said = capsys.readouterr().err
+    assert "refusing to grade: bubblewrap (bwrap) is not installed" in said and "--unsafe-no-isolation" in said, said
+    assert main(["grade", str(graded["student"]), "--seed", "-3", "--unsafe-no-isolation"]) == 2
+    said = capsys.readouterr().err
+    assert "--seed must be a non-negative integer, got -3" in said and "Traceback" not in said, said
 
 
 @pytest.mark.parametrize("stub,passes", [

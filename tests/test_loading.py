@@ -51,12 +51,13 @@ def test_bad_names():
         headlab.load("./no/such/folder")
 
 
-def test_cli_heads_and_sweep(tmp_path):
+def test_cli_heads_and_sweep(tmp_path, capsys):
     texts = tmp_path / "texts.txt"
     texts.write_text("The dog barks.\n\nBirds sing at dawn.\n", encoding="utf-8")
-    out = subprocess.run([sys.executable, "-m", "headlab", "heads", "--model", "minilm", "--json"],
-                         capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout)["n_heads_total"] == 72
+    from headlab.__main__ import main  # "heads" in-process; "sweep" below runs the real `python -m headlab`
+
+    assert main(["heads", "--model", "minilm", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_heads_total"] == 72
     target = tmp_path / "sweep.json"
     subprocess.run([sys.executable, "-m", "headlab", "sweep", "--model", "minilm", "--texts", str(texts),
                     "--json", str(target), "--quiet"], capture_output=True, text=True, check=True)
