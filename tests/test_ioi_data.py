@@ -11,9 +11,10 @@ import torch
 from conftest import brown_or_skip
 from deviating.data.ioi.names import name_token_ids, name_tokenizer, split_names
 from deviating.data.ioi.prompts import POSITIONS, corrupt_abc, logit_diff, make_prompts
+from deviating.data.brown import Text
 from deviating.data.ioi.sentences import (
     ACTIVITIES, ADJECTIVES, GIVINGS, HELDOUT_PARTS, IOI_TEMPLATES, LEAD_INS, N_TRAIN_TEMPLATES, OTHER_TEMPLATES,
-    ioi_sentence, other_sentence, passage,
+    BrownFrameWords, brown_frame_sentence, brown_frame_words, heldout_words, ioi_sentence, other_sentence, passage,
 )
 from deviating.training.recipes import RECIPES
 
@@ -166,6 +167,65 @@ def test_the_cast_brings_other_names_into_other_sentences_only():
     for text in others:  # a passage's other sentences use its cast of three names, again and again
         used = {n for n in NAMES if n in text.replace(".", " ").replace(",", " ").replace("'s", " ").split()}
         assert 2 <= len(used) <= 3
+
+
+WORDS = BrownFrameWords(verbs=("found", "led", "kept"), nouns=("floor", "mind", "box"), prepositions=("into", "of"),
+                        conjunctions=("because", "while"))
+
+
+def test_heldout_words_are_the_held_out_parts_words_but_shared_function_words():
+    assert heldout_words() == {"once", "as", "sunday", "noon", "later", "walked", "left", "reached", "waited",
+                               "offered", "brought", "showed", "threw"}
+    train = " ".join(" ".join(p) if isinstance(p, tuple) else p for p in LEAD_INS[:-4] + ACTIVITIES[:-4]
+                     + GIVINGS[:-4]).lower().replace(",", " ").replace(".", " ").split()
+    assert heldout_words() & set(train) == {"as"}  # "Just as" trains; "As" alone is a held-out lead-in
+
+
+def test_brown_frame_words_rank_by_frequency_and_never_take_a_held_out_word():
+    def sentence(*pairs):
+        return tuple(pairs)
+    texts = [Text("ca01", "news", (
+        sentence(("offered", "vbd"), ("offered", "vbd"), ("offered", "vbd"), ("gave", "vbd"), ("gave", "vbd"),
+                 ("sold", "vbd"), ("Sold", "vbd"), ("box", "nn"), ("box", "nn-tl"), ("dog", "nn"), ("noon", "nn"),
+                 ("noon", "nn"), ("into", "in"), ("of", "in"), ("because", "cs"), ("as", "cs"), ("as", "cs"),
+                 ("while", "cs")),))]
+    words = brown_frame_words(texts)
+    assert words.verbs == ("gave", "sold") and words.nouns == ("box", "dog")  # "offered", "noon" held out
+    assert words.prepositions == ("into", "of") and words.conjunctions == ("because", "while")
+    with pytest.raises(ValueError, match="too few words"):
+        brown_frame_words(texts, n_verbs=1)
+
+
+def test_a_brown_frame_names_the_subject_twice_and_ends_with_the_indirect_object():
+    for seed in range(200):
+        text = brown_frame_sentence(random.Random(seed), NAMES[:4], WORDS)
+        assert text == brown_frame_sentence(random.Random(seed), NAMES[:4], WORDS)
+        assert text.endswith(".") and " to " in text
+        tokens = text[:-1].replace(",", " ").replace(".", " ").split()
+        io = tokens[-1]
+        names = [t for t in tokens if t in NAMES]
+        assert len(names) == 4 and names.count(io) == 2 and io in NAMES[:4]
+        s = next(n for n in names if n != io)
+        assert names.count(s) == 2 and names[2] == s  # S1 in the pair, S2 the giver, then the IO
+        assert tokens[tokens.index(s, tokens.index(names[1]) + 1) + 1] in WORDS.verbs  # the giver's verb
+
+
+def test_frames_replace_a_share_of_the_indirect_object_sentences_and_nothing_at_zero():
+    plain = passage(random.Random(3), NAMES[:4], [0, 1], 12, cast_names=NAMES)
+    assert passage(random.Random(3), NAMES[:4], [0, 1], 12, cast_names=NAMES, frame_words=WORDS,
+                   frame_share=0.0) == plain  # no extra draw at 0: a template-only text is unchanged
+    framed = " ".join(passage(random.Random(s), NAMES[:4], [0], 8, ioi_fraction=1.0, frame_words=WORDS,
+                              frame_share=1.0) for s in range(20))
+    assert "went to the" not in framed and "gave a" not in framed  # template 0's parts never occur
+    assert framed.count(" to ") >= 8 * 20
+    half = [passage(random.Random(s), NAMES[:4], [0], 8, ioi_fraction=1.0, frame_words=WORDS, frame_share=0.5)
+            for s in range(40)]
+    templated = sum(t.count("went to the") for t in half)
+    assert 0.35 * 320 < templated < 0.65 * 320
+    with pytest.raises(ValueError, match="frame_share must be a number in \\[0, 1\\], got 1.5"):
+        passage(random.Random(0), NAMES, [0], 4, frame_words=WORDS, frame_share=1.5)
+    with pytest.raises(ValueError, match="needs frame_words"):
+        passage(random.Random(0), NAMES, [0], 4, frame_share=0.5)
 
 
 def test_split_names_holds_out_every_fifth():

@@ -20,17 +20,28 @@ held-out template shares no lead-in, activity or giving clause with any training
 template has the slots ``{A}`` and ``{B}`` (the opening pair), ``{S}`` (the giver), ``{PLACE}``
 and (most) ``{OBJECT}``, and ends with the word before the IO. :data:`OTHER_TEMPLATES` are the
 other uses of names (``{A}`` and ``{B}`` distinct), so that a name after "to" is not always the IO.
+
+*Brown frames* (:func:`brown_frame_sentence`) are indirect-object sentences of the same shape whose
+words come from the Brown Corpus instead of the part lists: a past-tense verb and a noun in the
+giving clause ("Kenneth led his mind to John."), a verb, a preposition and a noun in what the pair
+did, a subordinating conjunction or a time phrase as the lead-in. Most are not sensible English;
+they vary the frame around the names far more than the part lists can, so a model that trains on
+them cannot tie the task to a frame's words. They never use a word of a held-out part
+(:func:`heldout_words`), so a held-out template stays unseen.
 """
 
 from __future__ import annotations
 
 import random
+import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
 __all__ = ["LEAD_INS", "ACTIVITIES", "GIVINGS", "ADJECTIVES", "HELDOUT_PARTS", "IOI_TEMPLATES", "N_TRAIN_TEMPLATES",
-           "OTHER_TEMPLATES", "PLACES", "OBJECTS", "ORDERS",
-           "IoiSentence", "ioi_sentence", "other_sentence", "passage"]
+           "OTHER_TEMPLATES", "PLACES", "OBJECTS", "ORDERS", "FRAME_DETERMINERS", "FRAME_TIME_WORDS", "FRAME_FUNCTION_WORDS",
+           "IoiSentence", "ioi_sentence", "other_sentence", "passage", "heldout_words", "BrownFrameWords",
+           "brown_frame_words", "brown_frame_sentence"]
 
 # The templates are composed from parts, so that no fixed token distance identifies S2 or the
 # answer slot: a lead-in (words before the pair and the joint after its clause), what the pair did,
@@ -183,7 +194,8 @@ def other_sentence(rng: random.Random, names: Sequence[str]) -> str:
 
 
 def passage(rng: random.Random, names: Sequence[str], templates: Sequence[int], n_sentences: int,
-            ioi_fraction: float = 0.5, cast_names: Sequence[str] | None = None, cast_size: int = 3) -> str:
+            ioi_fraction: float = 0.5, cast_names: Sequence[str] | None = None, cast_size: int = 3,
+            frame_words: "BrownFrameWords | None" = None, frame_share: float = 0.0) -> str:
     """``n_sentences`` sentences joined by spaces: each, with probability ``ioi_fraction``, an
     indirect-object sentence (a template of ``templates``, either order, two names of ``names``, its
     answer and a full stop), otherwise one of :data:`OTHER_TEMPLATES`.
@@ -192,16 +204,26 @@ def passage(rng: random.Random, names: Sequence[str], templates: Sequence[int], 
     per passage from ``cast_names`` (default ``names``). So the same few names recur from sentence
     to sentence, and a later mention can be predicted by copying an earlier one: this trains a copy
     of names that works for every name of ``cast_names``, also those never used in an
-    indirect-object sentence."""
+    indirect-object sentence.
+
+    With ``frame_share`` > 0, each indirect-object sentence is, with that probability, a Brown
+    frame of ``frame_words`` (:func:`brown_frame_sentence`) instead of a template."""
     if len(names) < 2:
         raise ValueError(f"a passage needs at least 2 names, got {len(names)}")
     cast_names = names if cast_names is None else cast_names
     if not isinstance(cast_size, int) or not 2 <= cast_size <= len(set(cast_names)):
         raise ValueError(f"cast_size must be an int from 2 to the {len(set(cast_names))} cast names, got {cast_size!r}")
+    if isinstance(frame_share, bool) or not isinstance(frame_share, (int, float)) or not 0 <= frame_share <= 1:
+        raise ValueError(f"frame_share must be a number in [0, 1], got {frame_share!r}")
+    if frame_share > 0 and frame_words is None:
+        raise ValueError("frame_share > 0 needs frame_words (brown_frame_words(texts)) to draw the frames from")
     cast = rng.sample(list(dict.fromkeys(cast_names)), cast_size)
     names, templates, out = list(names), list(templates), []
     for _ in range(n_sentences):
         if rng.random() < ioi_fraction:
+            if frame_share > 0 and rng.random() < frame_share:  # no draw at 0: the template-only text is unchanged
+                out.append(brown_frame_sentence(rng, names, frame_words))
+                continue
             io, s = rng.sample(names, 2)
             x = ioi_sentence(rng.choice(templates), io, s, rng.choice(ORDERS), rng.choice(PLACES),
                              rng.choice(OBJECTS))
@@ -209,3 +231,75 @@ def passage(rng: random.Random, names: Sequence[str], templates: Sequence[int], 
         else:
             out.append(other_sentence(rng, cast))
     return " ".join(out)
+
+
+# ---------------------------------------------------------------- Brown frames
+
+FRAME_DETERMINERS = ("the ", "a ", "the ", "a ", "his ", "her ", "the old ", "a new ")  # before the given noun
+FRAME_TIME_WORDS = ("In", "On", "At", "After", "During")  # "During the war Ann and Sam ..."
+
+
+FRAME_FUNCTION_WORDS = frozenset({"the", "a", "to", "at", "on"})  # articles and prepositions every template uses
+
+
+def heldout_words() -> frozenset[str]:
+    """Every word (lower case) of the held-out parts but the articles and prepositions that all
+    templates use (:data:`FRAME_FUNCTION_WORDS`): "offered", "left", "noon", "once", "as"... A Brown
+    frame never contains one, so no held-out part appears in training text. ("as" is in a training
+    lead-in too, "Just as", but alone it is the held-out lead-in "As".)"""
+    text = " ".join(" ".join(p) if isinstance(p, tuple) else p for part in _parts(True) for p in part)
+    return frozenset(w.lower() for w in re.findall(r"[A-Za-z]+", re.sub(r"\{[A-Z]+\}", " ", text))) - FRAME_FUNCTION_WORDS
+
+
+@dataclass(frozen=True)
+class BrownFrameWords:
+    """The words a Brown frame is drawn from, most frequent first: past-tense verbs (tag ``vbd``),
+    singular nouns (``nn``), prepositions (``in``) and subordinating conjunctions (``cs``)."""
+
+    verbs: tuple[str, ...]
+    nouns: tuple[str, ...]
+    prepositions: tuple[str, ...]
+    conjunctions: tuple[str, ...]
+
+
+def brown_frame_words(texts, n_verbs: int = 300, n_nouns: int = 300, n_prepositions: int = 20,
+                      n_conjunctions: int = 12) -> BrownFrameWords:
+    """The most frequent lower-case words of each class in ``texts`` (Brown texts, the training
+    split), without the :func:`heldout_words`."""
+    from deviating.data.brown_tags import base_tag
+
+    held = heldout_words()
+    counts = {tag: Counter() for tag in ("vbd", "nn", "in", "cs")}
+    for text in texts:
+        for sentence in text.sentences:
+            for word, tag in sentence:
+                b = base_tag(tag)
+                if b in counts and word.isalpha() and word.islower() and word not in held:
+                    counts[b][word] += 1
+    sizes = {"vbd": n_verbs, "nn": n_nouns, "in": n_prepositions, "cs": n_conjunctions}
+    top = {tag: tuple(w for w, _ in c.most_common(sizes[tag])) for tag, c in counts.items()}
+    if any(len(v) < 2 for v in top.values()):
+        raise ValueError(f"too few words of some class in the texts given: {({k: len(v) for k, v in top.items()})}")
+    return BrownFrameWords(top["vbd"], top["nn"], top["in"], top["cs"])
+
+
+def brown_frame_sentence(rng: random.Random, names: Sequence[str], words: BrownFrameWords) -> str:
+    """One indirect-object sentence in a Brown frame, with its answer and a full stop: two names
+    of ``names`` in either order, a lead-in (half the time a conjunction, three tenths "In/On/At/
+    After/During the NOUN", else a training lead-in), what the pair did ("VERB PREP the NOUN") and the
+    giving clause ("VERB DET NOUN to"), e.g. "Because Maria and Lois created into the process, Lois
+    gained her list to Maria."."""
+    io, s = rng.sample(list(names), 2)
+    a, b = (io, s) if rng.random() < 0.5 else (s, io)
+    r = rng.random()
+    if r < 0.5:
+        lead, joint = rng.choice(words.conjunctions).capitalize() + " ", ", "
+    elif r < 0.8:
+        lead, joint = f"{rng.choice(FRAME_TIME_WORDS)} the {rng.choice(words.nouns)} ", ". "
+    else:
+        train_leads = _parts(False)[0]
+        lead, joint = train_leads[rng.randrange(len(train_leads))]
+    did = f"{rng.choice(words.verbs)} {rng.choice(words.prepositions)} the {rng.choice(words.nouns)}"
+    det = rng.choice(FRAME_DETERMINERS)
+    give = f"{rng.choice(words.verbs)} {det}{rng.choice(words.nouns)} to"
+    return f"{lead}{a} and {b} {did}{joint}{s} {give} {io}."

@@ -7,8 +7,10 @@ windows comes from generated passages (:func:`~deviating.data.ioi.sentences.pass
 ``ioi_fraction`` of their sentences are indirect-object sentences of the *training* names and
 templates in both orders; the others are other uses of names, taken from a cast of ``cast_size``
 names per passage drawn from *all* names (held-out ones included), so that names recur and
-copying a name is trained for every name. The other windows are Brown windows as ``brown-gpt``
-reads them (with the same repeat curriculum).
+copying a name is trained for every name. A share ``frame_share`` of the indirect-object
+sentences is written in Brown frames instead of templates (words of the Brown training texts, never
+a word of a held-out part: :func:`~deviating.data.ioi.sentences.brown_frame_sentence`). The other
+windows are Brown windows as ``brown-gpt`` reads them (with the same repeat curriculum).
 
 The evaluation adds to ``brown-gpt``'s (validation loss on held-out Brown windows, induction
 scores) the indirect-object metric on four splits of prompts (:data:`EVAL_SPLITS`): held-out
@@ -29,7 +31,7 @@ from deviating.data import brown
 from deviating.data.brown_windows import EOT_ID, BrownWindows, add_repeats, window_starts
 from deviating.data.ioi.names import brown_first_names, name_tokenizer, split_names
 from deviating.data.ioi.prompts import IoiPrompts, logit_diff, make_prompts
-from deviating.data.ioi.sentences import IOI_TEMPLATES, N_TRAIN_TEMPLATES, passage
+from deviating.data.ioi.sentences import IOI_TEMPLATES, N_TRAIN_TEMPLATES, brown_frame_words, passage
 from headlab.models.gpt import GPT
 
 __all__ = ["GENERATION_SEED", "IOI_EVAL_SEED", "EVAL_SPLITS", "IoiSplit", "IoiWindows", "ioi_split"]
@@ -82,6 +84,8 @@ class IoiWindows(BrownWindows):
         sentences_per_passage: sentences in a passage (enough to fill a window).
         cast_size: how many names recur in a passage's other sentences (drawn from *all* names,
             held-out ones included: see :func:`~deviating.data.ioi.sentences.passage`).
+        frame_share: the share of indirect-object sentences written in a Brown frame (words of the
+            training texts instead of the part lists: :func:`~deviating.data.ioi.sentences.brown_frame_sentence`).
         total_vocab: the tokenizer's size, names and unused ids included (the model's ``d_vocab``).
     """
 
@@ -91,12 +95,13 @@ class IoiWindows(BrownWindows):
     n_passages: int = 6000
     sentences_per_passage: int = 12
     cast_size: int = 3
+    frame_share: float = 0.0
     kind: str = "ioi_windows"
-    version: str = "2"
+    version: str = "3"
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("generated_fraction", "ioi_fraction"):
+        for name in ("generated_fraction", "ioi_fraction", "frame_share"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
                 raise ValueError(f"{name} must be a number in [0, 1], got {v!r}")
@@ -121,8 +126,10 @@ class IoiWindows(BrownWindows):
                    for name, d in docs.items()}
             rng = random.Random(GENERATION_SEED)
             every = split.train_names + split.heldout_names
+            words = brown_frame_words(parts["train"]) if self.frame_share > 0 else None
             gen = [passage(rng, split.train_names, split.train_templates, self.sentences_per_passage,
-                           self.ioi_fraction, cast_names=every, cast_size=self.cast_size)
+                           self.ioi_fraction, cast_names=every, cast_size=self.cast_size, frame_words=words,
+                           frame_share=self.frame_share)
                    for _ in range(self.n_passages)]
             gen_ids = [torch.tensor(e.ids, dtype=torch.long) for e in tok.encode_batch(gen)]
             self._prepared = {"tokenizer": tok, **ids, "stream": torch.cat(ids["train"]),
@@ -182,7 +189,7 @@ class IoiWindows(BrownWindows):
         return {**super().describe(), "kind": self.kind, "version": self.version,
                 "generated_fraction": self.generated_fraction, "ioi_fraction": self.ioi_fraction,
                 "n_passages": self.n_passages, "total_vocab": self.total_vocab, "sentences_per_passage": self.sentences_per_passage,
-                "cast_size": self.cast_size,
+                "cast_size": self.cast_size, "frame_share": self.frame_share,
                 "generation_seed": GENERATION_SEED, "ioi_eval_seed": IOI_EVAL_SEED,
                 "train_names": list(s.train_names), "heldout_names": list(s.heldout_names),
                 "train_templates": list(s.train_templates), "heldout_templates": list(s.heldout_templates)}
