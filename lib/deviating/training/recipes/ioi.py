@@ -2,8 +2,11 @@
 English whose tokenizer keeps first names whole, trained on Brown Corpus windows mixed with
 generated passages that use names, indirect-object sentences among them.
 
-**Status: no recipe here reaches the target yet** (run 9, below, comes closest: 0.74 and 0.59 on
-held-out names and templates).
+**Status: no recipe here reaches the target yet** at every seed. Run 12, the recipe registered
+below, meets it at seed 0 and falls short at seeds 1 and 2 (on the 256 prompts of each run's own
+evaluation: 0.95, 0.75 and 0.84 on held-out names and templates; run 9 stood at 0.69, 0.61 and
+0.65). It solves held-out templates with training names at every seed (0.99 to 1.00): what is
+left is new names and new frames at once.
 
 The target (issue 36) is ``logit(IO) - logit(S) > 0`` on at least 90% of prompts of held-out names
 and templates. Every run is scored on four splits of prompts (``ioi_accuracy`` and its suffixes,
@@ -80,7 +83,7 @@ unseen names, stay far below 0.9. A seed cost about 11 CPU-minutes of the 45 all
 formed only 500-1,500 steps before the end of the learning-rate schedule: run 9 trains longer.
 ``tests/test_ioi_shipped.py`` checks any checkpoint that is shipped.
 
-**Run 9, the recipe registered below: run 8's data and model for 12,000 steps** (three times as
+**Run 9: run 8's data and model for 12,000 steps** (three times as
 long; the learning-rate schedule stretches to fit). Seeds 0 and 1 (2,202 and 2,237 CPU-seconds on
 one thread of the shared machine, within the 45-minute budget), scored afterwards on 1,024 fresh
 prompts a split (``python -m deviating.experiments.ioi_eval RUN --prompts 1024 --brown``; 95%
@@ -105,6 +108,40 @@ the training text half as many parts again (36 lead-ins, 34 activities, 55 givin
 reached 0.88 on held-out templates with training names but 0.92 on held-out names and 0.62 on
 both, no better than run 9. Not tried yet: held-out templates as unseen *combinations* of
 training parts (a weaker test), or a deeper model.
+
+**Run 12, the recipe registered below: run 9 with half of the indirect-object sentences in Brown
+frames** (``frame_share=0.5``, :func:`~deviating.data.ioi.sentences.brown_frame_sentence`): the
+same shape, two names then the giver then "to", but every word around the names drawn from the
+Brown training texts (the 300 most frequent past-tense verbs and singular nouns, 20 prepositions,
+12 subordinating conjunctions, never a word of a held-out part): "Because Maria and Lois created
+into the process, Lois gained her list to Maria." Most frames are not sensible English; they vary
+the context of the names far more than the part lists of run 10 did. Same model, 12,000 steps,
+seeds 0, 1 and 2 (1,661, 1,675 and 1,624 CPU-seconds on one thread each, three runs sharing two
+cores), scored afterwards on 1,024 fresh prompts a split (``python -m deviating.experiments.ioi_eval RUN
+--prompts 1024 --brown``; 95% Wilson intervals):
+
+=====================================  ======================  ======================  ======================
+split                                  seed 0                  seed 1                  seed 2
+=====================================  ======================  ======================  ======================
+training names and templates           1.000 [0.996, 1.000]    1.000 [0.996, 1.000]    0.997 [0.991, 0.999]
+held-out names, training templates     0.979 [0.968, 0.986]    0.972 [0.960, 0.980]    0.897 [0.877, 0.915]
+training names, held-out templates     0.993 [0.986, 0.997]    0.999 [0.994, 1.000]    0.996 [0.990, 0.998]
+held-out names and templates           0.957 [0.943, 0.968]    0.756 [0.729, 0.781]    0.871 [0.849, 0.890]
+=====================================  ======================  ======================  ======================
+
+Mean logit difference on held-out names and templates 8.82, 2.84 and 5.90. Brown validation loss
+on 64-token windows 4.11, 4.09 and 4.11 (``brown-gpt`` 3.57; run 9 4.22 and 4.14). Held-out
+templates with training names are solved at every seed (run 9: 0.83 and 0.67), so the frames did
+what they were for; **the target is met at seed 0 only**. Held-out names are the weaker half now
+(0.90 to 0.98), and new names in new frames compound the two. Between steps 4,750 and 9,500
+seed 1 moved between 0.82 and 0.98 on its 256 evaluation prompts and ended at 0.75; seed 2
+between 0.80 and 0.94, ending at 0.84. Not tried yet: held-out names in the frames' other sentences as
+well as in the cast, and averaging the last checkpoints (neither chosen on the held-out prompts).
+
+An exploratory run of seed 0 (the same data, drawn by a script outside the library; its training
+log is identical step for step to the registered recipe's) stood at 0.87 on held-out names and
+templates by step 4,000, where run 9's seed 0 was at about 0.5. So the part lists had taught a
+circuit keyed to their words; the frames remove that, and what remains of the gap is the names.
 
 **Runs 1-5 (the earlier data: twelve fixed templates, 156 names, held-out names absent from all
 generated text; untied embeddings).** Measured on one shared thread (``ioi_accuracy`` on 256
@@ -150,7 +187,7 @@ IOI_GPT = {"d_model": 64, "n_layers": 4, "n_heads": 4, "d_mlp": 256}
 def ioi_task() -> IoiWindows:
     """The task every ``ioi-gpt`` seed trains on (a fresh, unprepared instance)."""
     return IoiWindows(vocab_size=1024, n_ctx=64, repeat_fraction=1.0, min_span=8, max_span=24,
-                      generated_fraction=0.8, ioi_fraction=0.5, cast_size=3, total_vocab=2048)
+                      generated_fraction=0.8, ioi_fraction=0.5, cast_size=3, total_vocab=2048, frame_share=0.5)
 
 
 _TASK = ioi_task()  # shared by the seeds: the corpus and tokenizer are prepared once, on first use
