@@ -147,7 +147,8 @@ def test_measure_seed_at_a_tiny_size_agrees_with_the_chapters_functions(tiny):
     from deviating.experiments.ioi_tail import prune_by_text, text_importance, text_order
 
     hm, prompts, windows, circuit, got = tiny
-    assert got["pair"] == circuit["roles"]["name mover"][:2] and got["seed"] == 0
+    movers = circuit["roles"]["name mover"]
+    assert got["pair"] == (movers[:2] if len(movers) >= 2 else []) and got["seed"] == 0  # a pair needs two
     assert np.asarray(got["task"]).shape == (16, 8) and np.asarray(got["text"]).shape == (16, 6)
     order = text_order(text_importance(hm, windows))
     assert got["order"] == [f"{l}.{h}" for l, h in order]
