@@ -86,6 +86,31 @@ def slow_rank(nodeid: str) -> int:
     return next((i for i, prefix in enumerate(SLOW_FIRST) if nodeid.startswith(prefix)), len(SLOW_FIRST))
 
 
+# Switches that make a notebook's kernel write into the checkout (deviating.ledger): a test may set
+# them only through monkeypatch, which puts them back. One that leaked made every notebook its
+# worker ran afterwards rewrite the book's claims files, under another test's feet.
+GUARDED_ENV = ("HEADLAB_WRITE_CLAIMS",)
+_ENV_BEFORE = pytest.StashKey[dict]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):  # noqa: ANN001
+    item.stash[_ENV_BEFORE] = {k: os.environ.get(k) for k in GUARDED_ENV}
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):  # noqa: ANN001, ARG001
+    result = yield
+    before = item.stash.get(_ENV_BEFORE, None)
+    after = {k: os.environ.get(k) for k in GUARDED_ENV}
+    if before is not None and after != before:
+        for k, v in before.items():  # put it back, so that later tests are not affected
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        raise AssertionError(f"the test left {after} (was {before}) in os.environ: set it with monkeypatch")
+    return result
+
+
 def pytest_collection_modifyitems(session, config, items):  # noqa: ANN001, ARG001
     items.sort(key=lambda item: slow_rank(item.nodeid))  # a stable sort keeps each file's own order
 

@@ -194,6 +194,10 @@ def test_the_notebook_runner_pins_one_torch_thread(monkeypatch, tmp_path):
     seen = {}
     monkeypatch.setenv("OMP_NUM_THREADS", "8")
     monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    # main() also sets these for the kernels it starts; monkeypatch puts them back afterwards, or
+    # every notebook this worker ran later would write the book's claims files (HEADLAB_WRITE_CLAIMS)
+    for name in ("HEADLAB_WRITE_CLAIMS", "HEADLAB_PROGRESS"):
+        monkeypatch.setenv(name, "")  # recorded (delenv of an unset name is not), so undone at the end
     monkeypatch.setattr(execute_notebooks, "execute",
                         lambda path, timeout, kernel: seen.update({k: os.environ.get(k) for k in execute_notebooks.THREAD_ENV}))
     assert execute_notebooks.main([str(tmp_path / "x.ipynb")]) == 0
