@@ -26,6 +26,16 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # before anything imports torch
 # runs and that no checked output depends on how a CPU rounds. Set ATEN_CPU_CAPABILITY to
 # override (it must be set before torch is imported).
 os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
+# glibc's allocator returns every block above 128 kB to the system when it is freed, so each
+# forward pass's tensors come back as fresh pages, faulted in and zeroed by the kernel again: about
+# a million page faults for one chapter. Keeping blocks up to 32 MB in the heap, and the heap's
+# free memory, cuts those faults six-fold (chapter 2 under nbval, measured beside another run:
+# 1.08 M -> 0.18 M faults, 89 -> 81 CPU-s, of which system time 7.8 -> 2.7 s). The workers and
+# the kernels they start inherit this;
+# glibc reads it when a process starts, and other C libraries ignore it. Numbers are unchanged.
+for _name, _value in (("MALLOC_MMAP_THRESHOLD_", str(32 << 20)), ("MALLOC_TRIM_THRESHOLD_", str(1 << 30)),
+                      ("MALLOC_TOP_PAD_", str(64 << 20))):
+    os.environ.setdefault(_name, _value)
 
 # Bytecode caches: where PYTHONDONTWRITEBYTECODE is set (it is on the project's machine), every
 # worker would compile and assertion-rewrite every test module again on every run (collection: 13
