@@ -77,8 +77,8 @@ def brown_or_skip():
 # The files that take longest, longest first (wall seconds of each file in a quiet 4-worker run,
 # `python benchmarks/cpu_per_test.py FOLDER --timeline`, 2026-12-07). ``--dist loadfile`` hands
 # whole files to the workers in the order of this list (``--no-loadscope-reorder`` in
-# pyproject.toml: without it pytest-xdist >= 3.6 sorts the files by their number of tests
-# instead, and this list did nothing), so the long files start first and short ones fill the
+# pyproject.toml: without it pytest-xdist sorts the files by their number of tests instead, as
+# 3.5 already did, and this list did nothing), so the long files start first and short ones fill the
 # end: the usual greedy schedule, which keeps one worker from running a long file alone at the end.
 SLOW_FIRST = ("tests/test_grading.py", "chapters/04_syntactic_heads", "chapters/06_importance",
               "tests/test_experiments.py", "chapters/03_positional_heads", "tests/test_cheats.py",
