@@ -14,7 +14,7 @@ from deviating.data.ioi.prompts import POSITIONS, corrupt_abc, logit_diff, make_
 from deviating.data.brown import Text
 from deviating.data.ioi.sentences import (
     ACTIVITIES, ADJECTIVES, GIVINGS, HELDOUT_PARTS, IOI_TEMPLATES, LEAD_INS, N_TRAIN_TEMPLATES, OTHER_TEMPLATES,
-    BrownFrameWords, brown_frame_sentence, brown_frame_words, heldout_words, ioi_sentence, other_sentence, passage,
+    BrownFrameWords, brown_frame_other_sentence, brown_frame_sentence, brown_frame_words, heldout_words, ioi_sentence, other_sentence, passage,
 )
 from deviating.training.recipes import RECIPES
 
@@ -226,6 +226,41 @@ def test_frames_replace_a_share_of_the_indirect_object_sentences_and_nothing_at_
         passage(random.Random(0), NAMES, [0], 4, frame_words=WORDS, frame_share=1.5)
     with pytest.raises(ValueError, match="needs frame_words"):
         passage(random.Random(0), NAMES, [0], 4, frame_share=0.5)
+
+
+def test_an_other_frame_repeats_a_name_but_never_ends_with_one():
+    shapes = set()
+    for seed in range(300):
+        text = brown_frame_other_sentence(random.Random(seed), NAMES[:3], WORDS)
+        assert text == brown_frame_other_sentence(random.Random(seed), NAMES[:3], WORDS)
+        tokens = text[:-1].replace(",", " ").replace(".", " ").split()
+        names = [t for t in tokens if t in NAMES]
+        assert text.endswith(".") and tokens[-1] in WORDS.nouns and tokens[-2] == "the"
+        assert set(names) <= set(NAMES[:3]) and len(names) == len(set(names)) + 1  # one name again
+        assert names[-1] in names[:-1]  # the one who acts last was named before
+        assert tokens[tokens.index(names[-1], tokens.index(names[-2]) + 1) + 1] in WORDS.verbs
+        shapes.add(len(names))
+    assert shapes == {2, 3}  # one name twice, or a pair and one of it again
+
+
+def test_other_frames_take_the_casts_names_and_a_share_of_the_other_sentences():
+    kwargs = dict(cast_names=NAMES, cast_size=3, frame_words=WORDS)
+    plain = passage(random.Random(5), NAMES[:4], [0, 1], 12, **kwargs)
+    assert passage(random.Random(5), NAMES[:4], [0, 1], 12, other_frame_share=0.0, **kwargs) == plain
+    framed = [passage(random.Random(s), NAMES[:4], [0], 8, ioi_fraction=0.0, other_frame_share=1.0, **kwargs)
+              for s in range(40)]
+    text = " ".join(framed)
+    assert not any(t.format(A="", B="", PLACE="", OBJECT="").strip(" .,") in text for t in OTHER_TEMPLATES)
+    assert set(NAMES[4:]) <= set(text.replace(".", " ").replace(",", " ").split())  # held-out names too
+    assert not any(f"to {n}" in text for n in NAMES)  # nothing is given to anyone by name
+    half = " ".join(passage(random.Random(s), NAMES[:4], [0], 8, ioi_fraction=0.0, other_frame_share=0.5,
+                            **kwargs) for s in range(40))
+    n_frames = sum(half.replace(",", " ").replace(".", " ").split().count(v) for v in WORDS.verbs) / 2
+    assert 0.35 * 320 < n_frames < 0.65 * 320  # two frame verbs a sentence, 320 sentences
+    with pytest.raises(ValueError, match="other_frame_share must be a number in \\[0, 1\\], got -0.1"):
+        passage(random.Random(0), NAMES, [0], 4, frame_words=WORDS, other_frame_share=-0.1)
+    with pytest.raises(ValueError, match="other_frame_share > 0 needs frame_words"):
+        passage(random.Random(0), NAMES, [0], 4, other_frame_share=0.5)
 
 
 def test_split_names_holds_out_every_fifth():

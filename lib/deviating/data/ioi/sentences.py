@@ -41,7 +41,7 @@ from typing import Sequence
 __all__ = ["LEAD_INS", "ACTIVITIES", "GIVINGS", "ADJECTIVES", "HELDOUT_PARTS", "IOI_TEMPLATES", "N_TRAIN_TEMPLATES",
            "OTHER_TEMPLATES", "PLACES", "OBJECTS", "ORDERS", "FRAME_DETERMINERS", "FRAME_TIME_WORDS", "FRAME_FUNCTION_WORDS",
            "IoiSentence", "ioi_sentence", "other_sentence", "passage", "heldout_words", "BrownFrameWords",
-           "brown_frame_words", "brown_frame_sentence"]
+           "brown_frame_words", "brown_frame_sentence", "brown_frame_other_sentence"]
 
 # The templates are composed from parts, so that no fixed token distance identifies S2 or the
 # answer slot: a lead-in (words before the pair and the joint after its clause), what the pair did,
@@ -195,7 +195,8 @@ def other_sentence(rng: random.Random, names: Sequence[str]) -> str:
 
 def passage(rng: random.Random, names: Sequence[str], templates: Sequence[int], n_sentences: int,
             ioi_fraction: float = 0.5, cast_names: Sequence[str] | None = None, cast_size: int = 3,
-            frame_words: "BrownFrameWords | None" = None, frame_share: float = 0.0) -> str:
+            frame_words: "BrownFrameWords | None" = None, frame_share: float = 0.0,
+            other_frame_share: float = 0.0) -> str:
     """``n_sentences`` sentences joined by spaces: each, with probability ``ioi_fraction``, an
     indirect-object sentence (a template of ``templates``, either order, two names of ``names``, its
     answer and a full stop), otherwise one of :data:`OTHER_TEMPLATES`.
@@ -207,16 +208,21 @@ def passage(rng: random.Random, names: Sequence[str], templates: Sequence[int], 
     indirect-object sentence.
 
     With ``frame_share`` > 0, each indirect-object sentence is, with that probability, a Brown
-    frame of ``frame_words`` (:func:`brown_frame_sentence`) instead of a template."""
+    frame of ``frame_words`` (:func:`brown_frame_sentence`) instead of a template. With
+    ``other_frame_share`` > 0, each other sentence is, with that probability, a Brown frame that
+    is not an indirect-object sentence (:func:`brown_frame_other_sentence`), with the cast's names:
+    so held-out names meet the frames' words too, without ever being the answer of an
+    indirect-object sentence."""
     if len(names) < 2:
         raise ValueError(f"a passage needs at least 2 names, got {len(names)}")
     cast_names = names if cast_names is None else cast_names
     if not isinstance(cast_size, int) or not 2 <= cast_size <= len(set(cast_names)):
         raise ValueError(f"cast_size must be an int from 2 to the {len(set(cast_names))} cast names, got {cast_size!r}")
-    if isinstance(frame_share, bool) or not isinstance(frame_share, (int, float)) or not 0 <= frame_share <= 1:
-        raise ValueError(f"frame_share must be a number in [0, 1], got {frame_share!r}")
-    if frame_share > 0 and frame_words is None:
-        raise ValueError("frame_share > 0 needs frame_words (brown_frame_words(texts)) to draw the frames from")
+    for label, share in (("frame_share", frame_share), ("other_frame_share", other_frame_share)):
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+            raise ValueError(f"{label} must be a number in [0, 1], got {share!r}")
+        if share > 0 and frame_words is None:
+            raise ValueError(f"{label} > 0 needs frame_words (brown_frame_words(texts)) to draw the frames from")
     cast = rng.sample(list(dict.fromkeys(cast_names)), cast_size)
     names, templates, out = list(names), list(templates), []
     for _ in range(n_sentences):
@@ -228,6 +234,8 @@ def passage(rng: random.Random, names: Sequence[str], templates: Sequence[int], 
             x = ioi_sentence(rng.choice(templates), io, s, rng.choice(ORDERS), rng.choice(PLACES),
                              rng.choice(OBJECTS))
             out.append(f"{x.text} {io}.")
+        elif other_frame_share > 0 and rng.random() < other_frame_share:  # no draw at 0, as above
+            out.append(brown_frame_other_sentence(rng, cast, frame_words))
         else:
             out.append(other_sentence(rng, cast))
     return " ".join(out)
@@ -303,3 +311,27 @@ def brown_frame_sentence(rng: random.Random, names: Sequence[str], words: BrownF
     det = rng.choice(FRAME_DETERMINERS)
     give = f"{rng.choice(words.verbs)} {det}{rng.choice(words.nouns)} to"
     return f"{lead}{a} and {b} {did}{joint}{s} {give} {io}."
+
+
+def brown_frame_other_sentence(rng: random.Random, names: Sequence[str], words: BrownFrameWords) -> str:
+    """A Brown frame that is *not* an indirect-object sentence, with a full stop: the lead-in and
+    what was done as in :func:`brown_frame_sentence`, then a clause that ends in a noun, never in
+    a name. Half the time a pair of ``names`` opens it and one of the two acts again ("Because
+    Maria and Lois created into the process, Lois gained her list of the war."); otherwise one name
+    does both ("After Maria looked at the house, Maria kept a note in the room."). A name is
+    repeated, as in an indirect-object sentence, but nothing is given to anyone by name."""
+    a, b = rng.sample(list(names), 2)
+    r = rng.random()
+    if r < 0.5:
+        lead, joint = rng.choice(words.conjunctions).capitalize() + " ", ", "
+    elif r < 0.8:
+        lead, joint = f"{rng.choice(FRAME_TIME_WORDS)} the {rng.choice(words.nouns)} ", ". "
+    else:
+        train_leads = _parts(False)[0]
+        lead, joint = train_leads[rng.randrange(len(train_leads))]
+    did = f"{rng.choice(words.verbs)} {rng.choice(words.prepositions)} the {rng.choice(words.nouns)}"
+    det = rng.choice(FRAME_DETERMINERS)
+    then = f"{rng.choice(words.verbs)} {det}{rng.choice(words.nouns)} {rng.choice(words.prepositions)} the {rng.choice(words.nouns)}"
+    if rng.random() < 0.5:
+        return f"{lead}{a} and {b} {did}{joint}{rng.choice((a, b))} {then}."
+    return f"{lead}{a} {did}{joint}{a} {then}."

@@ -86,6 +86,8 @@ class IoiWindows(BrownWindows):
             held-out ones included: see :func:`~deviating.data.ioi.sentences.passage`).
         frame_share: the share of indirect-object sentences written in a Brown frame (words of the
             training texts instead of the part lists: :func:`~deviating.data.ioi.sentences.brown_frame_sentence`).
+        other_frame_share: the share of the other sentences written in a Brown frame that is not an
+            indirect-object sentence (:func:`~deviating.data.ioi.sentences.brown_frame_other_sentence`).
         total_vocab: the tokenizer's size, names and unused ids included (the model's ``d_vocab``).
     """
 
@@ -96,12 +98,13 @@ class IoiWindows(BrownWindows):
     sentences_per_passage: int = 12
     cast_size: int = 3
     frame_share: float = 0.0
+    other_frame_share: float = 0.0
     kind: str = "ioi_windows"
     version: str = "3"
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("generated_fraction", "ioi_fraction", "frame_share"):
+        for name in ("generated_fraction", "ioi_fraction", "frame_share", "other_frame_share"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
                 raise ValueError(f"{name} must be a number in [0, 1], got {v!r}")
@@ -126,10 +129,10 @@ class IoiWindows(BrownWindows):
                    for name, d in docs.items()}
             rng = random.Random(GENERATION_SEED)
             every = split.train_names + split.heldout_names
-            words = brown_frame_words(parts["train"]) if self.frame_share > 0 else None
+            words = brown_frame_words(parts["train"]) if self.frame_share or self.other_frame_share else None
             gen = [passage(rng, split.train_names, split.train_templates, self.sentences_per_passage,
                            self.ioi_fraction, cast_names=every, cast_size=self.cast_size, frame_words=words,
-                           frame_share=self.frame_share)
+                           frame_share=self.frame_share, other_frame_share=self.other_frame_share)
                    for _ in range(self.n_passages)]
             gen_ids = [torch.tensor(e.ids, dtype=torch.long) for e in tok.encode_batch(gen)]
             self._prepared = {"tokenizer": tok, **ids, "stream": torch.cat(ids["train"]),
@@ -190,6 +193,7 @@ class IoiWindows(BrownWindows):
                 "generated_fraction": self.generated_fraction, "ioi_fraction": self.ioi_fraction,
                 "n_passages": self.n_passages, "total_vocab": self.total_vocab, "sentences_per_passage": self.sentences_per_passage,
                 "cast_size": self.cast_size, "frame_share": self.frame_share,
+                "other_frame_share": self.other_frame_share,
                 "generation_seed": GENERATION_SEED, "ioi_eval_seed": IOI_EVAL_SEED,
                 "train_names": list(s.train_names), "heldout_names": list(s.heldout_names),
                 "train_templates": list(s.train_templates), "heldout_templates": list(s.heldout_templates)}

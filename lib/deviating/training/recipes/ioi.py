@@ -6,7 +6,8 @@ generated passages that use names, indirect-object sentences among them.
 below, meets it at seed 0 and falls short at seeds 1 and 2 (on the 256 prompts of each run's own
 evaluation: 0.95, 0.75 and 0.84 on held-out names and templates; run 9 stood at 0.69, 0.61 and
 0.65). It solves held-out templates with training names at every seed (0.99 to 1.00): what is
-left is new names and new frames at once.
+left is new names and new frames at once. Run 13 (below, not shipped) is more even across seeds
+but, on fresh prompts, meets the target at one seed too.
 
 The target (issue 36) is ``logit(IO) - logit(S) > 0`` on at least 90% of prompts of held-out names
 and templates. Every run is scored on four splits of prompts (``ioi_accuracy`` and its suffixes,
@@ -137,6 +138,31 @@ what they were for; **the target is met at seed 0 only**. Held-out names are the
 seed 1 moved between 0.82 and 0.98 on its 256 evaluation prompts and ended at 0.75; seed 2
 between 0.80 and 0.94, ending at 0.84. Not tried yet: held-out names in the frames' other sentences as
 well as in the cast, and averaging the last checkpoints (neither chosen on the held-out prompts).
+
+**Run 13 (not shipped): run 12 with half of the other sentences in Brown frames as well**
+(``other_frame_share=0.5``, :func:`~deviating.data.ioi.sentences.brown_frame_other_sentence`): the
+cast's names, held-out ones included, now meet the frames' words, in sentences that repeat a name
+but never give anything to anyone by name ("After the war Lois and Maria referred at the
+president. Lois refused a corner into the course."). Seeds 0, 1 and 2 (2,083, 2,106 and 1,941
+CPU-seconds on one thread each, three runs sharing two cores). On held-out names and templates:
+
+==========================================  ======================  ======================  ======================
+held-out names and templates                seed 0                  seed 1                  seed 2
+==========================================  ======================  ======================  ======================
+the run's own 256 prompts, last evaluation  0.902                   0.914                   0.926
+1,024 fresh prompts (95% Wilson interval)   0.838 [0.814, 0.859]    0.875 [0.853, 0.894]    0.937 [0.920, 0.950]
+==========================================  ======================  ======================  ======================
+
+On the fresh prompts, held-out names alone 0.950, 0.939 and 0.957, held-out templates alone 0.957,
+0.993 and 0.997; Brown loss 4.12, 4.08 and 4.10. The seeds are more even than run 12's (lowest
+0.84 against 0.76), and over the last 1,500 steps the 256-prompt evaluations stood between 0.85
+and 0.95, but on fresh prompts **the target is met at seed 2 only**. The 256 prompts of a
+run's own evaluation are too few to decide a target this close: a recipe should be judged on
+fresh prompts. The circuits (``python -m deviating.experiments.ioi_circuit`` on these checkpoints)
+are richer than run 12's: seed 0 has two name movers (3.1, 3.2), S-inhibition 2.0 and induction
+1.1; seed 2 two name movers (2.1, 2.3), S-inhibition 1.2 and a duplicate-token head 3.0; seed 1,
+again, no head that meets the name-mover definition. The checkpoints are not shipped: the book's
+seeds stay run 12's until a recipe meets the target on fresh prompts at every seed.
 
 An exploratory run of seed 0 (the same data, drawn by a script outside the library; its training
 log is identical step for step to the registered recipe's) stood at 0.87 on held-out names and
