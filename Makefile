@@ -20,16 +20,13 @@ setup: $(STAMP)
 
 # torch with pip (which finds the machine's local CPU wheel), then the rest with uv: the same
 # packages as pip would resolve, in 17 s instead of 50 on the project's machine (parallel downloads,
-# installs and bytecode compilation). Plain pip where uv cannot be installed. torch's bytecode is
-# compiled on both cores while uv installs (pip would compile it on one, before uv starts); the
-# venv's own pip (23.2 with Python 3.11) is new enough for both steps, so it is not upgraded.
-TORCH_DIR = $$($(BIN)/python -c "import os, torch; print(os.path.dirname(torch.__file__))")
+# installs and bytecode compilation). Plain pip where uv cannot be installed.
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q --no-compile $(TORCH)
-	( $(BIN)/python -m pip install -q '$(UV)' && { $(BIN)/python -m compileall -q -j 0 $(TORCH_DIR) >/dev/null & \
-	    $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -r requirements.txt; \
-	    status=$$?; wait; exit $$status; } ) || $(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q $(TORCH)
+	( $(BIN)/python -m pip install -q '$(UV)' && $(BIN)/uv pip install -q --compile-bytecode \
+	    --python $(BIN)/python -r requirements.txt ) || $(BIN)/python -m pip install -q -r requirements.txt
 	$(BIN)/python -m compileall -q lib scripts >/dev/null  # bytecode once, for every later process (see README)
 	touch $@
 
