@@ -18,12 +18,35 @@ def _installed(name: str) -> bool:
     return (files("headlab") / "checkpoints" / name / "model.safetensors").is_file()
 
 
+FRESH_HELDOUT = 0.85  # what the tiny run's fresh scoring is made to report (the real one: 0.957)
+
+
 @pytest.fixture(scope="module")
 def tiny():
+    """A tiny run whose fresh scoring of held-out names and templates reads 0.85 (below the target),
+    while the checkpoint's own training log says 0.957 (above it)."""
+    import deviating.experiments.ioi_circuit as module
+
     if not _installed("ioi-gpt"):
         pytest.skip("the ioi-gpt checkpoint is not installed")
     torch.set_num_threads(1)
-    return run(["ioi-gpt", "no-such-model"], n=16)
+    real = module.ioi_scores
+
+    def lower(*args, **kwargs):
+        scores = real(*args, **kwargs)
+        scores["heldout"]["accuracy"] = FRESH_HELDOUT
+        return scores
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(module, "ioi_scores", lower)
+        return run(["ioi-gpt", "no-such-model"], n=16)
+
+
+def test_the_fresh_prompts_decide_the_target_not_the_training_log(tiny):
+    rec = tiny["models"]["ioi-gpt"]
+    assert rec["accuracy"]["ioi_accuracy"] >= 0.9 and rec["fresh"]["heldout"]["accuracy"] == FRESH_HELDOUT
+    assert rec["meets_target"] is False
+    assert all(v["n"] == 1024 and v["low"] <= v["high"] for v in rec["fresh"].values())
 
 
 def test_a_tiny_run_writes_the_shipped_schema(tiny):

@@ -50,12 +50,28 @@ TARGET = 0.9  # issue 36: held-out names and templates
 
 
 @pytest.mark.skipif(not SHIPPED, reason="no ioi-gpt checkpoint is shipped")
-def test_the_recipe_states_whether_the_shipped_seeds_meet_the_target():
-    import json
-
+def test_the_recipe_states_whether_the_shipped_seeds_meet_the_target_on_fresh_prompts():
+    """The target is judged on 1,024 fresh prompts of held-out names and templates, not on the 256
+    of the training log (run 13 read 0.90 there and 0.84 on fresh ones). The stored result that
+    chapter 5b reads (ioi_circuit.json) holds the same fresh scores, and its verdicts follow them."""
     import deviating.training.recipes.ioi as recipe_module
+    from deviating.experiments.ioi_circuit import FRESH_PROMPTS, TARGET as CIRCUIT_TARGET, load_results
+    from deviating.experiments.ioi_eval import ioi_scores
 
-    accuracies = {name: json.loads((CHECKPOINT_DIR / name / "provenance.json").read_text())["final_metrics"]
-                  ["ioi_accuracy"] for name in SHIPPED}
+    assert CIRCUIT_TARGET == TARGET and FRESH_PROMPTS == 1024
+    torch.set_num_threads(1)
+    stored = load_results()["models"]
+    assert sorted(stored) == SHIPPED
+    fresh = {}
+    for name in SHIPPED:
+        org = load_checkpoint(CHECKPOINT_DIR / name)
+        with torch.no_grad():
+            scores = ioi_scores(org.model.eval(), org.tokenizer, IoiSplit.from_provenance(org.provenance),
+                                FRESH_PROMPTS)
+        for split, score in scores.items():  # the stored scores are these checkpoints' own
+            assert stored[name]["fresh"][split]["accuracy"] == pytest.approx(score["accuracy"], abs=1e-9)
+            assert stored[name]["fresh"][split]["logit_diff"] == pytest.approx(score["logit_diff"], abs=1e-3)
+        fresh[name] = scores["heldout"]["accuracy"]
+        assert stored[name]["meets_target"] == (fresh[name] >= TARGET), name
     says_short = "no recipe here reaches the target yet" in recipe_module.__doc__
-    assert says_short == any(a < TARGET for a in accuracies.values()), accuracies
+    assert says_short == any(a < TARGET for a in fresh.values()), fresh
