@@ -291,14 +291,10 @@ def brown_frame_words(texts, n_verbs: int = 300, n_nouns: int = 300, n_prepositi
     return BrownFrameWords(top["vbd"], top["nn"], top["in"], top["cs"])
 
 
-def brown_frame_sentence(rng: random.Random, names: Sequence[str], words: BrownFrameWords) -> str:
-    """One indirect-object sentence in a Brown frame, with its answer and a full stop: two names
-    of ``names`` in either order, a lead-in (half the time a conjunction, three tenths "In/On/At/
-    After/During the NOUN", else a training lead-in), what the pair did ("VERB PREP the NOUN") and the
-    giving clause ("VERB DET NOUN to"), e.g. "Because Maria and Lois created into the process, Lois
-    gained her list to Maria."."""
-    io, s = rng.sample(list(names), 2)
-    a, b = (io, s) if rng.random() < 0.5 else (s, io)
+def _frame_opening(rng: random.Random, words: BrownFrameWords) -> tuple[str, str, str]:
+    """A frame's lead-in, the joint after the pair's clause, and what was done ("VERB PREP the
+    NOUN"): the lead-in is half the time a conjunction, three tenths "In/On/At/After/During the
+    NOUN", else a training lead-in. (Drawn in this order: the shipped text depends on it.)"""
     r = rng.random()
     if r < 0.5:
         lead, joint = rng.choice(words.conjunctions).capitalize() + " ", ", "
@@ -307,7 +303,18 @@ def brown_frame_sentence(rng: random.Random, names: Sequence[str], words: BrownF
     else:
         train_leads = _parts(False)[0]
         lead, joint = train_leads[rng.randrange(len(train_leads))]
-    did = f"{rng.choice(words.verbs)} {rng.choice(words.prepositions)} the {rng.choice(words.nouns)}"
+    return lead, joint, f"{rng.choice(words.verbs)} {rng.choice(words.prepositions)} the {rng.choice(words.nouns)}"
+
+
+def brown_frame_sentence(rng: random.Random, names: Sequence[str], words: BrownFrameWords) -> str:
+    """One indirect-object sentence in a Brown frame, with its answer and a full stop: two names
+    of ``names`` in either order, a lead-in (half the time a conjunction, three tenths "In/On/At/
+    After/During the NOUN", else a training lead-in), what the pair did ("VERB PREP the NOUN") and the
+    giving clause ("VERB DET NOUN to"), e.g. "Because Maria and Lois created into the process, Lois
+    gained her list to Maria."."""
+    io, s = rng.sample(list(names), 2)
+    a, b = (io, s) if rng.random() < 0.5 else (s, io)
+    lead, joint, did = _frame_opening(rng, words)
     det = rng.choice(FRAME_DETERMINERS)
     give = f"{rng.choice(words.verbs)} {det}{rng.choice(words.nouns)} to"
     return f"{lead}{a} and {b} {did}{joint}{s} {give} {io}."
@@ -321,15 +328,7 @@ def brown_frame_other_sentence(rng: random.Random, names: Sequence[str], words: 
     does both ("After Maria looked at the house, Maria kept a note in the room."). A name is
     repeated, as in an indirect-object sentence, but nothing is given to anyone by name."""
     a, b = rng.sample(list(names), 2)
-    r = rng.random()
-    if r < 0.5:
-        lead, joint = rng.choice(words.conjunctions).capitalize() + " ", ", "
-    elif r < 0.8:
-        lead, joint = f"{rng.choice(FRAME_TIME_WORDS)} the {rng.choice(words.nouns)} ", ". "
-    else:
-        train_leads = _parts(False)[0]
-        lead, joint = train_leads[rng.randrange(len(train_leads))]
-    did = f"{rng.choice(words.verbs)} {rng.choice(words.prepositions)} the {rng.choice(words.nouns)}"
+    lead, joint, did = _frame_opening(rng, words)
     det = rng.choice(FRAME_DETERMINERS)
     then = f"{rng.choice(words.verbs)} {det}{rng.choice(words.nouns)} {rng.choice(words.prepositions)} the {rng.choice(words.nouns)}"
     if rng.random() < 0.5:
