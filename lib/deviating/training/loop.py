@@ -22,6 +22,7 @@ reproduces the shipped checkpoint (up to floating-point noise between machines).
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import time
@@ -36,7 +37,7 @@ from deviating.training.recipe import Recipe
 from headlab.progress import tqdm
 
 __all__ = ["ExtraLoss", "Objective", "StepLosses", "LoopResult", "run_loop", "adamw", "warmup_cosine",
-           "TrainResult", "train"]
+           "TrainResult", "train", "WeightAverage"]
 
 
 # ---------------------------------------------------------------------------- the loop
@@ -211,6 +212,8 @@ class TrainResult:
     phase_change: dict[str, Any] | None
     train_seconds: float
     info: dict[str, Any] = field(default_factory=dict)
+    # with weight averaging (Recipe.average_share): the weights after the last step, before averaging
+    unaveraged: GPT | None = None
 
 
 def train(recipe: Recipe, seed: int | None = None, steps: int | None = None, device: str = "cpu",
@@ -252,13 +255,52 @@ def train(recipe: Recipe, seed: int | None = None, steps: int | None = None, dev
     eval_data = task.eval_data(recipe.eval_size)
     opt = adamw(model, recipe.lr, recipe.weight_decay)
     goal = Objective(model.loss) if objective is None else objective(model)
+    average = WeightAverage(model, recipe.averaged_steps(steps))
     run = run_loop(model, opt, task.train_batches(recipe.batch_size, gen), steps, goal,
                    lr_at=lambda i: warmup_cosine(i, recipe.lr, recipe.warmup, steps), grad_clip=recipe.grad_clip,
-                   device=device, evaluate=lambda: task.evaluate(model, eval_data),
+                   device=device, on_step=average.on_step, evaluate=lambda: task.evaluate(model, eval_data),
                    eval_every=eval_every or recipe.eval_every, progress=progress, desc=desc or recipe.name, log=log)
     if recipe.tie_embeddings:  # saved as an ordinary GPT: two equal, separate matrices
         model.unembed.weight = torch.nn.Parameter(model.embed.weight.detach().clone())
     check = getattr(task, "phase_change", None)
     phase = next(({"step": r["step"], "seconds": r["seconds"]} for r in run.curve if check and check(r)), None)
-    return TrainResult(model.cpu(), task.tokenizer(), run.metrics, run.curve, phase, run.seconds,
-                       {"seed": seed, "steps": steps, "device": device, "cpu_seconds": round(run.cpu_seconds, 2)})
+    info = {"seed": seed, "steps": steps, "device": device, "cpu_seconds": round(run.cpu_seconds, 2)}
+    metrics, unaveraged = run.metrics, None
+    if average.steps:
+        unaveraged = copy.deepcopy(model).cpu()
+        average.load_into(model)
+        model.eval()
+        info["unaveraged_metrics"], metrics = metrics, task.evaluate(model, eval_data)
+        info["averaged_steps"] = {"first": average.steps[0], "last": average.steps[-1], "count": len(average.steps)}
+    return TrainResult(model.cpu(), task.tokenizer(), metrics, run.curve, phase, run.seconds, info, unaveraged)
+
+
+class WeightAverage:
+    """The running uniform mean of a model's weights after chosen steps (float64 sums, so that
+    the mean of many snapshots does not depend on their order beyond rounding)."""
+
+    def __init__(self, model: torch.nn.Module, steps: list[int]):
+        self.model, self.steps = model, list(steps)
+        self._wanted = set(self.steps)
+        self._sums: dict[str, torch.Tensor] = {}
+        self.count = 0
+
+    def on_step(self, losses: StepLosses) -> None:
+        """Add the weights to the mean if ``losses.step`` is one of the chosen steps (a ``run_loop`` hook)."""
+        if losses.step not in self._wanted:
+            return
+        with torch.no_grad():
+            for name, value in self.model.state_dict().items():
+                if name in self._sums:
+                    self._sums[name] += value.double()
+                else:
+                    self._sums[name] = value.double().clone()
+        self.count += 1
+
+    def load_into(self, model: torch.nn.Module) -> None:
+        """Load the mean into ``model`` (of the averaged model's shape)."""
+        if self.count != len(self.steps):
+            raise RuntimeError(f"the average has {self.count} snapshots of the {len(self.steps)} chosen "
+                               f"(steps {self.steps[0]}..{self.steps[-1]}); did the run stop early?")
+        state = model.state_dict()
+        model.load_state_dict({k: (v / self.count).to(state[k].dtype) for k, v in self._sums.items()})

@@ -10,6 +10,7 @@ final metrics, timings, versions, sha256) and the evaluation curve.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 import sys
@@ -44,6 +45,8 @@ def save_run(result: TrainResult, recipe: Recipe, out: str | Path, command: str)
         "data": {**recipe.task.describe(), "eval_size": recipe.eval_size},
         "recipe": {k: v for k, v in recipe.to_dict().items() if k not in ("config", "task", "name", "description")},
         "final_metrics": result.metrics,
+        **({"averaged_steps": result.info["averaged_steps"],
+            "unaveraged_metrics": result.info["unaveraged_metrics"]} if "averaged_steps" in result.info else {}),
         "phase_change": result.phase_change,
         "train_seconds": round(result.train_seconds, 2),
         # CPU time of this process: on a shared machine, a steadier measure of cost than wall-clock
@@ -52,6 +55,9 @@ def save_run(result: TrainResult, recipe: Recipe, out: str | Path, command: str)
         "python_version": platform.python_version(),
         "platform": platform.platform(),
     }
+    if recipe.average_share:  # which of a run's two sets of weights this checkpoint holds
+        provenance["weights"] = ("the uniform average of averaged_steps" if "averaged_steps" in result.info
+                                 else "after the last step, not averaged")
     if hasattr(recipe.task, "phase_change"):
         provenance["phase_change_definition"] = " ".join(recipe.task.phase_change.__doc__.split())
     provenance = save_checkpoint(out, result.model, result.tokenizer, provenance)
@@ -75,6 +81,9 @@ def add_commands(subparsers) -> None:
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default 1: on a shared machine more threads can be much slower)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--unaveraged-out", default=None, metavar="DIR",
+                   help="for a recipe that averages weights (average_share): also save the weights after the "
+                        "last step, before averaging, as a checkpoint in DIR (to compare the two)")
     p.add_argument("--log", default=None, metavar="FILE",
                    help="append each evaluation (a JSON line: step, losses, the recipe's metrics) to FILE as "
                         "it happens, to follow a long run")
@@ -92,6 +101,11 @@ def _train_command(args) -> int:
     seed = recipe.seed if args.seed is None else args.seed
     steps = recipe.steps if args.steps is None else args.steps
     out = args.out or f"runs/{args.name}"
+    if args.unaveraged_out is not None and not recipe.average_share:
+        print(f"--unaveraged-out {args.unaveraged_out}: recipe {args.name!r} does not average weights "
+              f"(average_share 0), so there is nothing but one set of weights to save; drop the option",
+              file=sys.stderr)
+        return 2
     torch.set_num_threads(args.threads)
     command = (f"python -m deviating train {args.name} --seed {seed} --steps {steps} "
                f"--device {args.device} --threads {args.threads} --out {out}")
@@ -108,6 +122,11 @@ def _train_command(args) -> int:
                 f.write(line + "\n")
     result = train(recipe, seed=seed, steps=steps, device=args.device, progress=not args.no_progress, log=log)
     provenance = save_run(result, recipe, out, command)
+    if args.unaveraged_out is not None:
+        plain = dataclasses.replace(result, model=result.unaveraged, metrics=result.info["unaveraged_metrics"],
+                                    info={k: v for k, v in result.info.items()
+                                          if k not in ("averaged_steps", "unaveraged_metrics")})
+        save_run(plain, recipe, args.unaveraged_out, command + f" --unaveraged-out {args.unaveraged_out}")
     summary = {k: v for k, v in provenance["final_metrics"].items() if not isinstance(v, list) or k.endswith("_head")}
     print(json.dumps({"name": recipe.name, "out": str(out), "train_seconds": provenance["train_seconds"],
                       "phase_change": provenance["phase_change"], "final_metrics": summary}, indent=1))
