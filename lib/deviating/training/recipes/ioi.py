@@ -215,7 +215,8 @@ IOI_GPT = {"d_model": 64, "n_layers": 4, "n_heads": 4, "d_mlp": 256}
 def ioi_task() -> IoiWindows:
     """The task every ``ioi-gpt`` seed trains on (a fresh, unprepared instance)."""
     return IoiWindows(vocab_size=1024, n_ctx=64, repeat_fraction=1.0, min_span=8, max_span=24,
-                      generated_fraction=0.8, ioi_fraction=0.5, cast_size=3, total_vocab=2048, frame_share=0.5)
+                      generated_fraction=0.8, ioi_fraction=0.5, cast_size=3, total_vocab=2048, frame_share=0.5,
+                      other_frame_share=0.5)
 
 
 _TASK = ioi_task()  # shared by the seeds: the corpus and tokenizer are prepared once, on first use
@@ -227,5 +228,5 @@ IOI: dict[str, Recipe] = {r.name: r for r in [
                  "their sentences indirect-object sentences of templates composed from parts, the other half "
                  "other sentences in which a cast of three names recurs)" + (f", training seed {s}" if s else ""),
                  _TASK, config=IOI_GPT, steps=12000, lr=5e-3, warmup=100, eval_every=250, eval_size=128, seed=s,
-                 tie_embeddings=True)
+                 tie_embeddings=True, average_share=0.25, average_every=100)
     for s in range(3)]}
