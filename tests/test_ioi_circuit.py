@@ -18,13 +18,13 @@ def _installed(name: str) -> bool:
     return (files("headlab") / "checkpoints" / name / "model.safetensors").is_file()
 
 
-FRESH_HELDOUT = 0.85  # what the tiny run's fresh scoring is made to report (the real one: 0.957)
+FRESH_HELDOUT = 0.85  # what the tiny run's fresh scoring is made to report (the real one: 0.917)
 
 
 @pytest.fixture(scope="module")
 def tiny():
     """A tiny run whose fresh scoring of held-out names and templates reads 0.85 (below the target),
-    while the checkpoint's own training log says 0.957 (above it)."""
+    while the checkpoint's own training log says 0.918 (above it)."""
     import deviating.experiments.ioi_circuit as module
 
     if not _installed("ioi-gpt"):

@@ -2,12 +2,11 @@
 English whose tokenizer keeps first names whole, trained on Brown Corpus windows mixed with
 generated passages that use names, indirect-object sentences among them.
 
-**Status: no recipe here reaches the target yet** at every seed. Run 12, the recipe registered
-below, meets it at seed 0 and falls short at seeds 1 and 2 (0.957, 0.756 and 0.871 on 1,024
-fresh prompts of held-out names and templates; 0.95, 0.75 and 0.84 on the 256 of each run's own
-evaluation; run 9 stood at 0.69, 0.61 and 0.65 on those). It solves held-out templates with training names at every seed (0.99 to 1.00): what is
-left is new names and new frames at once. Run 13 (below, not shipped) is more even across seeds
-but, on fresh prompts, meets the target at one seed too.
+**Status: no recipe here reaches the target yet** at every seed. Run 14, the recipe registered
+below, meets it at seeds 0 and 2 and falls short at seed 1 (0.917, 0.802 and 0.906 on 1,024 fresh
+prompts of held-out names and templates). Run 12, shipped before it, met it at seed 0 only (0.957,
+0.756 and 0.871); run 9 stood at 0.74 and 0.59. Held-out templates with training names are solved
+at every seed (0.98 to 1.00): what is left is new names in new frames at once.
 
 The target (issue 36) is ``logit(IO) - logit(S) > 0`` on at least 90% of prompts of held-out names
 and templates. Every run is scored on four splits of prompts (``ioi_accuracy`` and its suffixes,
@@ -110,7 +109,7 @@ reached 0.88 on held-out templates with training names but 0.92 on held-out name
 both, no better than run 9. Not tried yet: held-out templates as unseen *combinations* of
 training parts (a weaker test), or a deeper model.
 
-**Run 12, the recipe registered below: run 9 with half of the indirect-object sentences in Brown
+**Run 12 (shipped until run 14): run 9 with half of the indirect-object sentences in Brown
 frames** (``frame_share=0.5``, :func:`~deviating.data.ioi.sentences.brown_frame_sentence`): the
 same shape, two names then the giver then "to", but every word around the names drawn from the
 Brown training texts (the 300 most frequent past-tense verbs and singular nouns, 20 prepositions,
@@ -161,10 +160,37 @@ run's own evaluation are too few to decide a target this close, so the book now 
 record, and ``tests/test_ioi_shipped.py``). The circuits (``python -m deviating.experiments.ioi_circuit`` on these checkpoints)
 are richer than run 12's: seed 0 has two name movers (3.1, 3.2), S-inhibition 2.0 and induction
 1.1; seed 2 two name movers (2.1, 2.3), S-inhibition 1.2 and a duplicate-token head 3.0; seed 1,
-again, no head that meets the name-mover definition. The checkpoints are not shipped: the book's
-seeds stay run 12's until a recipe meets the target on fresh prompts at every seed. Not tried
-yet: averaging the weights of the last steps by a rule fixed in advance (never chosen on held-out
-prompts), which would damp the swings of 0.05 to 0.1 between evaluations that every run shows.
+again, no head that meets the name-mover definition. The checkpoints were not shipped: they
+met the target at one seed, as run 12's did. Run 14 averages the weights of the
+last steps by a rule fixed in advance, to damp the swings of 0.05 to 0.1 between evaluations that
+every run shows.
+
+**Run 14, the recipe registered below: run 13 with the weights averaged** (``average_share=0.25``,
+``average_every=100``): the saved model is the uniform mean of the weights after steps 9,100, 9,200,
+..., 12,000 (30 snapshots), a rule written down before training (Izmailov et al. 2018); the
+training itself is run 13's. Seeds 0, 1 and 2 (2,245, 2,177 and 2,286 CPU-seconds on one thread
+each, three runs sharing two cores of a slower machine), scored on 1,024 fresh prompts a split
+with their weights averaged and, from the same runs (``train --unaveraged-out``), after the last step:
+
+=====================================  ======================  ======================  ======================
+held-out names and templates           seed 0                  seed 1                  seed 2
+=====================================  ======================  ======================  ======================
+after the last step                    0.884 [0.863, 0.902]    0.774 [0.748, 0.799]    0.881 [0.860, 0.899]
+averaged (shipped)                     0.917 [0.898, 0.932]    0.802 [0.776, 0.825]    0.906 [0.887, 0.923]
+=====================================  ======================  ======================  ======================
+
+Averaging adds 2.5 to 3.3 points at every seed (mean logit difference 5.05 -> 5.95, 3.08 -> 3.64,
+5.40 -> 6.04) and costs nothing; held-out names alone 0.949, 0.859 and 0.941, held-out templates
+alone 0.982, 0.989 and 0.999; Brown loss 4.10, 4.08 and 4.09 (``brown-gpt`` 3.57). **The target is
+met at seeds 0 and 2.** The unaveraged weights are not run 13's, although the code and the data
+are (the first 200 batches of a seed hash alike under both versions of the code): the runs were
+made on another machine, whose rounding sends training elsewhere, and the scores moved by up to
+0.10 at one seed (seed 1: 0.875 in run 13, 0.774 here; seed 2: 0.937 and 0.881).
+So a seed's score near 0.9 is in part the luck of the run, and a recipe must clear the target by a
+margin to meet it at every seed. The circuits (``python -m deviating.experiments.ioi_circuit``) now
+have a name mover and an S-inhibition head at every seed: seed 0 name movers 3.1 and 3.2,
+S-inhibition 2.0, induction 1.1; seed 1 name mover 2.3, S-inhibition 1.1, induction 3.2; seed 2
+name movers 2.1 and 2.3, S-inhibition 1.2, duplicate token 3.0.
 
 An exploratory run of seed 0 (the same data, drawn by a script outside the library; its training
 log is identical step for step to the registered recipe's) stood at 0.87 on held-out names and
