@@ -182,7 +182,10 @@ averaged (shipped)                     0.917 [0.898, 0.932]    0.802 [0.776, 0.8
 Averaging adds 2.5 to 3.3 points at every seed (mean logit difference 5.05 -> 5.95, 3.08 -> 3.64,
 5.40 -> 6.04) and costs nothing; held-out names alone 0.949, 0.859 and 0.941, held-out templates
 alone 0.982, 0.989 and 0.999; Brown loss 4.10, 4.08 and 4.09 (``brown-gpt`` 3.57). **The target is
-met at seeds 0 and 2.** The unaveraged weights are not run 13's, although the code and the data
+met at seeds 0 and 2.** The plan written before training was to ship run 14 only if all three seeds met
+it; it is shipped at two because it beats run 12 on every count (seeds that meet it, the lowest
+and the mean accuracy), a choice made on these accuracies before the circuits and the ledger's
+rows were measured again. The unaveraged weights are not run 13's, although the code and the data
 are (the first 200 batches of a seed hash alike under both versions of the code): the runs were
 made on another machine, whose rounding sends training elsewhere, and the scores moved by up to
 0.10 at one seed (seed 1: 0.875 in run 13, 0.774 here; seed 2: 0.937 and 0.881).
