@@ -79,6 +79,7 @@ def test_the_provenance_says_which_weights_a_checkpoint_holds(tmp_path):
     assert prov["weights"].startswith("the uniform average")
     assert prov["recipe"]["average_share"] == 0.5 and prov["recipe"]["average_every"] == 2
     assert prov["unaveraged_metrics"] == run.info["unaveraged_metrics"]
+    assert (tmp_path / "avg" / "loss_curve.png").stat().st_size > 0  # drawn with the averaged marker
     plain_run = train(RECIPES[TINY], steps=3, progress=False, eval_every=3)
     plain = save_run(plain_run, RECIPES[TINY], tmp_path / "plain", "test")
     assert "weights" not in plain and "average_share" not in plain["recipe"]

@@ -62,7 +62,10 @@ def save_run(result: TrainResult, recipe: Recipe, out: str | Path, command: str)
         provenance["phase_change_definition"] = " ".join(recipe.task.phase_change.__doc__.split())
     provenance = save_checkpoint(out, result.model, result.tokenizer, provenance)
     (out / "loss_curve.json").write_text(json.dumps(result.curve, indent=1) + "\n")
-    plot_curve(result.curve, out / "loss_curve.png", title=recipe.name, phase_change=result.phase_change)
+    averaged = ({**result.info["averaged_steps"], "metrics": result.metrics}
+                if "averaged_steps" in result.info else None)
+    plot_curve(result.curve, out / "loss_curve.png", title=recipe.name, phase_change=result.phase_change,
+               averaged=averaged)
     return provenance
 
 
