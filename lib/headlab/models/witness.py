@@ -22,6 +22,21 @@ _COUNTER = itertools.count(1)
 _LOCK = threading.Lock()
 # token -> [(a weak reference to the model, a weak reference to its watcher, a bound method)]
 _WATCHERS: dict[int, list[tuple[weakref.ref, weakref.WeakMethod]]] = {}
+# tokens whose model died: emptied under _LOCK by _purge. A weak reference's callback may run in
+# the middle of any allocation (a garbage collection), also while this thread holds _LOCK, so it
+# must never take the lock itself: it only appends here (as WeakValueDictionary does).
+_DEAD: list[int] = []
+
+
+def _purge() -> None:
+    """Drop the entries of dead models (call with ``_LOCK`` held)."""
+    while _DEAD:
+        token = _DEAD.pop()
+        entries = [e for e in _WATCHERS.get(token, ()) if e[0]() is not None]
+        if entries:
+            _WATCHERS[token] = entries
+        else:
+            _WATCHERS.pop(token, None)
 
 
 def new_token() -> int:
@@ -66,6 +81,7 @@ def claim(model: torch.nn.Module) -> int:
     """Give ``model`` a token no other live watched model holds (a deep copy shares its
     original's until then); returns it."""
     with _LOCK:
+        _purge()
         token = getattr(model, "witness_token", None)
         owners = [ref() for ref, _ in _WATCHERS.get(token, ())] if token is not None else []
         if token is None or any(owner is not None and owner is not model for owner in owners):
@@ -80,14 +96,10 @@ def watch(model: torch.nn.Module, watcher: Callable[[], None]) -> None:
     watching keeps neither it nor the model alive."""
     token = claim(model)
 
-    def forget(_ref, token=token) -> None:
-        with _LOCK:
-            entries = [e for e in _WATCHERS.get(token, ()) if e[0]() is not None]
-            if entries:
-                _WATCHERS[token] = entries
-            else:
-                _WATCHERS.pop(token, None)
+    def forget(_ref, token=token) -> None:  # no lock here: see _DEAD
+        _DEAD.append(token)
 
     with _LOCK:
+        _purge()
         alive = [e for e in _WATCHERS.get(token, ()) if e[0]() is not None and e[1]() is not None]
         _WATCHERS[token] = alive + [(weakref.ref(model, forget), weakref.WeakMethod(watcher))]
