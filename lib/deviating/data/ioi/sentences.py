@@ -196,7 +196,7 @@ def other_sentence(rng: random.Random, names: Sequence[str]) -> str:
 def passage(rng: random.Random, names: Sequence[str], templates: Sequence[int], n_sentences: int,
             ioi_fraction: float = 0.5, cast_names: Sequence[str] | None = None, cast_size: int = 3,
             frame_words: "BrownFrameWords | None" = None, frame_share: float = 0.0,
-            other_frame_share: float = 0.0) -> str:
+            other_frame_share: float = 0.0, cast_heldout_share: float | None = None) -> str:
     """``n_sentences`` sentences joined by spaces: each, with probability ``ioi_fraction``, an
     indirect-object sentence (a template of ``templates``, either order, two names of ``names``, its
     answer and a full stop), otherwise one of :data:`OTHER_TEMPLATES`.
@@ -212,7 +212,12 @@ def passage(rng: random.Random, names: Sequence[str], templates: Sequence[int], 
     ``other_frame_share`` > 0, each other sentence is, with that probability, a Brown frame that
     is not an indirect-object sentence (:func:`brown_frame_other_sentence`), with the cast's names:
     so held-out names meet the frames' words too, without ever being the answer of an
-    indirect-object sentence."""
+    indirect-object sentence.
+
+    By default the cast is drawn uniformly from ``cast_names``. With ``cast_heldout_share`` set,
+    each member of the cast is, with that probability, a name of ``cast_names`` that is not in
+    ``names`` (a held-out name), otherwise one of ``names``: a held-out name, never met in an
+    indirect-object sentence, can so be met as often as a training name in the other sentences."""
     if len(names) < 2:
         raise ValueError(f"a passage needs at least 2 names, got {len(names)}")
     cast_names = names if cast_names is None else cast_names
@@ -223,7 +228,10 @@ def passage(rng: random.Random, names: Sequence[str], templates: Sequence[int], 
             raise ValueError(f"{label} must be a number in [0, 1], got {share!r}")
         if share > 0 and frame_words is None:
             raise ValueError(f"{label} > 0 needs frame_words (brown_frame_words(texts)) to draw the frames from")
-    cast = rng.sample(list(dict.fromkeys(cast_names)), cast_size)
+    if cast_heldout_share is None:  # no extra draws: the text of earlier runs is unchanged
+        cast = rng.sample(list(dict.fromkeys(cast_names)), cast_size)
+    else:
+        cast = _mixed_cast(rng, names, cast_names, cast_size, cast_heldout_share)
     names, templates, out = list(names), list(templates), []
     for _ in range(n_sentences):
         if rng.random() < ioi_fraction:
@@ -239,6 +247,28 @@ def passage(rng: random.Random, names: Sequence[str], templates: Sequence[int], 
         else:
             out.append(other_sentence(rng, cast))
     return " ".join(out)
+
+
+def _mixed_cast(rng: random.Random, names: Sequence[str], cast_names: Sequence[str], cast_size: int,
+                share: float) -> list[str]:
+    """``cast_size`` distinct names, each a held-out one (of ``cast_names``, not of ``names``) with
+    probability ``share``, else a training one."""
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        raise ValueError(f"cast_heldout_share must be a number in [0, 1] or None, got {share!r}")
+    train = list(dict.fromkeys(names))
+    held = [n for n in dict.fromkeys(cast_names) if n not in set(train)]
+    if share > 0 and len(held) < cast_size:
+        raise ValueError(f"cast_heldout_share={share!r} needs at least cast_size={cast_size} names in "
+                         f"cast_names that are not in names, got {len(held)}")
+    if share < 1 and len(train) < cast_size:
+        raise ValueError(f"cast_heldout_share={share!r} needs at least cast_size={cast_size} names, got {len(train)}")
+    cast: list[str] = []
+    while len(cast) < cast_size:
+        pool = held if rng.random() < share else train
+        name = rng.choice(pool)
+        if name not in cast:
+            cast.append(name)
+    return cast
 
 
 # ---------------------------------------------------------------- Brown frames

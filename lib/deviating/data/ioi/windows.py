@@ -88,6 +88,9 @@ class IoiWindows(BrownWindows):
             training texts instead of the part lists: :func:`~deviating.data.ioi.sentences.brown_frame_sentence`).
         other_frame_share: the share of the other sentences written in a Brown frame that is not an
             indirect-object sentence (:func:`~deviating.data.ioi.sentences.brown_frame_other_sentence`).
+        cast_heldout_share: if set, the chance that a member of a passage's cast is a held-out name
+            (otherwise the cast is drawn uniformly from all names; see
+            :func:`~deviating.data.ioi.sentences.passage`).
         total_vocab: the tokenizer's size, names and unused ids included (the model's ``d_vocab``).
     """
 
@@ -99,6 +102,7 @@ class IoiWindows(BrownWindows):
     cast_size: int = 3
     frame_share: float = 0.0
     other_frame_share: float = 0.0
+    cast_heldout_share: float | None = None
     kind: str = "ioi_windows"
     version: str = "3"
 
@@ -108,6 +112,9 @@ class IoiWindows(BrownWindows):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
                 raise ValueError(f"{name} must be a number in [0, 1], got {v!r}")
+        v = self.cast_heldout_share
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1):
+            raise ValueError(f"cast_heldout_share must be None or a number in [0, 1], got {v!r}")
 
     @property
     def d_vocab(self) -> int:
@@ -132,7 +139,8 @@ class IoiWindows(BrownWindows):
             words = brown_frame_words(parts["train"]) if self.frame_share or self.other_frame_share else None
             gen = [passage(rng, split.train_names, split.train_templates, self.sentences_per_passage,
                            self.ioi_fraction, cast_names=every, cast_size=self.cast_size, frame_words=words,
-                           frame_share=self.frame_share, other_frame_share=self.other_frame_share)
+                           frame_share=self.frame_share, other_frame_share=self.other_frame_share,
+                           cast_heldout_share=self.cast_heldout_share)
                    for _ in range(self.n_passages)]
             gen_ids = [torch.tensor(e.ids, dtype=torch.long) for e in tok.encode_batch(gen)]
             self._prepared = {"tokenizer": tok, **ids, "stream": torch.cat(ids["train"]),
@@ -194,6 +202,7 @@ class IoiWindows(BrownWindows):
                 "n_passages": self.n_passages, "total_vocab": self.total_vocab, "sentences_per_passage": self.sentences_per_passage,
                 "cast_size": self.cast_size, "frame_share": self.frame_share,
                 "other_frame_share": self.other_frame_share,
+                **({} if self.cast_heldout_share is None else {"cast_heldout_share": self.cast_heldout_share}),
                 "generation_seed": GENERATION_SEED, "ioi_eval_seed": IOI_EVAL_SEED,
                 "train_names": list(s.train_names), "heldout_names": list(s.heldout_names),
                 "train_templates": list(s.train_templates), "heldout_templates": list(s.heldout_templates)}
