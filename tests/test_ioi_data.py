@@ -169,6 +169,41 @@ def test_the_cast_brings_other_names_into_other_sentences_only():
         assert 2 <= len(used) <= 3
 
 
+def _cast_words(text):
+    return set(text.replace(".", " ").replace(",", " ").replace("'s", " ").split())
+
+
+def test_a_held_out_share_sets_how_often_the_cast_is_held_out_and_none_leaves_the_text_unchanged():
+    train, held = NAMES[:4], NAMES[4:]
+    kw = dict(ioi_fraction=0.0, cast_names=NAMES, cast_size=3)
+    assert [passage(random.Random(s), train, [0], 8, **kw) for s in range(5)] == \
+        [passage(random.Random(s), train, [0], 8, cast_heldout_share=None, **kw) for s in range(5)]
+    for share, lo, hi in ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (0.55, 0.50, 0.60)):
+        texts = [passage(random.Random(s), train, [0], 8, cast_heldout_share=share, **kw) for s in range(400)]
+        casts = [[n for n in NAMES if n in _cast_words(t)] for t in texts]
+        assert all(2 <= len(c) <= 3 for c in casts)  # a cast of three, of whom at least two speak
+        members = [n for c in casts for n in c]
+        frac = sum(n in held for n in members) / len(members)
+        assert lo <= frac <= hi, (share, frac)
+    # uniform draws would give 6 of 10 names held out, so a share of 0 is a real restriction
+    uniform = [passage(random.Random(s), train, [0], 8, **kw) for s in range(400)]
+    assert any(set(held) & _cast_words(t) for t in uniform)
+    ioi = " ".join(passage(random.Random(s), train, [0, 1], 8, ioi_fraction=1.0, cast_names=NAMES,
+                           cast_heldout_share=1.0) for s in range(40))
+    assert not set(held) & _cast_words(ioi)  # held-out names never enter an indirect-object sentence
+
+
+def test_a_held_out_share_refuses_bad_values_and_too_few_names():
+    for bad in (-0.1, 1.5, True, "0.5", float("nan")):
+        with pytest.raises(ValueError, match=f"cast_heldout_share must be a number in \\[0, 1\\] or None, got {bad!r}"):
+            passage(random.Random(0), NAMES[:4], [0], 4, cast_names=NAMES, cast_heldout_share=bad)
+    with pytest.raises(ValueError, match="needs at least cast_size=3 names in cast_names that are not in names, got 2"):
+        passage(random.Random(0), NAMES[:8], [0], 4, cast_names=NAMES, cast_heldout_share=0.5)
+    with pytest.raises(ValueError, match="cast_heldout_share must be None or a number in \\[0, 1\\], got 2"):
+        from deviating.data.ioi.windows import IoiWindows
+        IoiWindows(cast_heldout_share=2)
+
+
 WORDS = BrownFrameWords(verbs=("found", "led", "kept"), nouns=("floor", "mind", "box"), prepositions=("into", "of"),
                         conjunctions=("because", "while"))
 
