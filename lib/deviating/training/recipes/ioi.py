@@ -6,7 +6,9 @@ generated passages that use names, indirect-object sentences among them.
 below, meets it at seeds 0 and 2 and falls short at seed 1 (0.917, 0.802 and 0.906 on 1,024 fresh
 prompts of held-out names and templates). Run 12, shipped before it, met it at seed 0 only (0.957,
 0.756 and 0.871); run 9 stood at 0.74 and 0.59. Held-out templates with training names are solved
-at every seed (0.98 to 1.00): what is left is new names in new frames at once.
+at every seed (0.98 to 1.00): what is left is new names in new frames at once. Run 15 (below,
+not shipped) met it at seeds 0 and 1 and fell to 0.658 at seed 2: from run 12 to run 15, 6 of
+12 seeds met it, and the weakest seed moved from run to run.
 
 The target (issue 36) is ``logit(IO) - logit(S) > 0`` on at least 90% of prompts of held-out names
 and templates. Every run is scored on four splits of prompts (``ioi_accuracy`` and its suffixes,
@@ -194,6 +196,35 @@ margin to meet it at every seed. The circuits (``python -m deviating.experiments
 have a name mover and an S-inhibition head at every seed: seed 0 name movers 3.1 and 3.2,
 S-inhibition 2.0, induction 1.1; seed 1 name mover 2.3, S-inhibition 1.1, induction 3.2; seed 2
 name movers 2.1 and 2.3, S-inhibition 1.2, duplicate token 3.0.
+
+**Run 15 (not shipped): run 14 with held-out names met as often as training names**
+(``cast_heldout_share=0.55``, :func:`~deviating.data.ioi.sentences.passage`). In run 14's pool a
+held-out name occurs 136 times per 2,000 passages and a training name 431 times, because only
+training names are in indirect-object sentences; drawing each member of a passage's cast as a
+held-out name with probability 0.55 makes the two equally frequent (372 and 372). Held-out names
+are still never in an indirect-object sentence; nothing else changed. The rule, committed before
+training (branch ``run15``): replace run 14 if the averaged weights reach 0.9 at all three seeds, or
+at two with the lowest seed above run 14's 0.802. Seeds 0, 1 and 2 (2,210, 2,298 and 2,278
+CPU-seconds on one thread each, three runs sharing two cores), 1,024 fresh prompts a split:
+
+=====================================  ======================  ======================  ======================
+held-out names and templates           seed 0                  seed 1                  seed 2
+=====================================  ======================  ======================  ======================
+after the last step                    0.887 [0.866, 0.905]    0.937 [0.920, 0.950]    0.681 [0.651, 0.708]
+averaged                               0.904 [0.885, 0.921]    0.957 [0.943, 0.968]    0.658 [0.629, 0.687]
+held-out names alone (averaged)        0.939                   0.943                   0.714
+=====================================  ======================  ======================  ======================
+
+Mean logit difference (averaged) 3.79, 4.92 and 1.33; held-out templates alone 0.993, 0.996 and
+0.981; Brown loss 4.10, 4.07 and 4.09. Two seeds meet the target, but seed 2 fails on held-out
+names (0.65 to 0.74 on its own evaluations from step 5,000 to the end), so **by the rule run 14
+stays shipped**. Seed 1, the weak seed of runs 12 and 14, is the strongest here (0.957). Over
+runs 12 to 15, 6 of 12 seeds meet the target, and the weakest seed of each run was seed 1, 0, 1
+and 2 (0.756, 0.838, 0.802 and 0.658): what a seed learns about unseen names is in large part the
+luck of the run. More exposure to held-out names did not make it reliable; one reading
+(not tested) is that a name met often but never as a recipient is learnt as a name that is not
+given to. Next to try: more training names (the held-out names are a fifth of 201; a list of
+first names from outside Brown would give hundreds more), so that no name-specific shortcut pays.
 
 An exploratory run of seed 0 (the same data, drawn by a script outside the library; its training
 log is identical step for step to the registered recipe's) stood at 0.87 on held-out names and
