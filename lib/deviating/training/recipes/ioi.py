@@ -275,8 +275,8 @@ IOI_GPT = {"d_model": 64, "n_layers": 4, "n_heads": 4, "d_mlp": 256}
 def ioi_task() -> IoiWindows:
     """The task every ``ioi-gpt`` seed trains on (a fresh, unprepared instance)."""
     return IoiWindows(vocab_size=1024, n_ctx=64, repeat_fraction=1.0, min_span=8, max_span=24,
-                      generated_fraction=0.8, ioi_fraction=0.5, cast_size=3, total_vocab=2048, frame_share=0.5,
-                      other_frame_share=0.5)
+                      generated_fraction=0.8, ioi_fraction=0.5, cast_size=3, total_vocab=2816, frame_share=0.5,
+                      other_frame_share=0.5, extra_names=200)
 
 
 _TASK = ioi_task()  # shared by the seeds: the corpus and tokenizer are prepared once, on first use
