@@ -11,6 +11,11 @@ never appear in a generated indirect-object sentence of the training text. They 
 Brown text itself and in the generated sentences of other kinds, where a passage's few names recur
 (:func:`~deviating.data.ioi.sentences.passage`), so the model learns to copy them like any name.
 
+:data:`EXTRA_NAMES` are 200 more first names that the Brown Corpus never uses. A task may add them
+to the *training* names (``IoiWindows.extra_names``): they then occur in generated passages only,
+indirect-object sentences included, so that no shortcut keyed to a few names pays; the held-out
+names stay the same 40.
+
 :func:`name_tokenizer` trains the byte-level BPE of :func:`deviating.data.brown_tags.train_tokenizer`
 and then appends merges so that every name, with and without a leading space (``" Mary"``,
 ``"Mary"``), is one token. Appended merges rank after all learned ones, so they change nothing

@@ -64,13 +64,22 @@ class IoiSplit:
                    tuple(data["heldout_templates"]))
 
 
-def ioi_split(texts: list[brown.Text] | None = None) -> IoiSplit:
+def ioi_split(texts: list[brown.Text] | None = None, extra_names: int = 0) -> IoiSplit:
     """The book's split: names of :func:`~deviating.data.ioi.names.brown_first_names` split by
-    :func:`~deviating.data.ioi.names.split_names`; the first :data:`N_TRAIN_TEMPLATES` templates
-    for training, the rest held out."""
+    :func:`~deviating.data.ioi.names.split_names`, then the first ``extra_names`` of
+    :data:`~deviating.data.ioi.names.EXTRA_NAMES` added to the training names (the held-out
+    names never change); the first :data:`N_TRAIN_TEMPLATES` templates for training, the rest
+    held out."""
+    _check_extra_names(extra_names)
     train, held = split_names(brown_first_names(texts))
-    return IoiSplit(tuple(train), tuple(held), tuple(range(N_TRAIN_TEMPLATES)),
+    return IoiSplit(tuple(train) + EXTRA_NAMES[:extra_names], tuple(held), tuple(range(N_TRAIN_TEMPLATES)),
                     tuple(range(N_TRAIN_TEMPLATES, len(IOI_TEMPLATES))))
+
+
+def _check_extra_names(k: object) -> None:
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= len(EXTRA_NAMES):
+        raise ValueError(f"extra_names must be an int from 0 to {len(EXTRA_NAMES)} (how many of "
+                         f"EXTRA_NAMES join the training names), got {k!r}")
 
 
 @dataclass
@@ -119,9 +128,7 @@ class IoiWindows(BrownWindows):
         v = self.cast_heldout_share
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1):
             raise ValueError(f"cast_heldout_share must be None or a number in [0, 1], got {v!r}")
-        k = self.extra_names
-        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= len(EXTRA_NAMES):
-            raise ValueError(f"extra_names must be an int from 0 to {len(EXTRA_NAMES)}, got {k!r}")
+        _check_extra_names(self.extra_names)
 
     @property
     def d_vocab(self) -> int:
@@ -134,10 +141,7 @@ class IoiWindows(BrownWindows):
         if self._prepared is None:
             texts = texts if texts is not None else brown.load()
             parts = brown.split(texts)
-            split = ioi_split(texts)
-            if self.extra_names:
-                split = IoiSplit(split.train_names + EXTRA_NAMES[:self.extra_names], split.heldout_names,
-                                 split.train_templates, split.heldout_templates)
+            split = ioi_split(texts, self.extra_names)
             docs = {name: [" ".join(brown.detokenize([w for w, _ in s])[0] for s in t.sentences) for t in parts[name]]
                     for name in ("train", "validation")}
             tok = name_tokenizer(docs["train"], split.train_names + split.heldout_names, self.vocab_size,
