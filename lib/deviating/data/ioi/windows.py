@@ -29,7 +29,7 @@ import torch
 
 from deviating.data import brown
 from deviating.data.brown_windows import EOT_ID, BrownWindows, add_repeats, window_starts
-from deviating.data.ioi.names import brown_first_names, name_tokenizer, split_names
+from deviating.data.ioi.names import EXTRA_NAMES, brown_first_names, name_tokenizer, split_names
 from deviating.data.ioi.prompts import IoiPrompts, logit_diff, make_prompts
 from deviating.data.ioi.sentences import IOI_TEMPLATES, N_TRAIN_TEMPLATES, brown_frame_words, passage
 from headlab.models.gpt import GPT
@@ -64,13 +64,22 @@ class IoiSplit:
                    tuple(data["heldout_templates"]))
 
 
-def ioi_split(texts: list[brown.Text] | None = None) -> IoiSplit:
+def ioi_split(texts: list[brown.Text] | None = None, extra_names: int = 0) -> IoiSplit:
     """The book's split: names of :func:`~deviating.data.ioi.names.brown_first_names` split by
-    :func:`~deviating.data.ioi.names.split_names`; the first :data:`N_TRAIN_TEMPLATES` templates
-    for training, the rest held out."""
+    :func:`~deviating.data.ioi.names.split_names`, then the first ``extra_names`` of
+    :data:`~deviating.data.ioi.names.EXTRA_NAMES` added to the training names (the held-out
+    names never change); the first :data:`N_TRAIN_TEMPLATES` templates for training, the rest
+    held out."""
+    _check_extra_names(extra_names)
     train, held = split_names(brown_first_names(texts))
-    return IoiSplit(tuple(train), tuple(held), tuple(range(N_TRAIN_TEMPLATES)),
+    return IoiSplit(tuple(train) + EXTRA_NAMES[:extra_names], tuple(held), tuple(range(N_TRAIN_TEMPLATES)),
                     tuple(range(N_TRAIN_TEMPLATES, len(IOI_TEMPLATES))))
+
+
+def _check_extra_names(k: object) -> None:
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= len(EXTRA_NAMES):
+        raise ValueError(f"extra_names must be an int from 0 to {len(EXTRA_NAMES)} (how many of "
+                         f"EXTRA_NAMES join the training names), got {k!r}")
 
 
 @dataclass
@@ -91,6 +100,9 @@ class IoiWindows(BrownWindows):
         cast_heldout_share: if set, the chance that a member of a passage's cast is a held-out name
             (otherwise the cast is drawn uniformly from all names; see
             :func:`~deviating.data.ioi.sentences.passage`).
+        extra_names: how many of :data:`~deviating.data.ioi.names.EXTRA_NAMES` (names never in the
+            Brown Corpus) join the training names, in generated text only; the held-out names and
+            templates do not change.
         total_vocab: the tokenizer's size, names and unused ids included (the model's ``d_vocab``).
     """
 
@@ -103,6 +115,7 @@ class IoiWindows(BrownWindows):
     frame_share: float = 0.0
     other_frame_share: float = 0.0
     cast_heldout_share: float | None = None
+    extra_names: int = 0
     kind: str = "ioi_windows"
     version: str = "3"
 
@@ -115,6 +128,7 @@ class IoiWindows(BrownWindows):
         v = self.cast_heldout_share
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1):
             raise ValueError(f"cast_heldout_share must be None or a number in [0, 1], got {v!r}")
+        _check_extra_names(self.extra_names)
 
     @property
     def d_vocab(self) -> int:
@@ -127,7 +141,7 @@ class IoiWindows(BrownWindows):
         if self._prepared is None:
             texts = texts if texts is not None else brown.load()
             parts = brown.split(texts)
-            split = ioi_split(texts)
+            split = ioi_split(texts, self.extra_names)
             docs = {name: [" ".join(brown.detokenize([w for w, _ in s])[0] for s in t.sentences) for t in parts[name]]
                     for name in ("train", "validation")}
             tok = name_tokenizer(docs["train"], split.train_names + split.heldout_names, self.vocab_size,
@@ -202,6 +216,7 @@ class IoiWindows(BrownWindows):
                 "n_passages": self.n_passages, "total_vocab": self.total_vocab, "sentences_per_passage": self.sentences_per_passage,
                 "cast_size": self.cast_size, "frame_share": self.frame_share,
                 "other_frame_share": self.other_frame_share,
+                **({"extra_names": self.extra_names} if self.extra_names else {}),
                 **({} if self.cast_heldout_share is None else {"cast_heldout_share": self.cast_heldout_share}),
                 "generation_seed": GENERATION_SEED, "ioi_eval_seed": IOI_EVAL_SEED,
                 "train_names": list(s.train_names), "heldout_names": list(s.heldout_names),

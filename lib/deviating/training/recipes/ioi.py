@@ -6,9 +6,9 @@ generated passages that use names, indirect-object sentences among them.
 below, meets it at seeds 0 and 2 and falls short at seed 1 (0.917, 0.802 and 0.906 on 1,024 fresh
 prompts of held-out names and templates). Run 12, shipped before it, met it at seed 0 only (0.957,
 0.756 and 0.871); run 9 stood at 0.74 and 0.59. Held-out templates with training names are solved
-at every seed (0.98 to 1.00): what is left is new names in new frames at once. Run 15 (below,
-not shipped) met it at seeds 0 and 1 and fell to 0.658 at seed 2: from run 12 to run 15, 6 of
-12 seeds met it, and the weakest seed moved from run to run.
+at every seed (0.98 to 1.00): what is left is new names in new frames at once. Runs 15 and 16
+(below, not shipped) met it at two seeds and at one: from run 12 to run 16, 7 of 15 seeds met it,
+and the weakest seed moved from run to run.
 
 The target (issue 36) is ``logit(IO) - logit(S) > 0`` on at least 90% of prompts of held-out names
 and templates. Every run is scored on four splits of prompts (``ioi_accuracy`` and its suffixes,
@@ -225,6 +225,36 @@ luck of the run. More exposure to held-out names did not make it reliable; one r
 (not tested) is that a name met often but never as a recipient is learnt as a name that is not
 given to. Next to try: more training names (the held-out names are a fifth of 201; a list of
 first names from outside Brown would give hundreds more), so that no name-specific shortcut pays.
+
+**Run 16 (not shipped): run 14 with 200 more training names** (``extra_names=200``,
+:data:`~deviating.data.ioi.names.EXTRA_NAMES`: frequent first names of the 1990 US census lists
+that never occur in Brown, so they appear in generated passages only; the tokenizer grows to
+2,816 ids). The 40 held-out names, the templates and the evaluation do not change. The rule,
+committed before training (branch ``run16-probe``): replace run 14 if the averaged weights reach
+0.9 on 1,024 fresh prompts of held-out names and templates at all three seeds, or at two with the
+lowest seed above run 14's 0.802; in either case only if each seed's Brown loss is within 0.05 of
+run 14's (4.10, 4.08 and 4.09) and its training takes at most 2,700 CPU-seconds. (A probe of the
+same code, read at step 6,000 by an earlier rule, had called it not promising: 0.820, 0.869 and
+0.882 over steps 4,000-6,000; the full runs were made to measure it, not to rescue it.) Seeds 0,
+1 and 2 (2,954, 2,939 and 2,922 CPU-seconds on one thread each, three runs sharing two cores),
+1,024 fresh prompts a split:
+
+=====================================  ======================  ======================  ======================
+held-out names and templates           seed 0                  seed 1                  seed 2
+=====================================  ======================  ======================  ======================
+after the last step                    0.794 [0.768, 0.818]    0.898 [0.878, 0.915]    0.908 [0.889, 0.924]
+averaged                               0.824 [0.800, 0.846]    0.899 [0.879, 0.916]    0.905 [0.886, 0.922]
+held-out names alone (averaged)        0.950                   0.965                   0.965
+=====================================  ======================  ======================  ======================
+
+Mean logit difference (averaged) 3.98, 3.47 and 5.53; held-out templates alone 0.981, 0.988 and
+0.999; Brown loss 4.13, 4.09 and 4.08. One seed meets the target and each run went over the CPU
+budget (the same machine trained run 15 in 2,210 to 2,298 CPU-seconds: the larger vocabulary cost
+about 1.3 times as much per step, where 1.15 was measured on a quiet core), so **by the rule run
+14 stays shipped**. What the extra names did: held-out names alone are now 0.95 to 0.97 at every
+seed, the most even of any run (run 14: 0.949, 0.859 and 0.941; run 15: 0.939, 0.943 and 0.714),
+and held-out templates alone stay at 0.98 to 1.00. What is left is the two at once: a new name in
+a new frame, 0.82 to 0.91. Over runs 12 to 16, 7 of 15 seeds meet the target.
 
 An exploratory run of seed 0 (the same data, drawn by a script outside the library; its training
 log is identical step for step to the registered recipe's) stood at 0.87 on held-out names and
