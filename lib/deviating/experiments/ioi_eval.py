@@ -11,9 +11,13 @@ evaluation's, so nothing was chosen on them) and reports, per split, the share o
 with its own tokenizer: ``ioi-gpt``'s is ``brown-gpt``'s plus the names, so the two token streams
 differ only where a name occurs).
 
+:func:`heldout_breakdown` says where the held-out split's errors sit: its accuracy on the same
+fresh prompts grouped by order (ABBA, BABA) and by each part of the template (lead-in, activity,
+giving clause; :data:`~deviating.data.ioi.sentences.TEMPLATE_PARTS`).
+
 Run on checkpoint folders::
 
-    python -m deviating.experiments.ioi_eval runs/ioi-gpt runs/ioi-gpt-s1 --prompts 1024
+    python -m deviating.experiments.ioi_eval runs/ioi-gpt runs/ioi-gpt-s1 --prompts 1024 [--breakdown]
 """
 
 from __future__ import annotations
@@ -29,9 +33,10 @@ from typing import Sequence
 import torch
 
 from deviating.data.ioi.prompts import logit_diff, make_prompts
+from deviating.data.ioi.sentences import TEMPLATE_PARTS
 from deviating.data.ioi.windows import EVAL_SPLITS, IOI_EVAL_SEED, IoiSplit
 
-__all__ = ["FRESH_SEED_OFFSET", "wilson", "ioi_scores", "brown_losses", "main"]
+__all__ = ["FRESH_SEED_OFFSET", "wilson", "ioi_scores", "heldout_breakdown", "brown_losses", "main"]
 
 FRESH_SEED_OFFSET = 1000  # the fresh prompts' seed: IOI_EVAL_SEED + FRESH_SEED_OFFSET + the split's index
 
@@ -69,6 +74,28 @@ def ioi_scores(model, tokenizer, split: IoiSplit, n: int = 1024, batch: int = 25
 
 
 @torch.no_grad()
+def heldout_breakdown(model, tokenizer, split: IoiSplit, n: int = 1024, batch: int = 256) -> dict[str, dict]:
+    """The held-out split of :func:`ioi_scores` (the same ``n`` fresh prompts), its accuracy grouped
+    by ``"order"`` and by each template part (``"lead_in"``, ``"activity"``, ``"giving"``): per group
+    key (the part's text, the lead-in as its words before the names), ``{"n", "accuracy"}``."""
+    if not isinstance(n, int) or n < 2 or n % 2:
+        raise ValueError(f"n must be an even number of prompts (half of each order), at least 2; got {n!r}")
+    prompts = make_prompts(tokenizer, split.heldout_names, split.heldout_templates, n,
+                           IOI_EVAL_SEED + FRESH_SEED_OFFSET + list(EVAL_SPLITS).index("heldout"))
+    right = torch.cat([logit_diff(model(part.tokens), part).float() > 0
+                       for part in (prompts.subset(range(s, min(n, s + batch))) for s in range(0, n, batch))]).tolist()
+    keys = {"order": lambda x: x.order, "lead_in": lambda x: TEMPLATE_PARTS[x.template][0][0].strip(),
+            "activity": lambda x: TEMPLATE_PARTS[x.template][1], "giving": lambda x: TEMPLATE_PARTS[x.template][2]}
+    out = {}
+    for name, key in keys.items():
+        groups: dict[str, list[bool]] = {}
+        for sentence, ok in zip(prompts.sentences, right):
+            groups.setdefault(key(sentence), []).append(ok)
+        out[name] = {k: {"n": len(v), "accuracy": sum(v) / len(v)} for k, v in sorted(groups.items())}
+    return out
+
+
+@torch.no_grad()
 def brown_losses(ioi_model, windows: int = 256) -> dict[str, float]:
     """The mean next-token loss on ``windows`` held-out Brown windows of the ``ioi-gpt`` task's length:
     ``{"ioi-gpt": ..., "brown-gpt": ...}`` (``brown-gpt`` on windows of the same length cut from the
@@ -93,6 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("folders", nargs="+", help="checkpoint folders of ioi-gpt runs")
     parser.add_argument("--prompts", type=int, default=1024, help="fresh prompts per split (even; default 1024)")
     parser.add_argument("--brown", action="store_true", help="also the Brown validation loss beside brown-gpt's")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also the held-out split's accuracy by order and by template part")
     args = parser.parse_args(argv)
     from headlab.models.checkpoints import load_checkpoint
 
@@ -106,6 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         record = {"folder": str(folder), "steps": org.provenance["steps"],
                   "cpu_seconds": org.provenance.get("cpu_seconds"),
                   "splits": ioi_scores(model, org.tokenizer, IoiSplit.from_provenance(org.provenance), args.prompts)}
+        if args.breakdown:
+            record["heldout_breakdown"] = heldout_breakdown(model, org.tokenizer,
+                                                            IoiSplit.from_provenance(org.provenance), args.prompts)
         if args.brown:
             record["brown_val_loss"] = brown_losses(model)
         print(json.dumps(record))

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 __all__ = ["LEAD_INS", "ACTIVITIES", "GIVINGS", "ADJECTIVES", "HELDOUT_PARTS", "IOI_TEMPLATES", "N_TRAIN_TEMPLATES",
+           "TEMPLATE_PARTS",
            "OTHER_TEMPLATES", "PLACES", "OBJECTS", "ORDERS", "FRAME_DETERMINERS", "FRAME_TIME_WORDS", "FRAME_FUNCTION_WORDS",
            "IoiSentence", "ioi_sentence", "other_sentence", "passage", "heldout_words", "BrownFrameWords",
            "brown_frame_words", "brown_frame_sentence", "brown_frame_other_sentence"]
@@ -84,14 +85,14 @@ ADJECTIVES: tuple[str, ...] = ("", "small ", "new ", "big ", "nice ")  # before 
 HELDOUT_PARTS = {"LEAD_INS": 4, "ACTIVITIES": 4, "GIVINGS": 4}  # the last so many of each list
 
 
-def _compose(lead_ins, activities, givings) -> list[str]:
+def _compose(lead_ins, activities, givings) -> list[tuple[str, tuple]]:
     out = []
     for (before, joint) in lead_ins:
         for act in activities:
             for give in givings:
                 for adj in (ADJECTIVES if "{OBJECT}" in give else ("",)):
                     clause = give.replace("{OBJECT}", adj + "{OBJECT}")
-                    out.append(f"{before}{{A}} and {{B}} {act}{joint}{{S}} {clause}")
+                    out.append((f"{before}{{A}} and {{B}} {act}{joint}{{S}} {clause}", ((before, joint), act, give)))
     return out
 
 
@@ -102,8 +103,11 @@ def _parts(held: bool):
 
 
 _TRAIN = _compose(*_parts(False))
-IOI_TEMPLATES: tuple[str, ...] = tuple(_TRAIN + _compose(*_parts(True)))
+_ALL = _TRAIN + _compose(*_parts(True))
+IOI_TEMPLATES: tuple[str, ...] = tuple(text for text, _ in _ALL)
 N_TRAIN_TEMPLATES = len(_TRAIN)  # the first N_TRAIN_TEMPLATES are for training, the rest held out
+# what each template is made of: (its lead-in pair of LEAD_INS, its activity, its giving clause of GIVINGS)
+TEMPLATE_PARTS: tuple[tuple[tuple[str, str], str, str], ...] = tuple(parts for _, parts in _ALL)
 
 OTHER_TEMPLATES: tuple[str, ...] = (
     "{A} went to the {PLACE}.",
